@@ -1,0 +1,218 @@
+"""The embedded Apache Kafka broker: one KRaft node (broker and controller) on loopback.
+
+It runs Kafka itself from its Maven Central jars as a detached Java process, so that it
+outlives the command that started it; its pid, log and storage live in the data folder.
+`start` is idempotent, `stop` shuts it down cleanly and waits until the process is gone.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from shadowtwin import jars
+from shadowtwin.config import EmbeddedKafkaSettings
+
+_LOG4J = """\
+status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.file.ref = file
+logger.kafka.name = kafka
+logger.kafka.level = WARN
+logger.apache.name = org.apache.kafka
+logger.apache.level = WARN
+"""
+
+
+class BrokerError(RuntimeError):
+    """The embedded broker could not be started or stopped."""
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    running: bool
+    pid: int | None
+    bootstrap_servers: str
+    data_dir: Path
+
+    def describe(self) -> str:
+        if self.running:
+            return f"kafka running (pid {self.pid}) at {self.bootstrap_servers}, data in {self.data_dir}"
+        return f"kafka not running (would serve {self.bootstrap_servers}, data in {self.data_dir})"
+
+
+class EmbeddedKafka:
+    """Start, stop and inspect the embedded broker described by `settings`."""
+
+    def __init__(self, settings: EmbeddedKafkaSettings, jar_cache: Path):
+        self.settings = settings
+        self.jar_cache = jar_cache
+        self.data_dir = settings.data_dir
+        self.bootstrap_servers = f"127.0.0.1:{settings.port}"
+        self._pid_file = self.data_dir / "kafka.pid"
+        self._log_file = self.data_dir / "kafka.log"
+        self._storage = self.data_dir / "storage"
+
+    def status(self) -> BrokerStatus:
+        pid = self._live_pid()
+        return BrokerStatus(pid is not None, pid, self.bootstrap_servers, self.data_dir)
+
+    def answers(self) -> bool:
+        """Whether a broker (this one, or another on the same port) listens at this address."""
+        return _port_in_use(self.settings.port)
+
+    def start(self) -> BrokerStatus:
+        """Start the broker unless it runs already; return once it answers."""
+        if self._live_pid() is not None:
+            self._wait_until_ready()
+            return self.status()
+        for port in (self.settings.port, self.settings.controller_port):
+            if _port_in_use(port):
+                raise BrokerError(f"port {port} is taken by another process; choose another in conf/ ([kafka.embedded])")
+        classpath = os.pathsep.join(str(p) for p in jars.ensure(jars.kafka_broker_jars(self.settings.version), self.jar_cache))
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        properties = self._write_config()
+        if not (self._storage / "meta.properties").exists():
+            self._format(classpath, properties)
+        with open(self._log_file, "ab") as log:
+            process = subprocess.Popen(
+                ["java", f"-Xmx{self.settings.heap}", f"-Xms{self.settings.heap}",
+                 f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+                 "-cp", classpath, "kafka.Kafka", str(properties)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._pid_file.write_text(str(process.pid))
+        self._wait_until_ready(process)
+        return self.status()
+
+    def stop(self, timeout: float = 30.0) -> bool:
+        """Shut the broker down cleanly (SIGTERM, then SIGKILL after `timeout`). True if it ran."""
+        pid = self._live_pid()
+        if pid is None:
+            self._pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            while _alive(pid):
+                time.sleep(0.1)
+        self._pid_file.unlink(missing_ok=True)
+        return True
+
+    def _write_config(self) -> Path:
+        s = self.settings
+        properties = self.data_dir / "server.properties"
+        properties.write_text(
+            "\n".join([
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{s.controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{s.port},CONTROLLER://127.0.0.1:{s.controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{s.port},CONTROLLER://127.0.0.1:{s.controller_port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                f"log.dirs={self._storage}",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=4",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "num.partitions=1",
+                "auto.create.topics.enable=false",
+                "",
+            ])
+        )
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J.format(log=self._log_file))
+        return properties
+
+    def _format(self, classpath: str, properties: Path) -> None:
+        result = subprocess.run(
+            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
+             "-t", _cluster_id(), "-c", str(properties)],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            raise BrokerError(f"formatting Kafka storage in {self._storage} failed:\n{result.stdout}{result.stderr}")
+
+    def _wait_until_ready(self, process: subprocess.Popen | None = None) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers, "log_level": 0})
+        deadline = time.monotonic() + self.settings.start_timeout_seconds
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                self._pid_file.unlink(missing_ok=True)
+                raise BrokerError(f"Kafka exited with code {process.returncode}; last lines of {self._log_file}:\n{self._log_tail()}")
+            try:
+                if admin.list_topics(timeout=2).brokers:
+                    return
+            except Exception:  # noqa: BLE001 - not answering yet
+                time.sleep(0.5)
+        raise BrokerError(
+            f"Kafka did not answer at {self.bootstrap_servers} within {self.settings.start_timeout_seconds}s;"
+            f" last lines of {self._log_file}:\n{self._log_tail()}"
+        )
+
+    def _live_pid(self) -> int | None:
+        try:
+            pid = int(self._pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _alive(pid) and _is_kafka(pid) else None
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+def _cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        waited, _status = os.waitpid(pid, os.WNOHANG)
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_kafka(pid: int) -> bool:
+    try:
+        return b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc: trust the pid file
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -1,0 +1,1 @@
+"""The Spark Structured Streaming side of the twin: session, sources, stateful operators, sinks."""

@@ -1,0 +1,104 @@
+"""Session-wide real parts for the integration tests: one Kafka broker, one SparkSession.
+
+Kafka, in order of preference: `$KAFKA_BOOTSTRAP_SERVERS`; a testcontainers Kafka when a
+Docker engine answers; else the project's embedded broker on free ports, in a temporary
+folder, stopped when the session ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import socket
+import uuid
+
+import pytest
+
+from shadowtwin.config import Settings, TopicSettings, load_settings
+from shadowtwin.topics import create_topics
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+        return
+    if _docker_engine_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer() as container:
+            yield container.get_bootstrap_server()
+        return
+    from shadowtwin.broker import EmbeddedKafka
+
+    embedded = dataclasses.replace(
+        settings.kafka.embedded,
+        port=free_port(),
+        controller_port=free_port(),
+        data_dir=tmp_path_factory.mktemp("kafka"),
+    )
+    broker = EmbeddedKafka(embedded, settings.jars.cache_dir)
+    broker.start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory):
+    """One SparkSession for the test session; it asks for Kafka so that it stops before the broker."""
+    from streaming.session import build_spark
+
+    spark_settings = dataclasses.replace(
+        settings.spark, master="local[2]", shuffle_partitions=2, checkpoint_dir=tmp_path_factory.mktemp("checkpoints")
+    )
+    session = build_spark(dataclasses.replace(settings, spark=spark_settings))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topics(kafka_bootstrap: str, request: pytest.FixtureRequest) -> TopicSettings:
+    """The twin's topics under fresh names, created: tests sharing the broker never see each other's records."""
+    suffix = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:40] + "-" + uuid.uuid4().hex[:8]
+    names = TopicSettings(
+        events=f"test.events.{suffix}",
+        alerts=f"test.alerts.{suffix}",
+        commands=f"test.commands.{suffix}",
+        dead_letters=f"test.dead-letters.{suffix}",
+        events_partitions=2,
+        commands_partitions=2,
+    )
+    create_topics(kafka_bootstrap, names)
+    return names
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _docker_engine_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        return bool(client.ping())
+    except Exception:  # noqa: BLE001 - no engine, no socket, no permission: all mean "no Docker"
+        return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the broker or Spark are integration tests, whatever their file says."""
+    for item in items:
+        if {"kafka_bootstrap", "spark", "topics"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
