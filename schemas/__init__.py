@@ -1,0 +1,1 @@
+"""The event contract: typed event classes (`schemas.events`), their Avro schemas and wire format."""

@@ -1,0 +1,389 @@
+"""The event contract as typed Python classes: every record the twin reads or writes.
+
+These frozen dataclasses are the single source of truth: the Avro schemas in
+`schemas/avro/` are generated from them (field docs included), and the model in `state/`,
+the producers and the tests all use them. Times are event times in milliseconds since the
+epoch, stamped by the emitting node's own clock (`timestamp-millis` on the wire).
+
+Identity: `MessageRef.internal_id` is the PRIMARY's internal id of the message; the shadow
+names the message by the same id (it learns it when the copy is made), so both sides of one
+message meet in one place.
+
+Routing: every event names `primary_server`, the primary it concerns (the emitter itself
+for events on a primary, the primary a shadow copy belongs to for events on a shadow). It
+is the Kafka key and the twin's stateful group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+
+def doc(text: str, *, logical: str | None = None, **kwargs) -> dataclasses.Field:
+    """A dataclass field carrying its Avro `doc` (and logical type, for timestamps)."""
+    metadata = {"doc": text} if logical is None else {"doc": text, "logicalType": logical}
+    return field(metadata=metadata, **kwargs)
+
+
+class AvroEnum(str, enum.Enum):
+    """An enum whose first member is the default symbol readers fall back to."""
+
+
+class NodeMode(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    EXCHANGE_2013 = "EXCHANGE_2013"  # 2013 and later (2016, 2019): shadow in the same boundary
+    EXCHANGE_2010 = "EXCHANGE_2010"  # previous hop keeps the shadow, XSHADOW/XQUERYDISCARD
+
+
+class SiteLocality(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    LOCAL = "LOCAL"
+    REMOTE = "REMOTE"
+
+
+class MessageSource(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    OUTSIDE_BOUNDARY = "OUTSIDE_BOUNDARY"
+    INSIDE_BOUNDARY = "INSIDE_BOUNDARY"
+    MAILBOX_SUBMISSION = "MAILBOX_SUBMISSION"
+
+
+class ShadowFailureReason(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    TIMEOUT = "TIMEOUT"
+    NO_PEER = "NO_PEER"
+    REFUSED = "REFUSED"
+    NOT_SUPPORTED = "NOT_SUPPORTED"
+
+
+class QueryFailureReason(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    TIMEOUT = "TIMEOUT"
+    REFUSED = "REFUSED"
+    CONNECTION_FAILED = "CONNECTION_FAILED"
+
+
+class SideEffectKind(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    DSN = "DSN"
+    NDR = "NDR"
+    JOURNAL_REPORT = "JOURNAL_REPORT"
+
+
+class AlertType(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    PRIMARY_FAILED_SHADOWS_PROMOTED = "PRIMARY_FAILED_SHADOWS_PROMOTED"
+    QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED = "QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED"
+    HELD_NO_ALTERNATE_ROUTE = "HELD_NO_ALTERNATE_ROUTE"
+    NOT_REDUNDANT = "NOT_REDUNDANT"
+    REJECTED_NO_SHADOW = "REJECTED_NO_SHADOW"
+    DUPLICATE_DELIVERY_EXPECTED = "DUPLICATE_DELIVERY_EXPECTED"
+    MESSAGE_AT_RISK = "MESSAGE_AT_RISK"
+    MESSAGE_LOST = "MESSAGE_LOST"
+    SHADOW_SERVER_UNREACHABLE = "SHADOW_SERVER_UNREACHABLE"
+    DISCARD_EVENTS_DROPPED = "DISCARD_EVENTS_DROPPED"
+    SHADOW_EXPIRED = "SHADOW_EXPIRED"
+    LATE_EVENTS = "LATE_EVENTS"
+
+
+class Severity(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+
+
+class CommandReason(AvroEnum):
+    UNKNOWN = "UNKNOWN"
+    PRIMARY_HEARTBEAT_TIMEOUT = "PRIMARY_HEARTBEAT_TIMEOUT"
+    PRIMARY_QUEUE_DATABASE_CHANGED = "PRIMARY_QUEUE_DATABASE_CHANGED"
+    PRIMARY_RETURNED_AS_NEW_ROUTE = "PRIMARY_RETURNED_AS_NEW_ROUTE"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """Which message (and which fork of it) an event or output is about."""
+
+    message_id: str = doc("Internet Message-ID header, e.g. <abc@contoso.com>")
+    internal_id: str = doc("the primary server's internal id of the message; shadows use the same id")
+    fork_id: str | None = doc("the fork (bifurcated copy) this concerns; null for the whole message", default=None)
+
+    def whole(self) -> "MessageRef":
+        return self if self.fork_id is None else dataclasses.replace(self, fork_id=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    address: str = doc("SMTP address of the recipient")
+    internal: bool = doc("true for a mailbox of the organisation (duplicate detection hides duplicates there)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Fields every event carries."""
+
+    kind: ClassVar[str] = "Event"
+    tracking_event_id: ClassVar[str | None] = None  # the Exchange message-tracking event id, where one exists
+
+    event_id: str = doc("unique id of this event (producers make it unique per emitting node)")
+    event_time_ms: int = doc("when it happened, by the emitting node's clock", logical="timestamp-millis")
+    node: str = doc("the server that emitted the event")
+    primary_server: str = doc("the primary server the event concerns: the Kafka key and the twin's group")
+    message: MessageRef | None = doc("the message concerned, where there is one", default=None)
+
+
+def _event(kind: str, tracking: str | None = None):
+    def decorate(cls):
+        cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        cls.kind = kind
+        cls.tracking_event_id = tracking
+        EVENT_TYPES[kind] = cls
+        return cls
+
+    return decorate
+
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+
+
+# ---- node lifecycle -------------------------------------------------------------------
+
+@_event("NodeStarted")
+class NodeStarted(Event):
+    """A transport server started (or restarted) and opened its queue database."""
+
+    dag: str | None = doc("database availability group, null when the server is in none", default=None)
+    ad_site: str = doc("Active Directory site")
+    boundary: str = doc("transport high-availability boundary: the DAG, else the AD site")
+    mode: NodeMode = doc("which shadow-redundancy behaviour the server follows", default=NodeMode.EXCHANGE_2013)
+    shadow_redundancy_enabled: bool = doc("ShadowRedundancyEnabled", default=True)
+    xshadow_advertised: bool = doc("whether EHLO advertises XSHADOW (2010 mode)", default=True)
+    queue_db_id: str = doc("id of the queue database it opened; a new id means an empty, new database")
+
+
+@_event("NodeStopping")
+class NodeStopping(Event):
+    """A transport server is shutting down cleanly (a crash emits nothing)."""
+
+    reason: str = doc("why, in words", default="")
+
+
+# ---- message flow on the primary ------------------------------------------------------
+
+@_event("MessageReceived", "RECEIVE")
+class MessageReceived(Event):
+    """The primary accepted a message's data (before answering 250)."""
+
+    sender: str = doc("the sending server or client")
+    source: MessageSource = doc("where the message came from relative to the boundary")
+    recipients: tuple[Recipient, ...] = doc("envelope recipients")
+    size_bytes: int = doc("message size")
+    submitted_at_ms: int | None = doc("client submit time (duplicate detection key)", default=None,
+                                      logical="timestamp-millis")
+    sender_supports_shadow: bool = doc("2010 mode: the sender issued XSHADOW", default=True)
+
+
+@_event("ShadowCopyRequested", "HAREDIRECT")
+class ShadowCopyRequested(Event):
+    """The primary opened a session to a candidate server to store a shadow copy."""
+
+    candidate: str = doc("the server asked to keep the shadow copy")
+    locality: SiteLocality = doc("candidate in the primary's AD site (LOCAL) or another (REMOTE)")
+    attempt: int = doc("1-based attempt number for this message")
+
+
+@_event("ShadowCopyAcknowledged")
+class ShadowCopyAcknowledged(Event):
+    """The candidate acknowledged the shadow copy: the message is redundantly persisted."""
+
+    shadow_server: str = doc("the server now keeping the shadow copy")
+    locality: SiteLocality = doc("LOCAL or REMOTE site", default=SiteLocality.UNKNOWN)
+
+
+@_event("ShadowCopyFailed", "HAREDIRECTFAIL")
+class ShadowCopyFailed(Event):
+    """A shadow copy attempt failed."""
+
+    candidate: str = doc("the server that could not take the copy; empty when there was no peer")
+    locality: SiteLocality = doc("LOCAL or REMOTE site", default=SiteLocality.UNKNOWN)
+    attempt: int = doc("1-based attempt number for this message")
+    reason: ShadowFailureReason = doc("why the attempt failed")
+
+
+@_event("AcknowledgedToSender")
+class AcknowledgedToSender(Event):
+    """The primary answered 250 to the sender."""
+
+    redundant: bool = doc("whether a shadow copy existed when the 250 was sent")
+
+
+@_event("RejectedToSender")
+class RejectedToSender(Event):
+    """The primary refused the message because no shadow copy could be made."""
+
+    smtp_response: str = doc("the SMTP reply sent", default="451 4.4.0 Message failed to be made redundant")
+
+
+@_event("SentToNextHop", "SEND")
+class SentToNextHop(Event):
+    """The primary transmitted (a fork of) the message to a next hop."""
+
+    next_hop: str = doc("the next hop: a server, a mailbox database, or a domain outside")
+    recipients: tuple[str, ...] = doc("the recipients of this fork")
+    outside_boundary: bool = doc("the next hop is outside the high-availability boundary", default=False)
+
+
+@_event("NextHopAcknowledged")
+class NextHopAcknowledged(Event):
+    """The next hop acknowledged (a fork of) the message."""
+
+    next_hop: str = doc("the next hop that acknowledged")
+
+
+@_event("DiscardStatusSet")
+class DiscardStatusSet(Event):
+    """The primary marked the message delivery complete; a discard notification awaits the shadow."""
+
+    shadow_server: str = doc("the shadow server that will be told to discard its copy")
+
+
+@_event("MovedToSafetyNet")
+class MovedToSafetyNet(Event):
+    """The primary moved the processed message into Safety Net."""
+
+
+@_event("MessageExpired", "FAIL")
+class MessageExpired(Event):
+    """The message stayed queued past MessageExpirationTimeout (or expired from Safety Net)."""
+
+    reason: str = doc("why, in words", default="")
+
+
+@_event("DeliveredToMailbox", "DELIVER")
+class DeliveredToMailbox(Event):
+    """The message (a fork of it) was delivered to mailboxes: its final destination."""
+
+    mailbox_server: str = doc("the mailbox server or database")
+    recipients: tuple[str, ...] = doc("the recipients delivered")
+    duplicate: bool = doc("duplicate detection found it delivered already (DUPLICATEDELIVER)", default=False)
+
+
+@_event("SideEffectGenerated", "DSN")
+class SideEffectGenerated(Event):
+    """The primary generated a side-effect message (DSN, NDR, journal report) from a message.
+
+    `message` is the new side-effect message; `parent` is the message it came from, whose
+    shadow copy is released only when this one is fully processed too.
+    """
+
+    side_effect: SideEffectKind = doc("what was generated")
+    parent: MessageRef = doc("the message it was generated from")
+
+
+@_event("BoundaryCrossed")
+class BoundaryCrossed(Event):
+    """The far side outside the boundary acknowledged: tracking ends here, for this fork."""
+
+    next_hop: str = doc("the hop outside the boundary")
+    next_boundary: str | None = doc("the boundary it entered, when known", default=None)
+
+
+# ---- on a shadow ----------------------------------------------------------------------
+
+@_event("ShadowCopyStored", "HARECEIVE")
+class ShadowCopyStored(Event):
+    """The shadow server stored a shadow copy in its shadow queue for the primary."""
+
+    primary_queue_db_id: str = doc("the primary's queue-database id when the copy was made")
+    alternate_route: bool = doc("2010 mode: the shadow has another route to the destination", default=True)
+
+
+@_event("DiscardQuerySent")
+class DiscardQuerySent(Event):
+    """The shadow asked the primary for discard status (XQDISCARD / XQUERYDISCARD)."""
+
+    shadow_queue_db_id: str = doc("the shadow's own queue-database id (a change means its copies are gone)")
+
+
+@_event("DiscardQueryAnswered")
+class DiscardQueryAnswered(Event):
+    """The primary answered a discard query."""
+
+    primary_queue_db_id: str = doc("the primary's current queue-database id")
+    discarded: tuple[MessageRef, ...] = doc("discard notifications: copies the shadow may now discard", default=())
+
+
+@_event("DiscardQueryFailed")
+class DiscardQueryFailed(Event):
+    """A discard query (heartbeat) to the primary failed."""
+
+    reason: QueryFailureReason = doc("why it failed")
+
+
+@_event("ShadowDiscarded", "HADISCARD")
+class ShadowDiscarded(Event):
+    """The shadow moved its copy into Safety Net after the primary's discard notification."""
+
+
+@_event("ShadowPromoted", "RESUBMIT")
+class ShadowPromoted(Event):
+    """The shadow server promoted its copy to a primary message on its own and resubmitted it."""
+
+    reason: str = doc("why, in the node's words", default="")
+
+
+# ---- the twin's own clock ------------------------------------------------------------
+
+@_event("ClockTick")
+class ClockTick(Event):
+    """Published by the twin to keep event time moving when every node is quiet."""
+
+
+# ---- outputs --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AlertMessage:
+    message: MessageRef = doc("the message concerned")
+    recipients: tuple[str, ...] = doc("recipients concerned (for duplicates: those who will see it)", default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    """What the twin tells people and paging systems."""
+
+    alert_id: str = doc("stable id derived from the decision: the same decision gives the same id")
+    type: AlertType = doc("what kind of alert")
+    severity: Severity = doc("how urgent")
+    servers: tuple[str, ...] = doc("the servers concerned")
+    messages: tuple[AlertMessage, ...] = doc("the messages concerned", default=())
+    reason: str = doc("what happened, in words an operator reads")
+    decided_at_ms: int = doc("the event time at which the twin decided", logical="timestamp-millis")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedeliveryCommand:
+    """An instruction to a node to resubmit a message from its copy."""
+
+    command_id: str = doc("stable id derived from the decision; consumers drop repeats by it")
+    holder: str = doc("the server holding the copy, which must resubmit it")
+    primary_server: str = doc("the primary whose message this was")
+    message: MessageRef = doc("the message to resubmit")
+    next_hop: str | None = doc("where to send it; null means any route", default=None)
+    reason: CommandReason = doc("why")
+    decided_at_ms: int = doc("the event time at which the twin decided", logical="timestamp-millis")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """A record the twin could not use, kept with its reason so that nothing is lost."""
+
+    original: bytes = doc("the record's bytes, exactly as read")
+    key: bytes | None = doc("the record's Kafka key", default=None)
+    topic: str = doc("where it was read")
+    partition: int = doc("Kafka partition, -1 for a file", default=-1)
+    offset: int = doc("Kafka offset, or the line number in a file", default=-1)
+    reason: str = doc("why it could not be used")
+    at_ms: int = doc("when it was set aside (wall clock of the twin)", logical="timestamp-millis")
