@@ -1,0 +1,692 @@
+"""The shadow-redundancy model: what a Shadow Redundancy Manager knows and decides.
+
+`ShadowRedundancyModel` is a transition function over explicit state, with explicit
+deadlines, for one group (one primary server, see `state.records`):
+
+    output = model.on_events(state, events)   # events of this group, in event-time order
+    output = model.on_time(state, now_ms)     # event time has reached now_ms
+    model.next_deadline(state)                # when on_time must be called next, or None
+
+A deadline fires before any later event is applied, and on_time fires every deadline
+strictly before `now_ms`, each at its own time: decisions carry the deadline as their
+event time, never the moment the code ran, so any engine that calls these functions
+(Spark, the reference replay, a test) gets the same outputs for the same events. The model
+owns `state` while it runs (it updates it in place, for speed) and does no I/O and reads
+no clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from schemas import events as ev
+from schemas.events import (
+    Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, RedeliveryCommand, Severity,
+)
+from state.parameters import ModelConfig, ShadowMessagePreference
+from state.records import (
+    DeadlineKind, Fork, Message, Pair, PrimaryState, Promoted, Redundancy,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How the twin stopped tracking one message (for statistics, not sent to Kafka)."""
+
+    ref: MessageRef
+    received_ms: int
+    closed_ms: int
+    result: str  # delivered | promoted | rejected | lost | expired | discard_dropped
+    redundant: bool
+
+
+@dataclass(slots=True)
+class Output:
+    alerts: list[Alert] = field(default_factory=list)
+    commands: list[RedeliveryCommand] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def extend(self, other: "Output") -> None:
+        self.alerts.extend(other.alerts)
+        self.commands.extend(other.commands)
+        self.outcomes.extend(other.outcomes)
+
+
+def stable_id(*parts: object) -> str:
+    """A short id that is the same whenever the same decision is made."""
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=12).hexdigest()
+
+
+# Events on the primary that show it processed (a fork of) the message: after a promotion,
+# they mean the message will be delivered twice.
+_DELIVERY_EVENTS = (ev.NextHopAcknowledged, ev.DeliveredToMailbox, ev.BoundaryCrossed, ev.DiscardStatusSet,
+                    ev.MovedToSafetyNet)
+
+
+class ShadowRedundancyModel:
+    """The transition functions; holds only the (immutable) configuration."""
+
+    def __init__(self, config: ModelConfig | None = None):
+        self.config = config or ModelConfig()
+        self._handlers: dict[type, Callable[[_Transition, ev.Event], None]] = {
+            ev.NodeStarted: _Transition.node_started,
+            ev.MessageReceived: _Transition.message_received,
+            ev.ShadowCopyFailed: _Transition.shadow_copy_failed,
+            ev.ShadowCopyAcknowledged: _Transition.shadow_copy_acknowledged,
+            ev.ShadowCopyStored: _Transition.shadow_copy_stored,
+            ev.AcknowledgedToSender: _Transition.acknowledged_to_sender,
+            ev.RejectedToSender: _Transition.rejected_to_sender,
+            ev.SentToNextHop: _Transition.sent_to_next_hop,
+            ev.NextHopAcknowledged: _Transition.fork_processed,
+            ev.BoundaryCrossed: _Transition.fork_processed,
+            ev.DeliveredToMailbox: _Transition.fork_processed,
+            ev.DiscardStatusSet: _Transition.primary_processed,
+            ev.MovedToSafetyNet: _Transition.primary_processed,
+            ev.MessageExpired: _Transition.primary_processed,
+            ev.SideEffectGenerated: _Transition.side_effect_generated,
+            ev.DiscardQuerySent: _Transition.discard_query_sent,
+            ev.DiscardQueryAnswered: _Transition.discard_query_answered,
+            ev.DiscardQueryFailed: _Transition.discard_query_failed,
+            ev.ShadowDiscarded: _Transition.shadow_discarded,
+            ev.ShadowPromoted: _Transition.shadow_promoted,
+        }
+
+    def new_state(self, primary: str) -> PrimaryState:
+        return PrimaryState(primary=primary)
+
+    def on_events(self, state: PrimaryState, events: Iterable[ev.Event]) -> Output:
+        """Apply events (of this group, in event-time order), firing deadlines due before each."""
+        run = _Transition(self, state)
+        handlers = self._handlers
+        for event in events:
+            run.advance(event.event_time_ms)
+            handler = handlers.get(type(event))
+            if handler is not None:
+                handler(run, event)
+        return run.out
+
+    def on_time(self, state: PrimaryState, now_ms: int) -> Output:
+        """Event time reached `now_ms`: fire every deadline strictly before it."""
+        run = _Transition(self, state)
+        run.advance(now_ms)
+        return run.out
+
+    def next_deadline(self, state: PrimaryState) -> int | None:
+        return state.deadlines.next()
+
+
+class _Transition:
+    """One call's worth of work on one group's state."""
+
+    __slots__ = ("model", "config", "s", "out")
+
+    def __init__(self, model: ShadowRedundancyModel, state: PrimaryState):
+        self.model = model
+        self.config = model.config
+        self.s = state
+        self.out = Output()
+
+    # ---- time -------------------------------------------------------------------------
+
+    def advance(self, now_ms: int) -> None:
+        deadlines = self.s.deadlines
+        while (due := deadlines.pop_before(now_ms)) is not None:
+            at_ms, kind, key = due
+            self.s.clock_ms = max(self.s.clock_ms, at_ms)
+            _FIRE[kind](self, key, at_ms)
+        self.s.clock_ms = max(self.s.clock_ms, now_ms)
+
+    # ---- node lifecycle ---------------------------------------------------------------
+
+    def node_started(self, e: ev.NodeStarted) -> None:
+        s = self.s
+        if e.node != s.primary:
+            return
+        if e.mode is not NodeMode.UNKNOWN:
+            s.mode = e.mode
+        s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
+        previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
+        self.primary_seen_with_db(e.queue_db_id, e.event_time_ms, previous_db=previous)
+
+    def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None) -> None:
+        """The primary is up with queue database `db_id`: promote or predict duplicates."""
+        s = self.s
+        self.predict_duplicates([r for r in s.promoted.values() if r.primary_db_id == db_id], t,
+                                "came back with the same queue database and will deliver its queue")
+        for record in [r for r in s.promoted.values() if r.primary_db_id != db_id]:
+            self.forget_promoted(record.ref.internal_id)  # its queue is gone: nothing twice
+        for pair in list(s.pairs.values()):
+            if pair.held and pair.primary_db_seen is not None and pair.primary_db_seen != db_id:
+                reason = (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE if pair.primary_failed_ms is not None
+                          else CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)
+                self.promote(pair, t, reason, include_unrouted=True)
+        if previous_db is not None and previous_db != db_id:
+            lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None]
+            if lost:
+                self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [s.primary], lost, t,
+                           f"{s.primary} came back with a new, empty queue database; {len(lost)} message(s)"
+                           " it held had no shadow copy anywhere and are lost")
+                for m in lost:
+                    self.close(m, t, "lost")
+
+    # ---- message flow on the primary --------------------------------------------------
+
+    def message_received(self, e: ev.MessageReceived) -> None:
+        s = self.s
+        if e.message is None or e.node != s.primary:
+            return
+        m = self.message(e.message, e.event_time_ms)
+        m.received_ms = min(m.received_ms, e.event_time_ms)
+        m.recipients = e.recipients
+        m.sender_supports_shadow = e.sender_supports_shadow
+        params = self.config.for_node(s.primary)
+        enabled = params.shadow_redundancy_enabled if s.shadow_redundancy_enabled is None else (
+            s.shadow_redundancy_enabled and params.shadow_redundancy_enabled)
+        if not enabled and m.redundancy is Redundancy.PENDING:
+            m.redundancy, m.decided = Redundancy.DISABLED, True
+        if self.mode_of(s.primary) is NodeMode.EXCHANGE_2010 and not e.sender_supports_shadow:
+            timing = self.config.timing(s.primary)
+            s.deadlines.set(DeadlineKind.ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
+
+    def shadow_copy_failed(self, e: ev.ShadowCopyFailed) -> None:
+        m = self.known(e)
+        if m is None:
+            return
+        if e.locality is ev.SiteLocality.REMOTE:
+            m.remote_failures += 1
+        else:
+            m.local_failures += 1
+        if not m.decided and (e.reason is ev.ShadowFailureReason.NO_PEER or self.retries_exhausted(m)):
+            self.no_shadow(m, e.event_time_ms, rejected_by_node=False)
+
+    def retries_exhausted(self, m: Message) -> bool:
+        p = self.config.for_node(self.s.primary)
+        preference = p.shadow_message_preference_setting
+        remote_budget = 0 if preference is ShadowMessagePreference.LOCAL_ONLY else p.max_retries_for_remote_site_shadow
+        local_budget = 0 if preference is ShadowMessagePreference.REMOTE_ONLY else p.max_retries_for_local_site_shadow
+        # PreferRemote tries the remote site first: a local attempt means that phase is over
+        # (or that there is no remote site, when the preference is ignored).
+        remote_over = m.remote_failures >= remote_budget or (
+            preference is ShadowMessagePreference.PREFER_REMOTE and m.local_failures > 0)
+        return remote_over and m.local_failures >= local_budget
+
+    def no_shadow(self, m: Message, t: int, rejected_by_node: bool) -> None:
+        """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
+        m.decided = True
+        primary = self.s.primary
+        if self.config.for_node(primary).reject_message_on_shadow_failure:
+            self.alert(AlertType.REJECTED_NO_SHADOW, Severity.INFO, [primary], [m], t,
+                       f"{primary} could not make a shadow copy and answered 451 4.4.0 Message failed to be"
+                       " made redundant; the sender may retry")
+            self.close(m, t, "rejected")
+            return
+        m.redundancy = Redundancy.NOT_REDUNDANT
+        self.alert(AlertType.NOT_REDUNDANT, Severity.WARNING, [primary], [m], t,
+                   f"{primary} accepted the message without a shadow copy: it is not redundantly persisted")
+        if rejected_by_node:  # the node really rejected it: nothing of it remains to track
+            self.close(m, t, "rejected")
+
+    def shadow_copy_acknowledged(self, e: ev.ShadowCopyAcknowledged) -> None:
+        m = self.known(e)
+        if m is not None:
+            self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None)
+
+    def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
+        if e.message is None:
+            return
+        m = self.message(e.message, e.event_time_ms)
+        self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route)
+
+    def attach_shadow(self, m: Message, shadow: str, t: int, primary_db: str | None,
+                      alternate_route: bool | None) -> None:
+        s = self.s
+        if alternate_route is not None:
+            m.shadow_alternate_route = alternate_route
+        pair = s.pairs.get(shadow)
+        if pair is None:
+            pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t)
+        if pair.primary_db_seen is None:
+            pair.primary_db_seen = primary_db
+        if m.shadow_server != shadow or m.redundancy is not Redundancy.REDUNDANT:
+            if m.shadow_server is not None and m.shadow_server != shadow and m.shadow_server in s.pairs:
+                self.unhold(s.pairs[m.shadow_server], m.ref.internal_id)
+            m.shadow_server, m.redundancy, m.decided = shadow, Redundancy.REDUNDANT, True
+            pair.held.add(m.ref.internal_id)
+            if m.primary_done_ms is not None:
+                pair.pending_discards.add(m.ref.internal_id)
+        self.schedule_pair(pair)
+
+    def acknowledged_to_sender(self, e: ev.AcknowledgedToSender) -> None:
+        m = self.known(e)
+        if m is not None and not e.redundant and not m.decided:
+            self.no_shadow(m, e.event_time_ms, rejected_by_node=False)
+
+    def rejected_to_sender(self, e: ev.RejectedToSender) -> None:
+        m = self.known(e)
+        if m is None:
+            return
+        if not m.decided:
+            self.no_shadow(m, e.event_time_ms, rejected_by_node=True)
+        elif m.ref.internal_id in self.s.messages:
+            self.close(m, e.event_time_ms, "rejected")
+
+    def sent_to_next_hop(self, e: ev.SentToNextHop) -> None:
+        m = self.known(e)
+        if m is not None:
+            key = e.message.fork_id or e.next_hop
+            if key not in m.forks:
+                m.forks[key] = Fork(e.next_hop, e.recipients)
+
+    def fork_processed(self, e: ev.NextHopAcknowledged | ev.BoundaryCrossed | ev.DeliveredToMailbox) -> None:
+        m = self.known(e)
+        if m is None:
+            return
+        hop = e.mailbox_server if isinstance(e, ev.DeliveredToMailbox) else e.next_hop
+        key = e.message.fork_id or hop
+        fork = m.forks.get(key)
+        if fork is None:
+            fork = m.forks[key] = Fork(hop, getattr(e, "recipients", ()))
+        fork.done = True
+        self.maybe_primary_done(m, e.event_time_ms)
+
+    def primary_processed(self, e: ev.DiscardStatusSet | ev.MovedToSafetyNet | ev.MessageExpired) -> None:
+        m = self.known(e)
+        if m is not None and m.primary_done_ms is None:
+            self.primary_done(m, e.event_time_ms)
+
+    def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
+        if e.message is None or e.node != self.s.primary:
+            return
+        child = self.message(e.message, e.event_time_ms)
+        child.decided = True
+        if child.redundancy is Redundancy.PENDING:
+            child.redundancy = Redundancy.DISABLED  # protected through its parent's copy
+        parent = self.s.messages.get(e.parent.internal_id)
+        if parent is not None and parent.primary_done_ms is None:
+            child.parent = parent.ref.internal_id
+            parent.side_effects.add(child.ref.internal_id)
+
+    def maybe_primary_done(self, m: Message, t: int) -> None:
+        if m.primary_done_ms is None and m.forks and not m.side_effects and all(f.done for f in m.forks.values()):
+            self.primary_done(m, t)
+
+    def primary_done(self, m: Message, t: int) -> None:
+        """Every fork and side effect of the message is processed: its shadow may be discarded."""
+        s = self.s
+        m.primary_done_ms = t
+        s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
+        if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
+            parent.side_effects.discard(m.ref.internal_id)
+            self.maybe_primary_done(parent, t)
+        if m.shadow_held and (pair := s.pairs.get(m.shadow_server)) is not None:
+            pair.pending_discards.add(m.ref.internal_id)
+            self.schedule_pair(pair)
+        elif m.ref.internal_id in s.messages:
+            self.close(m, t, "delivered")
+
+    # ---- on a shadow ------------------------------------------------------------------
+
+    def discard_query_sent(self, e: ev.DiscardQuerySent) -> None:
+        pair = self.s.pairs.get(e.node)
+        if pair is None:
+            return
+        t = e.event_time_ms
+        if pair.shadow_db_id is not None and pair.shadow_db_id != e.shadow_queue_db_id:
+            self.shadow_copies_lost(pair, t)
+            pair = self.s.pairs.get(e.node)
+            if pair is None:
+                return
+        pair.shadow_db_id = e.shadow_queue_db_id
+        self.shadow_alive(pair, t)
+
+    def discard_query_failed(self, e: ev.DiscardQueryFailed) -> None:
+        pair = self.s.pairs.get(e.node)
+        if pair is None:
+            return
+        pair.consecutive_failures += 1
+        self.shadow_alive(pair, e.event_time_ms)
+        if (pair.primary_failed_ms is None and self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010
+                and pair.consecutive_failures >= self.config.for_node(pair.shadow).shadow_heartbeat_retry_count):
+            self.promote(pair, e.event_time_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
+
+    def shadow_alive(self, pair: Pair, t: int) -> None:
+        """The shadow showed life; if the primary has been unreachable past the span, it promotes now."""
+        pair.last_query_ms = max(pair.last_query_ms, t)
+        pair.silent_alerted = False
+        if pair.primary_failed_ms is None and pair.held and t >= pair.last_contact_ms + self.promotion_span(pair):
+            self.promote(pair, t, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
+        elif pair.shadow in self.s.pairs:
+            self.schedule_pair(pair)
+
+    def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
+        s, t = self.s, e.event_time_ms
+        pair = s.pairs.get(e.node)
+        if pair is not None:
+            pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
+            pair.consecutive_failures = 0
+            pair.silent_alerted = False
+            for m in (s.messages[i] for i in pair.held if i in s.messages):
+                m.at_risk = False
+            for ref in e.discarded:
+                self.release_shadow(ref.internal_id, pair, t)
+            if pair.shadow in s.pairs:
+                self.schedule_pair(pair)
+        if e.primary_queue_db_id != s.queue_db_id:
+            previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
+            self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous)
+        elif s.promoted:
+            self.primary_seen_with_db(e.primary_queue_db_id, t)
+
+    def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
+        pair = self.s.pairs.get(e.node)
+        if e.message is not None and pair is not None:
+            self.release_shadow(e.message.internal_id, pair, e.event_time_ms)
+            if pair.shadow in self.s.pairs:
+                self.schedule_pair(pair)
+
+    def shadow_promoted(self, e: ev.ShadowPromoted) -> None:
+        """The node promoted its copy on its own: record it, command nothing."""
+        s = self.s
+        if e.message is None:
+            return
+        m = s.messages.get(e.message.internal_id)
+        if m is None or m.shadow_server != e.node:
+            return
+        pair = s.pairs.get(e.node)
+        self.remember_promoted(m, e.node, e.event_time_ms, pair.primary_db_seen if pair else None)
+        self.close(m, e.event_time_ms, "promoted")
+
+    def release_shadow(self, internal_id: str, pair: Pair, t: int) -> None:
+        """The shadow's copy went into Safety Net: the primary's processing is proven complete."""
+        self.unhold(pair, internal_id)
+        m = self.s.messages.get(internal_id)
+        if m is not None and m.shadow_server == pair.shadow:
+            if m.primary_done_ms is None:
+                m.primary_done_ms = t
+            self.close(m, t, "delivered")
+
+    def shadow_copies_lost(self, pair: Pair, t: int) -> None:
+        s = self.s
+        lost = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
+        for m in lost:
+            m.redundancy = Redundancy.LOST
+        if lost:
+            self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [pair.shadow, s.primary], lost, t,
+                       f"{pair.shadow} came back with a new queue database: its shadow copies of {len(lost)}"
+                       f" message(s) of {s.primary} are gone; they are no longer redundantly persisted")
+        for m in lost:
+            if m.primary_done_ms is not None:
+                self.close(m, t, "delivered")
+        pair.held.clear()
+        pair.pending_discards.clear()
+        self.schedule_pair(pair)
+
+    # ---- promotion and duplicates -----------------------------------------------------
+
+    def promotion_span(self, pair: Pair) -> int:
+        timing = self.config.timing(pair.shadow)
+        if self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010:
+            return timing.heartbeat_timeout_ms * self.config.for_node(pair.shadow).shadow_heartbeat_retry_count
+        return timing.resubmit_ms
+
+    def silence_span(self, shadow: str) -> int:
+        timing = self.config.timing(shadow)
+        beat = timing.heartbeat_timeout_ms if self.mode_of(shadow) is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
+        return beat * self.config.shadow_silence_heartbeats
+
+    def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False) -> None:
+        """The shadow takes ownership: a redelivery command per unfinished fork, and one alert."""
+        s = self.s
+        pair.primary_failed_ms = t
+        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
+        # The twin saw the primary process these before it failed: resubmitting them would
+        # only deliver them twice, so no command; the shadow's copy is simply released.
+        for m in [m for m in held if m.primary_done_ms is not None]:
+            held.remove(m)
+            self.close(m, t, "delivered")
+        routed = [m for m in held if include_unrouted or m.shadow_alternate_route]
+        unrouted = [m for m in held if m not in routed]
+        for m in routed:
+            for ref, next_hop in _pending_routes(m):
+                self.out.commands.append(RedeliveryCommand(
+                    command_id=stable_id("command", pair.shadow, s.primary, ref.internal_id, ref.fork_id, reason.value, t),
+                    holder=pair.shadow, primary_server=s.primary, message=ref, next_hop=next_hop,
+                    reason=reason, decided_at_ms=t,
+                ))
+            if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:  # else the primary's queue is gone already
+                self.remember_promoted(m, pair.shadow, t, pair.primary_db_seen)
+            self.close(m, t, "promoted")
+        if routed:
+            alert_type = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT
+                          else AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
+            why = {
+                CommandReason.PRIMARY_HEARTBEAT_TIMEOUT: f"{pair.shadow} has had no answer from {s.primary} since"
+                                                         f" {_iso(pair.last_contact_ms)}",
+                CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED: f"{s.primary} came back with a new queue database",
+                CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE: f"{s.primary} came back with a new queue database"
+                                                             " (a new route)",
+            }[reason]
+            self.alert(alert_type, Severity.WARNING, [s.primary, pair.shadow], routed, t,
+                       f"{why}: {pair.shadow} promotes {len(routed)} shadow message(s) and resubmits them")
+        if unrouted:
+            self.alert(AlertType.HELD_NO_ALTERNATE_ROUTE, Severity.WARNING, [s.primary, pair.shadow], unrouted, t,
+                       f"{s.primary} is declared failed, but {pair.shadow} has no alternate route for"
+                       f" {len(unrouted)} message(s): they stay in its shadow queue until {s.primary} returns")
+        if pair.shadow in s.pairs:
+            self.schedule_pair(pair)
+
+    def remember_promoted(self, m: Message, holder: str, t: int, primary_db_id: str | None) -> None:
+        s = self.s
+        record = Promoted(m.ref.whole(), holder, m.recipients, primary_db_id or s.queue_db_id, t)
+        s.promoted[m.ref.internal_id] = record
+        s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id,
+                        t + self.config.timing(s.primary).retention_ms)
+
+    def predict_duplicates(self, records: list[Promoted], t: int, why: str) -> None:
+        if not records:
+            return
+        s = self.s
+        messages = [AlertMessage(r.ref, tuple(x.address for x in r.recipients if not x.internal))
+                    for r in sorted(records, key=lambda r: r.ref.internal_id)]
+        outside = sum(1 for m in messages if m.recipients)
+        self.out.alerts.append(Alert(
+            alert_id=stable_id("alert", AlertType.DUPLICATE_DELIVERY_EXPECTED.value, s.primary, t,
+                               *(m.message.internal_id for m in messages)),
+            type=AlertType.DUPLICATE_DELIVERY_EXPECTED, severity=Severity.WARNING,
+            servers=tuple(sorted({s.primary, *(r.holder for r in records)})), messages=tuple(messages),
+            reason=f"{s.primary} {why}: {len(messages)} message(s) already resubmitted by their shadows will be"
+                   f" delivered twice; mailbox users see none (duplicate detection), but the listed recipients"
+                   f" outside the organisation ({outside} message(s)) may",
+            decided_at_ms=t,
+        ))
+        for r in records:
+            self.forget_promoted(r.ref.internal_id)
+
+    def forget_promoted(self, internal_id: str) -> None:
+        self.s.promoted.pop(internal_id, None)
+        self.s.deadlines.clear(DeadlineKind.FORGET_PROMOTED, internal_id)
+
+    # ---- deadlines --------------------------------------------------------------------
+
+    def schedule_pair(self, pair: Pair) -> None:
+        s, key = self.s, pair.shadow
+        deadlines = s.deadlines
+        if not pair.held and not pair.pending_discards:
+            s.pairs.pop(key, None)
+            for kind in (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD):
+                deadlines.clear(kind, key)
+            return
+        if pair.held and pair.primary_failed_ms is None:
+            deadlines.set(DeadlineKind.PROMOTE, key, pair.last_contact_ms + self.promotion_span(pair))
+        else:
+            deadlines.clear(DeadlineKind.PROMOTE, key)
+        if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
+            deadlines.set(DeadlineKind.SHADOW_SILENT, key, pair.last_query_ms + self.silence_span(key))
+        else:
+            deadlines.clear(DeadlineKind.SHADOW_SILENT, key)
+        if pair.pending_discards:
+            deadlines.set(DeadlineKind.AUTO_DISCARD, key,
+                          pair.last_query_ms + self.config.timing(s.primary).auto_discard_ms)
+        else:
+            deadlines.clear(DeadlineKind.AUTO_DISCARD, key)
+
+    def fire_promote(self, shadow: str, at_ms: int) -> None:
+        s = self.s
+        pair = s.pairs.get(shadow)
+        if pair is None or not pair.held:
+            return
+        silence = self.silence_span(shadow)
+        if silence > 0 and at_ms - pair.last_query_ms >= silence:
+            at_risk = [s.messages[i] for i in sorted(pair.held) if i in s.messages and not s.messages[i].at_risk]
+            for m in at_risk:
+                m.at_risk = True
+            if at_risk:
+                self.alert(AlertType.MESSAGE_AT_RISK, Severity.CRITICAL, [s.primary, shadow], at_risk, at_ms,
+                           f"{s.primary} has been unreachable for the resubmit span and {shadow}, which holds the"
+                           f" shadow copies, has been silent since {_iso(pair.last_query_ms)}: {len(at_risk)}"
+                           " message(s) have no server able to deliver them")
+            s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
+            return
+        self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
+
+    def fire_shadow_silent(self, shadow: str, at_ms: int) -> None:
+        s = self.s
+        pair = s.pairs.get(shadow)
+        if pair is None or not pair.held:
+            return
+        pair.silent_alerted = True
+        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
+        if held:
+            self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [shadow, s.primary], held, at_ms,
+                       f"{shadow} has not queried {s.primary} since {_iso(pair.last_query_ms)}: its shadow copies"
+                       f" of {len(held)} message(s) may be gone; they are not redundantly protected")
+        self.schedule_pair(pair)
+
+    def fire_auto_discard(self, shadow: str, at_ms: int) -> None:
+        s = self.s
+        pair = s.pairs.get(shadow)
+        if pair is None or not pair.pending_discards:
+            return
+        dropped = [s.messages[i] for i in sorted(pair.pending_discards) if i in s.messages]
+        self.alert(AlertType.DISCARD_EVENTS_DROPPED, Severity.INFO, [s.primary, shadow], dropped, at_ms,
+                   f"{shadow} has not queried {s.primary} for ShadowMessageAutoDiscardInterval: {s.primary} deletes"
+                   f" the discard notifications it kept for it; {len(dropped)} shadow copies stay on {shadow} until"
+                   " they expire")
+        for m in dropped:
+            self.close(m, at_ms, "discard_dropped")
+        pair.pending_discards.clear()
+        if shadow in s.pairs:
+            self.schedule_pair(pair)
+
+    def fire_expire(self, internal_id: str, at_ms: int) -> None:
+        m = self.s.messages.get(internal_id)
+        if m is None:
+            return
+        if m.at_risk:
+            self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary, m.shadow_server or ""], [m], at_ms,
+                       "the message was at risk and no server delivered it before SafetyNetHoldTime +"
+                       " MessageExpirationTimeout: it is lost")
+            self.close(m, at_ms, "lost")
+            return
+        if m.shadow_held:
+            self.alert(AlertType.SHADOW_EXPIRED, Severity.INFO, [self.s.primary, m.shadow_server], [m], at_ms,
+                       "no discard notification arrived within SafetyNetHoldTime + MessageExpirationTimeout:"
+                       " the shadow copy expires unacknowledged")
+        self.close(m, at_ms, "expired")
+
+    def fire_ack_delay(self, internal_id: str, at_ms: int) -> None:
+        m = self.s.messages.get(internal_id)
+        if m is None or m.primary_done_ms is not None or m.decided and m.redundancy is not Redundancy.PENDING:
+            return
+        m.decided, m.redundancy = True, Redundancy.NOT_REDUNDANT
+        self.alert(AlertType.NOT_REDUNDANT, Severity.WARNING, [self.s.primary], [m], at_ms,
+                   f"the sender does not support shadow redundancy and the message had not reached all its next hops"
+                   f" within MaxAcknowledgementDelay: {self.s.primary} answered 250 anyway (best effort, not redundant)")
+
+    def fire_forget_promoted(self, internal_id: str, at_ms: int) -> None:
+        self.s.promoted.pop(internal_id, None)
+
+    # ---- helpers ----------------------------------------------------------------------
+
+    def mode_of(self, node: str) -> NodeMode:
+        if node == self.s.primary and self.s.mode is not None:
+            return self.s.mode
+        return self.config.for_node(node).mode
+
+    def message(self, ref: MessageRef, t: int) -> Message:
+        """The message's state, created (with its expiry deadline) on first sight."""
+        s = self.s
+        m = s.messages.get(ref.internal_id)
+        if m is None:
+            m = s.messages[ref.internal_id] = Message(ref=ref.whole(), received_ms=t)
+            s.deadlines.set(DeadlineKind.EXPIRE, ref.internal_id, t + self.config.timing(s.primary).retention_ms)
+        return m
+
+    def known(self, e: ev.Event) -> Message | None:
+        """The message an event on the primary is about, if the twin tracks it."""
+        if e.message is None:
+            return None
+        m = self.s.messages.get(e.message.internal_id)
+        if m is None and isinstance(e, _DELIVERY_EVENTS) and e.message.internal_id in self.s.promoted:
+            record = self.s.promoted[e.message.internal_id]
+            self.predict_duplicates([record], e.event_time_ms, "delivered a message its shadow had already resubmitted")
+        return m
+
+    def unhold(self, pair: Pair, internal_id: str) -> None:
+        pair.held.discard(internal_id)
+        pair.pending_discards.discard(internal_id)
+
+    def close(self, m: Message, t: int, result: str) -> None:
+        """Stop tracking a message: its state and deadlines go, and its links are undone."""
+        s = self.s
+        internal_id = m.ref.internal_id
+        if s.messages.pop(internal_id, None) is None:
+            return
+        s.deadlines.clear(DeadlineKind.EXPIRE, internal_id)
+        s.deadlines.clear(DeadlineKind.ACK_DELAY, internal_id)
+        if m.shadow_server is not None and (pair := s.pairs.get(m.shadow_server)) is not None:
+            self.unhold(pair, internal_id)
+            self.schedule_pair(pair)
+        if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
+            parent.side_effects.discard(internal_id)
+            self.maybe_primary_done(parent, t)
+        for child_id in list(m.side_effects):
+            if (child := s.messages.get(child_id)) is not None:
+                child.parent = None
+        self.out.outcomes.append(Outcome(m.ref, m.received_ms, t, result, m.redundancy is Redundancy.REDUNDANT))
+
+    def alert(self, alert_type: AlertType, severity: Severity, servers: list[str], messages: list[Message],
+              t: int, reason: str) -> None:
+        refs = tuple(AlertMessage(m.ref) for m in messages)
+        self.out.alerts.append(Alert(
+            alert_id=stable_id("alert", alert_type.value, self.s.primary, t, *servers,
+                               *(m.ref.internal_id for m in messages)),
+            type=alert_type, severity=severity, servers=tuple(dict.fromkeys(x for x in servers if x)),
+            messages=refs, reason=reason, decided_at_ms=t,
+        ))
+
+
+def _pending_routes(m: Message) -> list[tuple[MessageRef, str | None]]:
+    """What the new owner must send: each fork not yet processed, or the whole message."""
+    pending = [(key, fork) for key, fork in sorted(m.forks.items()) if not fork.done]
+    if not m.forks or not pending:
+        return [(m.ref, None)]
+    return [(MessageRef(m.ref.message_id, m.ref.internal_id, key), fork.next_hop) for key, fork in pending]
+
+
+def _iso(ms_: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms_ / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+_FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
+    DeadlineKind.ACK_DELAY: _Transition.fire_ack_delay,
+    DeadlineKind.PROMOTE: _Transition.fire_promote,
+    DeadlineKind.SHADOW_SILENT: _Transition.fire_shadow_silent,
+    DeadlineKind.AUTO_DISCARD: _Transition.fire_auto_discard,
+    DeadlineKind.EXPIRE: _Transition.fire_expire,
+    DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,
+}

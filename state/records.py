@@ -1,0 +1,155 @@
+"""The explicit state of one group: a primary server, its messages, and its shadows.
+
+Why the group is the PRIMARY server (see also docs in state/README.md): every decision of
+shadow redundancy concerns one primary and the shadows held for it (heartbeats, promotion,
+queue-database changes, discard notifications), and a primary's own events and its shadows'
+events about it meet here without crossing groups. Servers are few (tens), messages many
+(100,000 in flight): one group per server keeps Spark's per-group cost low, and holds the
+per-message state inside.
+
+Everything here is plain data (picklable), so an engine can store it between calls.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from dataclasses import dataclass, field
+
+from schemas.events import MessageRef, NodeMode, Recipient
+
+
+class Redundancy(enum.Enum):
+    PENDING = "pending"  # a shadow copy is being made
+    REDUNDANT = "redundant"  # a shadow copy exists
+    NOT_REDUNDANT = "not_redundant"  # accepted without a shadow copy
+    DISABLED = "disabled"  # shadow redundancy is off for this primary
+    LOST = "lost"  # there was a shadow copy, but its server lost it
+
+
+@dataclass(slots=True)
+class Fork:
+    next_hop: str
+    recipients: tuple[str, ...]
+    done: bool = False
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of the primary (and its shadow copy, wherever it is)."""
+
+    ref: MessageRef
+    received_ms: int
+    recipients: tuple[Recipient, ...] = ()
+    sender_supports_shadow: bool = True
+    redundancy: Redundancy = Redundancy.PENDING
+    shadow_server: str | None = None
+    remote_failures: int = 0
+    local_failures: int = 0
+    decided: bool = False  # the shadow-creation outcome has been reported
+    forks: dict[str, Fork] = field(default_factory=dict)
+    side_effects: set[str] = field(default_factory=set)  # internal ids of DSNs/journal reports pending
+    parent: str | None = None
+    primary_done_ms: int | None = None  # every fork and side effect fully processed
+    shadow_alternate_route: bool = True
+    at_risk: bool = False
+
+    @property
+    def shadow_held(self) -> bool:
+        return self.shadow_server is not None and self.redundancy is Redundancy.REDUNDANT
+
+
+@dataclass(slots=True)
+class Pair:
+    """One shadow server's heartbeat bookkeeping with this primary, while it holds copies."""
+
+    shadow: str
+    last_contact_ms: int  # last successful discard query, or when the first copy was made
+    last_query_ms: int  # last sign of life of the shadow towards this primary
+    primary_db_seen: str | None = None
+    shadow_db_id: str | None = None
+    consecutive_failures: int = 0
+    held: set[str] = field(default_factory=set)  # internal ids whose shadow copy this server holds
+    pending_discards: set[str] = field(default_factory=set)  # discard notifications not yet collected
+    primary_failed_ms: int | None = None  # when the twin declared the primary failed for this pair
+    silent_alerted: bool = False
+
+
+@dataclass(slots=True)
+class Promoted:
+    """A message whose shadow was promoted: kept to predict duplicates if the primary returns."""
+
+    ref: MessageRef
+    holder: str
+    recipients: tuple[Recipient, ...]
+    primary_db_id: str | None
+    promoted_ms: int
+
+
+class DeadlineKind(enum.IntEnum):
+    """What a deadline is for; the order breaks ties between deadlines at the same instant."""
+
+    ACK_DELAY = 1
+    PROMOTE = 2
+    SHADOW_SILENT = 3
+    AUTO_DISCARD = 4
+    EXPIRE = 5
+    FORGET_PROMOTED = 6
+
+
+@dataclass(slots=True)
+class Deadlines:
+    """Pending deadlines: the authoritative map, and a heap to find the earliest fast."""
+
+    due: dict[tuple[DeadlineKind, str], int] = field(default_factory=dict)
+    heap: list[tuple[int, int, str]] = field(default_factory=list)
+
+    def set(self, kind: DeadlineKind, key: str, at_ms: int) -> None:
+        if self.due.get((kind, key)) != at_ms:
+            self.due[(kind, key)] = at_ms
+            heapq.heappush(self.heap, (at_ms, kind, key))
+
+    def clear(self, kind: DeadlineKind, key: str) -> None:
+        self.due.pop((kind, key), None)
+        if not self.due:
+            self.heap.clear()
+
+    def next(self) -> int | None:
+        heap = self.heap
+        while heap:
+            at_ms, kind, key = heap[0]
+            if self.due.get((DeadlineKind(kind), key)) == at_ms:
+                return at_ms
+            heapq.heappop(heap)  # superseded or cleared
+        return None
+
+    def pop_before(self, now_ms: int) -> tuple[int, DeadlineKind, str] | None:
+        """The earliest deadline strictly before `now_ms`, removed; None if there is none."""
+        at_ms = self.next()
+        if at_ms is None or at_ms >= now_ms:
+            return None
+        _, kind, key = heapq.heappop(self.heap)
+        kind = DeadlineKind(kind)
+        del self.due[(kind, key)]
+        if not self.due:
+            self.heap.clear()
+        return at_ms, kind, key
+
+
+@dataclass(slots=True)
+class PrimaryState:
+    """Everything the twin keeps for one primary server."""
+
+    primary: str
+    mode: NodeMode | None = None
+    queue_db_id: str | None = None
+    shadow_redundancy_enabled: bool | None = None
+    messages: dict[str, Message] = field(default_factory=dict)
+    pairs: dict[str, Pair] = field(default_factory=dict)
+    promoted: dict[str, Promoted] = field(default_factory=dict)
+    deadlines: Deadlines = field(default_factory=Deadlines)
+    clock_ms: int = 0  # the latest event time this group has reached
+
+    def holds_nothing(self) -> bool:
+        """No message, copy, heartbeat pair, promoted record or deadline is left."""
+        return not (self.messages or self.pairs or self.promoted or self.deadlines.due)

@@ -1,0 +1,64 @@
+"""Discard status, XQDISCARD answers, release into Safety Net: nothing is left behind."""
+
+from schemas.events import AlertType
+from state.replay import replay
+from tests.state.scenario import Org, at
+
+
+def test_happy_path_releases_every_copy_and_leaves_no_state_or_deadline():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.delivered("mbx01", "m1", "mbx03", 2),
+        *org.query_ok("mbx02", "mbx01", 3, discarded=["m1"]),
+    ]
+    result = replay(events)
+    assert result.alerts == [] and result.commands == []
+    assert result.states["mbx01"].holds_nothing()
+    assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", True)]
+
+
+def test_copy_is_kept_until_the_shadow_collects_the_discard_notification():
+    org = Org()
+    events = [
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.delivered("mbx01", "m1", "mbx03", 2),
+        *org.query_ok("mbx02", "mbx01", 3, discarded=[]),  # answered, but not yet for m1
+    ]
+    state = replay(events).states["mbx01"]
+    assert "m1" in state.messages and state.pairs["mbx02"].pending_discards == {"m1"}
+    state = replay([*events, *org.query_ok("mbx02", "mbx01", 5, discarded=["m1"])]).states["mbx01"]
+    assert state.holds_nothing()
+
+
+def test_shadow_discarded_event_alone_releases_the_copy():
+    org = Org()
+    events = [
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.delivered("mbx01", "m1", "mbx03", 2),
+    ]
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    discarded = ev.ShadowDiscarded(event_id="x", event_time_ms=at(3), node="mbx02", primary_server="mbx01",
+                                   message=ref("m1"))
+    assert replay([*events, discarded]).states["mbx01"].holds_nothing()
+
+
+def test_message_without_shadow_is_released_when_delivered():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 1), *org.delivered("mbx01", "m1", "mbx03", 2)]
+    result = replay(events)
+    assert result.states["mbx01"].holds_nothing()
+    assert [o.result for o in result.outcomes] == ["delivered"]
+
+
+def test_no_alert_while_heartbeats_succeed_for_a_long_time():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0)]
+    for minute in range(2, 600, 2):
+        events += org.query_ok("mbx02", "mbx01", minute)
+    result = replay(events)
+    assert [a.type for a in result.alerts] == []
+    assert result.commands == []
+    assert AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED not in {a.type for a in result.alerts}

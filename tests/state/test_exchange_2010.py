@@ -1,0 +1,86 @@
+"""Exchange 2010 mode: previous hop as shadow, timeout x retries, no alternate route, delayed ack."""
+
+from schemas.events import AlertType, CommandReason, NodeMode
+from state.parameters import ModelConfig, parameters_from
+from state.replay import replay
+from tests.state.scenario import MINUTE, Org, at
+
+MODE_2010 = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010"}))
+
+
+def hub_outage(org, alternate_route=True):
+    """Chicago hands m1 to New York (primary) and keeps the shadow; New York dies at minute 2."""
+    return [
+        *org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+        *org.received("newyork", "m1", 1), *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY",
+                                                          alternate_route=alternate_route),
+        *org.query_ok("chicago", "newyork", 1, db="dbNY"),
+        *org.heartbeats_failing("chicago", "newyork", 6, 40, every=5),
+    ]
+
+
+def test_primary_declared_failed_after_retry_count_consecutive_timeouts():
+    result = replay(hub_outage(Org()), MODE_2010)
+    # failures at minutes 6, 11, 16: the third is the declaration (3 x 300 s after contact at most)
+    assert [(c.holder, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("chicago", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(16))]
+
+
+def test_deadline_is_timeout_interval_times_retry_count_without_failure_events():
+    org = Org()
+    events = hub_outage(org)[:-8]  # no failure events reach the twin, only time passes
+    result = replay([*events, *org.tick(60)], MODE_2010)
+    assert [c.decided_at_ms for c in result.commands] == [at(1) + 3 * 5 * MINUTE]
+
+
+def test_no_alternate_route_holds_the_message_until_the_primary_returns_with_a_new_database():
+    org = Org()
+    events = hub_outage(org, alternate_route=False)
+    held = replay(events, MODE_2010)
+    assert held.commands == []
+    assert [a.type for a in held.alerts] == [AlertType.HELD_NO_ALTERNATE_ROUTE]
+    returned = replay([*events, *org.query_ok("chicago", "newyork", 90, db="dbNY-new")], MODE_2010)
+    assert [(c.reason, c.decided_at_ms) for c in returned.commands] == [
+        (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE, at(90))]
+    assert returned.states["newyork"].holds_nothing()
+
+
+def test_no_alternate_route_and_same_database_back_means_normal_delivery():
+    org = Org()
+    events = [*hub_outage(org, alternate_route=False),
+              *org.query_ok("chicago", "newyork", 90, db="dbNY"),
+              *org.delivered("newyork", "m1", "london", 91),
+              *org.query_ok("chicago", "newyork", 92, db="dbNY", discarded=["m1"])]
+    result = replay(events, MODE_2010)
+    assert result.commands == []
+    assert result.states["newyork"].holds_nothing()
+
+
+def test_sender_without_shadow_support_gets_a_delayed_acknowledgement():
+    org = Org()
+    slow = [*org.received("newyork", "m1", 0, sender_supports_shadow=False), *org.sent("newyork", "m1", "london", 0.1),
+            *org.tick(5)]
+    alerts = replay(slow, MODE_2010).alerts
+    assert [(a.type, a.decided_at_ms) for a in alerts] == [(AlertType.NOT_REDUNDANT, at(0) + 30_000)]
+    fast = [*org.received("newyork", "m2", 0, sender_supports_shadow=False),
+            *org.delivered("newyork", "m2", "london", 0.2), *org.tick(5)]
+    assert replay(fast, MODE_2010).alerts == []
+
+
+def test_chicago_newyork_london_dublin():
+    """Chicago keeps its copy until New York has handed the message to London; London's fate is not its concern."""
+    org = Org()
+    events = [
+        *org.received("chicago", "c1", 0), *org.delivered("chicago", "c1", "newyork", 1),
+        *org.received("newyork", "n1", 1), *org.shadowed("newyork", "chicago", "n1", 1, db="dbNY"),
+        *org.received("london", "l1", 2), *org.shadowed("london", "newyork", "l1", 2, db="dbLON"),
+        *org.delivered("newyork", "n1", "london", 2),
+        *org.query_ok("chicago", "newyork", 3, db="dbNY", discarded=["n1"]),
+        # London dies before Dublin acknowledges: New York, not Chicago, holds the copy that matters
+        *org.heartbeats_failing("newyork", "london", 4, 40, every=5),
+    ]
+    result = replay(events, MODE_2010)
+    assert result.states["chicago"].holds_nothing()
+    assert result.states["newyork"].holds_nothing(), "Chicago's copy was released by New York's discard"
+    assert [(c.holder, c.primary_server, c.message.internal_id) for c in result.commands] == [
+        ("newyork", "london", "l1")]

@@ -1,0 +1,55 @@
+"""Shadow servers that fail, and two servers failing together: never a silent drop."""
+
+from schemas.events import AlertType, Severity
+from state.replay import replay
+from tests.state.scenario import MINUTE, Org, at
+
+
+def shadowed_message(org):
+    return [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
+            *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1)]
+
+
+def test_silent_shadow_server_is_reported():
+    org = Org()
+    events = [*shadowed_message(org), *org.tick(30)]
+    alerts = [a for a in replay(events).alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
+    assert len(alerts) == 1 and alerts[0].decided_at_ms == at(1) + 3 * 2 * MINUTE
+
+
+def test_both_servers_down_is_a_message_at_risk_then_lost():
+    org = Org()
+    events = [*shadowed_message(org), *org.tick(4 * 60)]  # nobody speaks again
+    result = replay(events)
+    assert result.commands == []
+    at_risk = [a for a in result.alerts if a.type is AlertType.MESSAGE_AT_RISK]
+    assert len(at_risk) == 1 and at_risk[0].severity is Severity.CRITICAL
+    assert [m.message.internal_id for m in at_risk[0].messages] == ["m1"]
+    lost = replay([*events, *org.tick(5 * 24 * 60)])
+    assert [a.type for a in lost.alerts if a.type is AlertType.MESSAGE_LOST] == [AlertType.MESSAGE_LOST]
+    assert lost.states["mbx01"].holds_nothing()
+
+
+def test_shadow_back_after_the_span_promotes_at_once():
+    org = Org()
+    events = [*shadowed_message(org), *org.query_failed("mbx02", "mbx01", 5 * 60)]
+    result = replay(events)
+    assert [c.decided_at_ms for c in result.commands] == [at(5 * 60)]
+
+
+def test_shadow_restarted_with_a_new_database_lost_its_copies():
+    org = Org()
+    events = [*shadowed_message(org), *org.query_ok("mbx02", "mbx01", 3, shadow_db="dbS2")]
+    result = replay(events)
+    assert [a.type for a in result.alerts] == [AlertType.SHADOW_SERVER_UNREACHABLE]
+    assert result.states["mbx01"].messages["m1"].shadow_held is False
+
+
+def test_primary_back_with_new_database_and_no_shadow_loses_the_message_loudly():
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
+              *org.shadow_failed("mbx01", "m1", 0.1, reason=__import__("schemas.events").events.ShadowFailureReason.NO_PEER),
+              *org.started("mbx01", "dbP2", 30)]
+    result = replay(events)
+    assert [a.type for a in result.alerts] == [AlertType.NOT_REDUNDANT, AlertType.MESSAGE_LOST]
+    assert result.states["mbx01"].holds_nothing()

@@ -1,0 +1,138 @@
+"""Heartbeats and promotion: after ShadowResubmitTimeSpan, or at once on a new queue database."""
+
+from schemas.events import AlertType, CommandReason
+from state.model import ShadowRedundancyModel
+from state.parameters import ModelConfig, parameters_from
+from state.replay import replay
+from tests.state.scenario import HOUR, MINUTE, Org, at
+
+
+def two_messages_then_primary_dies(org):
+    """mbx01 takes m1 and m2 with shadows on mbx02, last answers mbx02 at minute 4, then dies."""
+    return [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 2), *org.shadowed("mbx01", "mbx02", "m2", 2),
+        *org.query_ok("mbx02", "mbx01", 4),
+        *org.heartbeats_failing("mbx02", "mbx01", 6, 4 * 60),
+    ]
+
+
+def test_promotion_exactly_at_last_contact_plus_resubmit_span():
+    org = Org()
+    result = replay(two_messages_then_primary_dies(org))
+    deadline = at(4) + 3 * HOUR
+    assert {c.message.internal_id for c in result.commands} == {"m1", "m2"}
+    assert {(c.holder, c.primary_server, c.reason, c.decided_at_ms) for c in result.commands} == {
+        ("mbx02", "mbx01", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, deadline)}
+    promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert len(promotions) == 1 and promotions[0].decided_at_ms == deadline
+    assert set(promotions[0].servers) == {"mbx01", "mbx02"}
+
+
+def test_no_promotion_one_minute_before_the_span():
+    cutoff = at(4) + 3 * HOUR - MINUTE
+    events = [e for e in two_messages_then_primary_dies(Org()) if e.event_time_ms <= cutoff]
+    assert replay(events, until_ms=cutoff).commands == []
+    assert len(replay(events, until_ms=cutoff + 2 * MINUTE).commands) == 2
+
+
+def test_what_if_resubmit_span_were_one_hour():
+    org = Org()
+    one_hour = ModelConfig(defaults=parameters_from({"ShadowResubmitTimeSpan": "01:00:00"}))
+    result = replay(two_messages_then_primary_dies(org), one_hour)
+    assert {c.decided_at_ms for c in result.commands} == {at(4) + HOUR}
+
+
+def test_commands_ids_are_stable_across_runs():
+    first = replay(two_messages_then_primary_dies(Org()))
+    second = replay(two_messages_then_primary_dies(Org()))
+    assert [c.command_id for c in first.commands] == [c.command_id for c in second.commands]
+    assert len({c.command_id for c in first.commands}) == 2
+
+
+def test_new_queue_database_promotes_at_once():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.query_ok("mbx02", "mbx01", 2),
+        *org.heartbeats_failing("mbx02", "mbx01", 4, 20),
+        *org.query_ok("mbx02", "mbx01", 20, db="dbP2"),  # back, with a new, empty database
+    ]
+    result = replay(events)
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(20))]
+    assert [a.type for a in result.alerts] == [AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED]
+    assert result.states["mbx01"].holds_nothing()
+
+
+def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.started("mbx01", "dbP2", 10),
+    ]
+    assert [c.decided_at_ms for c in replay(events).commands] == [at(10)]
+
+
+def test_messages_the_primary_already_processed_are_not_resubmitted():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
+        *org.delivered("mbx01", "m1", "mbx03", 2),  # delivered, discard not collected yet
+        *org.heartbeats_failing("mbx02", "mbx01", 4, 4 * 60),
+    ]
+    result = replay(events)
+    assert [c.message.internal_id for c in result.commands] == ["m2"]
+    state = result.states["mbx01"]
+    assert state.messages == {} and state.pairs == {}
+    assert set(state.promoted) == {"m2"}, "kept only to predict duplicates should mbx01 return"
+
+
+def test_same_database_after_promotion_predicts_duplicates_for_outside_recipients():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1, recipients=["alice@contoso.com"], external=["bob@fabrikam.com"]),
+        *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1, recipients=["carol@contoso.com"]),
+        *org.shadowed("mbx01", "mbx02", "m2", 1),
+        *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
+        *org.started("mbx01", "dbP1", 5 * 60),  # same database, after the span
+    ]
+    result = replay(events)
+    duplicates = [a for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert len(duplicates) == 1 and duplicates[0].decided_at_ms == at(5 * 60)
+    by_message = {m.message.internal_id: m.recipients for m in duplicates[0].messages}
+    assert by_message == {"m1": ("bob@fabrikam.com",), "m2": ()}
+    assert result.states["mbx01"].holds_nothing()
+
+
+def test_new_database_after_promotion_means_no_duplicates():
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
+        *org.started("mbx01", "dbP9", 5 * 60),
+    ]
+    result = replay(events)
+    assert AlertType.DUPLICATE_DELIVERY_EXPECTED not in {a.type for a in result.alerts}
+    assert result.states["mbx01"].holds_nothing()
+
+
+def test_on_time_fires_each_deadline_at_its_own_time_whatever_the_call_granularity():
+    org = Org()
+    events = two_messages_then_primary_dies(org)[:12]  # up to the last answer, no failures
+    model = ShadowRedundancyModel()
+    coarse = model.new_state("mbx01")
+    model.on_events(coarse, [e for e in events if e.primary_server == "mbx01"])
+    one_call = model.on_time(coarse, at(24 * 60))
+    fine = model.new_state("mbx01")
+    model.on_events(fine, [e for e in events if e.primary_server == "mbx01"])
+    many_calls = [c for minute in range(0, 24 * 60, 7) for c in model.on_time(fine, at(minute)).commands]
+    assert [c.command_id for c in one_call.commands] == [c.command_id for c in many_calls]

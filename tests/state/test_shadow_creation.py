@@ -1,0 +1,86 @@
+"""Shadow creation: preference and retries, and RejectMessageOnShadowFailure's two outcomes."""
+
+import pytest
+
+from schemas.events import AlertType, ShadowFailureReason, SiteLocality
+from state.parameters import ModelConfig, ShadowMessagePreference, parameters_from
+from state.replay import replay
+from tests.state.scenario import Org
+
+REMOTE, LOCAL = SiteLocality.REMOTE, SiteLocality.LOCAL
+
+
+def failures(org, localities):
+    events = list(org.received("mbx01", "m1", 0))
+    for attempt, locality in enumerate(localities, start=1):
+        events += org.shadow_failed("mbx01", "m1", attempt / 10, locality=locality, attempt=attempt)
+    return events
+
+
+def config(**values):
+    return ModelConfig(defaults=parameters_from(values))
+
+
+def test_prefer_remote_tries_four_remote_then_two_local_before_giving_up():
+    org = Org()
+    five = failures(org, [REMOTE] * 4 + [LOCAL])
+    assert replay(five).alerts == [], "one local attempt is still left"
+    six = failures(Org(), [REMOTE] * 4 + [LOCAL] * 2)
+    alerts = replay(six).alerts
+    assert [a.type for a in alerts] == [AlertType.NOT_REDUNDANT]
+    assert alerts[0].messages[0].message.internal_id == "m1"
+
+
+def test_no_remote_site_means_local_attempts_only():
+    assert [a.type for a in replay(failures(Org(), [LOCAL, LOCAL])).alerts] == [AlertType.NOT_REDUNDANT]
+
+
+@pytest.mark.parametrize("preference, attempts, gives_up", [
+    (ShadowMessagePreference.REMOTE_ONLY, [REMOTE] * 3, False),
+    (ShadowMessagePreference.REMOTE_ONLY, [REMOTE] * 4, True),
+    (ShadowMessagePreference.LOCAL_ONLY, [LOCAL], False),
+    (ShadowMessagePreference.LOCAL_ONLY, [LOCAL] * 2, True),
+])
+def test_remote_only_and_local_only_budgets(preference, attempts, gives_up):
+    result = replay(failures(Org(), attempts), config(shadow_message_preference_setting=preference.value))
+    assert bool(result.alerts) is gives_up
+
+
+def test_no_peer_gives_up_at_once():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0),
+              *org.shadow_failed("mbx01", "m1", 0.1, reason=ShadowFailureReason.NO_PEER, candidate="")]
+    assert [a.type for a in replay(events).alerts] == [AlertType.NOT_REDUNDANT]
+
+
+def test_accepted_without_shadow_is_tracked_until_delivered():
+    org = Org()
+    events = [*failures(org, [LOCAL, LOCAL]), *org.delivered("mbx01", "m1", "mbx03", 1)]
+    result = replay(events)
+    assert result.states["mbx01"].holds_nothing()
+    assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", False)]
+
+
+def test_reject_on_shadow_failure_answers_451_and_keeps_nothing():
+    result = replay(failures(Org(), [LOCAL, LOCAL]), config(RejectMessageOnShadowFailure="$true"))
+    assert [a.type for a in result.alerts] == [AlertType.REJECTED_NO_SHADOW]
+    assert "451 4.4.0" in result.alerts[0].reason
+    assert result.states["mbx01"].holds_nothing()
+    assert [o.result for o in result.outcomes] == ["rejected"]
+
+
+def test_node_that_reports_an_unredundant_250_is_believed():
+    from schemas import events as ev
+    from tests.state.scenario import at, ref
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0),
+              ev.AcknowledgedToSender(event_id="a", event_time_ms=at(0.5), node="mbx01", primary_server="mbx01",
+                                      message=ref("m1"), redundant=False)]
+    assert [a.type for a in replay(events).alerts] == [AlertType.NOT_REDUNDANT]
+
+
+def test_shadow_redundancy_disabled_raises_no_alert_and_releases_on_delivery():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0), *org.delivered("mbx01", "m1", "x", 1)]
+    result = replay(events, config(shadow_redundancy_enabled=False))
+    assert result.alerts == [] and result.states["mbx01"].holds_nothing()
