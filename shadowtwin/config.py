@@ -15,6 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from state.parameters import ModelConfig, model_config_from
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "shadowtwin.toml"
 
@@ -95,6 +97,7 @@ class Settings:
     spark: SparkSettings = field(default_factory=SparkSettings)
     jars: JarSettings = field(default_factory=JarSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
+    shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)
 
 
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:
@@ -133,6 +136,11 @@ def build(cls: type, raw: typing.Mapping[str, object], *, where: str = "settings
 
 
 def _coerce(hint: object, value: object, where: str) -> object:
+    if hint is ModelConfig:
+        try:
+            return model_config_from(value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     if dataclasses.is_dataclass(hint):
         return build(hint, value, where=where)  # type: ignore[arg-type]
     if hint is Path:

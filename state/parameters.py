@@ -168,3 +168,22 @@ def _convert(default: object, value: object) -> object:
             raise ValueError(f"expected a whole number, got {value!r}")
         return int(value)
     return value
+
+
+def model_config_from(raw: Mapping[str, object]) -> ModelConfig:
+    """ModelConfig from a settings table: parameters, `nodes.<name>` overrides, twin parameters."""
+    values = dict(raw)
+    nodes_raw = values.pop("nodes", {})
+    silence = values.pop("shadow_silence_heartbeats", ModelConfig.shadow_silence_heartbeats)
+    if not isinstance(nodes_raw, Mapping):
+        raise ValueError("nodes: expected a table of node name -> parameters")
+    if isinstance(silence, bool) or not isinstance(silence, int) or silence < 0:
+        raise ValueError(f"shadow_silence_heartbeats: expected a whole number >= 0, got {silence!r}")
+    defaults = parameters_from(values)
+    nodes = {}
+    for name, overrides in nodes_raw.items():
+        try:
+            nodes[name] = parameters_from(overrides, base=defaults)
+        except ValueError as exc:
+            raise ValueError(f"nodes.{name}: {exc}") from None
+    return ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=silence)

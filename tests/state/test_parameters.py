@@ -1,0 +1,79 @@
+"""Parameters: documented defaults, Exchange notations, per-node overrides, named errors."""
+
+from datetime import timedelta
+
+import pytest
+
+from schemas.events import NodeMode
+from state.parameters import (
+    ModelConfig, ShadowMessagePreference, ShadowRedundancyParameters, model_config_from, parameters_from,
+    parse_duration,
+)
+
+
+def test_documented_defaults():
+    p = ShadowRedundancyParameters()
+    assert p.shadow_heartbeat_frequency == timedelta(minutes=2)
+    assert p.shadow_resubmit_time_span == timedelta(hours=3)
+    assert p.shadow_message_auto_discard_interval == p.safety_net_hold_time == timedelta(days=2)
+    assert p.message_expiration_timeout == timedelta(days=2)
+    assert (p.max_retries_for_remote_site_shadow, p.max_retries_for_local_site_shadow) == (4, 2)
+    assert p.shadow_message_preference_setting is ShadowMessagePreference.PREFER_REMOTE
+    assert p.reject_message_on_shadow_failure is False and p.shadow_redundancy_enabled is True
+    assert p.shadow_heartbeat_timeout_interval == timedelta(seconds=300)
+    assert p.shadow_heartbeat_retry_count == 3
+    assert p.max_acknowledgement_delay == timedelta(seconds=30)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("03:00:00", timedelta(hours=3)), ("2.00:00:00", timedelta(days=2)), ("00:00:30", timedelta(seconds=30)),
+    ("3h", timedelta(hours=3)), ("90s", timedelta(seconds=90)), ("2d", timedelta(days=2)), (180, timedelta(minutes=3)),
+    ("500ms", timedelta(milliseconds=500)),
+])
+def test_durations(text, expected):
+    assert parse_duration(text) == expected
+
+
+def test_bad_duration_says_what_is_accepted():
+    with pytest.raises(ValueError, match="03:00:00"):
+        parse_duration("three hours")
+
+
+def test_exchange_names_and_powershell_booleans():
+    p = parameters_from({"ShadowResubmitTimeSpan": "01:00:00", "RejectMessageOnShadowFailure": "$true",
+                         "ShadowMessagePreferenceSetting": "LocalOnly"})
+    assert p.shadow_resubmit_time_span == timedelta(hours=1)
+    assert p.reject_message_on_shadow_failure is True
+    assert p.shadow_message_preference_setting is ShadowMessagePreference.LOCAL_ONLY
+
+
+def test_unknown_parameter_and_bad_value_are_named():
+    with pytest.raises(ValueError, match="ShadowResubmitTimespam"):
+        parameters_from({"ShadowResubmitTimespam": "1h"})
+    with pytest.raises(ValueError, match="shadow_heartbeat_retry_count: expected a whole number"):
+        parameters_from({"shadow_heartbeat_retry_count": "often"})
+
+
+def test_per_node_overrides_start_from_the_deployment_values():
+    config = model_config_from({"shadow_resubmit_time_span": "2h",
+                                "nodes": {"hub01": {"mode": "EXCHANGE_2010"}}})
+    assert config.for_node("hub01").mode is NodeMode.EXCHANGE_2010
+    assert config.for_node("hub01").shadow_resubmit_time_span == timedelta(hours=2)
+    assert config.for_node("mbx01").mode is NodeMode.EXCHANGE_2013
+    assert config.timing("hub01").resubmit_ms == 2 * 3600 * 1000
+
+
+def test_what_if_overrides_reach_every_node():
+    config = model_config_from({"nodes": {"hub01": {"mode": "EXCHANGE_2010"}}})
+    changed = config.with_overrides({"shadow_resubmit_time_span": "1h"})
+    assert changed.for_node("hub01").shadow_resubmit_time_span == timedelta(hours=1)
+    assert changed.for_node("hub01").mode is NodeMode.EXCHANGE_2010
+    assert changed.defaults.shadow_resubmit_time_span == timedelta(hours=1)
+    one = config.with_overrides({"shadow_resubmit_time_span": "1h"}, node="mbx07")
+    assert one.for_node("mbx07").shadow_resubmit_time_span == timedelta(hours=1)
+    assert one.for_node("mbx01").shadow_resubmit_time_span == timedelta(hours=3)
+
+
+def test_shipped_configuration_states_the_defaults():
+    from shadowtwin.config import load_settings
+    assert load_settings(env={}).shadow_redundancy == ModelConfig()
