@@ -37,6 +37,7 @@ class Outcome:
 
     ref: MessageRef
     received_ms: int
+    processed_ms: int  # when it left this hop: processed by the primary, or promoted, or given up
     closed_ms: int
     result: str  # delivered | promoted | rejected | lost | expired | discard_dropped
     redundant: bool
@@ -100,8 +101,11 @@ class ShadowRedundancyModel:
         """Apply events (of this group, in event-time order), firing deadlines due before each."""
         run = _Transition(self, state)
         handlers = self._handlers
+        primary = state.primary
         for event in events:
             run.advance(event.event_time_ms)
+            if event.node == primary:
+                state.primary_seen_ms = event.event_time_ms
             handler = handlers.get(type(event))
             if handler is not None:
                 handler(run, event)
@@ -539,7 +543,14 @@ class _Transition:
             return
         silence = self.silence_span(shadow)
         if silence > 0 and at_ms - pair.last_query_ms >= silence:
-            at_risk = [s.messages[i] for i in sorted(pair.held) if i in s.messages and not s.messages[i].at_risk]
+            # The shadow itself is silent: it cannot promote anything. Only if the primary is
+            # silent too (no event of its own within the same silence span) are its
+            # unprocessed messages at risk; otherwise the primary still has them.
+            s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
+            if s.primary_seen_ms is not None and at_ms - s.primary_seen_ms < silence:
+                return
+            at_risk = [s.messages[i] for i in sorted(pair.held)
+                       if i in s.messages and not s.messages[i].at_risk and s.messages[i].primary_done_ms is None]
             for m in at_risk:
                 m.at_risk = True
             if at_risk:
@@ -547,7 +558,6 @@ class _Transition:
                            f"{s.primary} has been unreachable for the resubmit span and {shadow}, which holds the"
                            f" shadow copies, has been silent since {_iso(pair.last_query_ms)}: {len(at_risk)}"
                            " message(s) have no server able to deliver them")
-            s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
             return
         self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
 
@@ -655,7 +665,9 @@ class _Transition:
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:
                 child.parent = None
-        self.out.outcomes.append(Outcome(m.ref, m.received_ms, t, result, m.redundancy is Redundancy.REDUNDANT))
+        processed = m.primary_done_ms if m.primary_done_ms is not None else t
+        self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
+                                         m.redundancy is Redundancy.REDUNDANT))
 
     def alert(self, alert_type: AlertType, severity: Severity, servers: list[str], messages: list[Message],
               t: int, reason: str) -> None:

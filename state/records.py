@@ -149,6 +149,7 @@ class PrimaryState:
     promoted: dict[str, Promoted] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
+    primary_seen_ms: int | None = None  # the primary's own latest event: a sign it is up
 
     def holds_nothing(self) -> bool:
         """No message, copy, heartbeat pair, promoted record or deadline is left."""

@@ -53,3 +53,14 @@ def test_primary_back_with_new_database_and_no_shadow_loses_the_message_loudly()
     result = replay(events)
     assert [a.type for a in result.alerts] == [AlertType.NOT_REDUNDANT, AlertType.MESSAGE_LOST]
     assert result.states["mbx01"].holds_nothing()
+
+
+def test_shadow_down_while_primary_works_is_not_a_risk():
+    org = Org()
+    events = [*shadowed_message(org)]
+    for minute in range(5, 5 * 60, 2):  # mbx01 keeps working (busy: an event each 2 min); mbx02 is gone
+        events += [*org.received("mbx01", f"other{minute}", minute), *org.delivered("mbx01", f"other{minute}", "x", minute)]
+    result = replay(events)
+    assert AlertType.MESSAGE_AT_RISK not in {a.type for a in result.alerts}
+    assert AlertType.SHADOW_SERVER_UNREACHABLE in {a.type for a in result.alerts}
+    assert result.commands == []
