@@ -1,0 +1,191 @@
+"""The JSON Lines form of the records: one JSON object per line, one to one with the records.
+
+    {"kind": "MessageReceived", "event_id": "mbx01/3", "event_time": "2026-11-22T02:00:00.750Z",
+     "node": "mbx01", ..., "recipients": [{"address": "ann@contoso.com", "internal": true}], ...}
+
+`kind` is the event kind (or Alert, RedeliveryCommand, DeadLetter); then every field in
+declaration order. Times are ISO-8601 UTC strings with milliseconds, under the field's name
+without `_ms` (`event_time_ms` -> `event_time`); reading also takes int milliseconds there.
+Enums are their symbols, bytes are base64, nested records are objects, tuples are arrays.
+Fields with a default may be left out when reading. Any error names the line and the field.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import json
+from typing import IO, Any, Iterable, Iterator
+
+from schemas.events import EVENT_TYPES
+from schemas.shape import (
+    OUTPUT_TYPES, Array, EnumType, FieldShape, Nullable, RecordType, Scalar, Shape, Timestamp, fields_of, kind_of,
+)
+from schemas.validate import ValidationError, check
+
+KINDS: dict[str, type] = {**EVENT_TYPES, **OUTPUT_TYPES}
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MILLISECOND = datetime.timedelta(milliseconds=1)
+
+
+class JsonlError(ValueError):
+    """A line that is not a valid record; the message starts with `source:line:`."""
+
+    def __init__(self, source: str, line: int, problem: str):
+        super().__init__(f"{source}:{line}: {problem}")
+        self.source, self.line, self.problem = source, line, problem
+
+
+def json_name(f: FieldShape) -> str:
+    """A field's name in JSON: timestamps lose their `_ms`, since they are written as ISO strings."""
+    shape = f.shape.inner if isinstance(f.shape, Nullable) else f.shape
+    return f.name.removesuffix("_ms") if isinstance(shape, Timestamp) else f.name
+
+
+# ---- writing --------------------------------------------------------------------------
+
+def to_json(record: Any) -> dict[str, Any]:
+    """The JSON object of a top-level record, `kind` first."""
+    return {"kind": kind_of(type(record)), **_fields_to_json(record)}
+
+
+def dumps(record: Any) -> str:
+    """One line of JSON Lines (without the newline)."""
+    return json.dumps(to_json(record), ensure_ascii=False)
+
+
+def write(records: Iterable[Any], out: IO[str]) -> int:
+    """Write the records one per line; returns how many."""
+    count = 0
+    for record in records:
+        out.write(dumps(record) + "\n")
+        count += 1
+    return count
+
+
+def iso_time(ms: int) -> str | int:
+    """`2026-11-22T02:00:00.000Z`; times outside years 1-9999 stay int milliseconds."""
+    try:
+        moment = _EPOCH + ms * _MILLISECOND
+    except OverflowError:
+        return ms
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _fields_to_json(record: Any) -> dict[str, Any]:
+    return {json_name(f): _to_json(f.shape, getattr(record, f.name)) for f in fields_of(type(record))}
+
+
+def _to_json(shape: Shape, value: Any) -> Any:
+    if value is None:
+        return None
+    match shape:
+        case Nullable(inner=inner):
+            return _to_json(inner, value)
+        case Array(item=item):
+            return [_to_json(item, v) for v in value]
+        case RecordType():
+            return _fields_to_json(value)
+        case EnumType():
+            return value.value
+        case Timestamp():
+            return iso_time(value)
+        case Scalar(python=python) if python is bytes:
+            return base64.b64encode(value).decode("ascii")
+    return value
+
+
+# ---- reading --------------------------------------------------------------------------
+
+def loads(line: str) -> Any:
+    """The record of one JSON line; raises ValidationError (or ValueError for bad JSON)."""
+    return from_json(json.loads(line))
+
+
+def read(lines: Iterable[str], source: str = "<input>") -> Iterator[Any]:
+    """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JsonlError(source, number, f"not JSON: {exc.msg} (column {exc.colno})") from exc
+        try:
+            yield from_json(obj)
+        except ValidationError as exc:
+            raise JsonlError(source, number, str(exc)) from exc
+
+
+def from_json(obj: Any) -> Any:
+    """The record a JSON object stands for."""
+    if not isinstance(obj, dict):
+        raise ValidationError("line", f"expected a JSON object, got {type(obj).__name__}")
+    if "kind" not in obj:
+        raise ValidationError("kind", "missing: every line names its record kind")
+    kind = obj["kind"]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ValidationError("kind", f"{kind!r} is no record kind (known: {', '.join(KINDS)})")
+    return _record_from_json(KINDS[kind], {key: value for key, value in obj.items() if key != "kind"}, kind)
+
+
+def _record_from_json(cls: type, obj: Any, path: str) -> Any:
+    if not isinstance(obj, dict):
+        raise ValidationError(path, f"expected an object, got {type(obj).__name__}")
+    fields = fields_of(cls)
+    unknown = sorted(set(obj) - {json_name(f) for f in fields})
+    if unknown:
+        raise ValidationError(f"{path}.{unknown[0]}", f"no such field in {cls.__name__}")
+    values = {}
+    for f in fields:
+        name = json_name(f)
+        if name in obj:
+            values[f.name] = _from_json(f.shape, obj[name], f"{path}.{name}")
+        elif not f.has_default:
+            raise ValidationError(f"{path}.{name}", "missing (the field has no default)")
+    return cls(**values)
+
+
+def _from_json(shape: Shape, value: Any, path: str) -> Any:
+    match shape:
+        case Nullable(inner=inner):
+            return None if value is None else _from_json(inner, value, path)
+        case Array(item=item):
+            if not isinstance(value, list):
+                raise ValidationError(path, f"expected an array, got {type(value).__name__}")
+            return tuple(_from_json(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+        case RecordType(cls=cls):
+            return _record_from_json(cls, value, path)
+        case EnumType(cls=cls):
+            if value not in shape.symbols:
+                raise ValidationError(path, f"{value!r} is no {cls.__name__} symbol ({', '.join(shape.symbols)})")
+            return cls(value)
+        case Timestamp() if isinstance(value, str):
+            return parse_time(value, path)
+        case Scalar(python=python) if python is bytes:
+            return _base64(value, path)
+    check(shape, value, path)
+    return value
+
+
+def parse_time(value: str, path: str) -> int:
+    """Milliseconds since the epoch from an ISO-8601 string with a time zone (`Z` or an offset)."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValidationError(path, f"{value!r} is not an ISO-8601 time") from None
+    if moment.tzinfo is None:
+        raise ValidationError(path, f"{value!r} has no time zone (write Z for UTC)")
+    if moment.microsecond % 1000:
+        raise ValidationError(path, f"{value!r} is more precise than a millisecond")
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _base64(value: Any, path: str) -> bytes:
+    if not isinstance(value, str):
+        raise ValidationError(path, f"expected base64 text, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error as exc:
+        raise ValidationError(path, f"not base64: {exc}") from None

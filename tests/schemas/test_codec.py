@@ -1,0 +1,103 @@
+"""The codec: every record round-trips through the single-object encoding; bad bytes say why."""
+
+import io
+
+import fastavro
+import pytest
+from hypothesis import given, settings
+
+from schemas import catalogue, codec, wire
+from schemas.codec import DecodeError
+from schemas.datum import to_datum
+from schemas.events import MessageReceived, MessageRef, NodeStopping, Recipient
+from schemas.shape import top_level_name
+from schemas.validate import ValidationError
+from tests.schemas.samples import all_samples, sample_alert, sample_events
+from tests.schemas.strategies import any_record
+
+SAMPLES = all_samples()
+
+
+@pytest.mark.parametrize("kind", list(SAMPLES))
+def test_every_record_round_trips(kind):
+    record = SAMPLES[kind]
+    decoded = codec.decode(codec.encode(record), top_level_name(type(record)))
+    assert repr(decoded) == repr(record), "same values, same types (enums, tuples, ints)"
+
+
+@pytest.mark.parametrize("kind", list(SAMPLES))
+def test_the_wire_format_is_magic_fingerprint_then_the_avro_body(kind):
+    record = SAMPLES[kind]
+    version = catalogue.default().current(top_level_name(type(record)))
+    data = codec.encode(record)
+    assert data[:2] == b"\xc3\x01"
+    assert data[2:10] == version.fingerprint
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, fastavro.parse_schema(version.schema), to_datum(record))
+    assert data[10:] == reference.getvalue(), "the compiled writer writes what fastavro writes"
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_record())
+def test_any_valid_record_encodes_like_fastavro_and_round_trips(record):
+    data = codec.encode(record)
+    version = catalogue.default().current(top_level_name(type(record)))
+    reference = io.BytesIO()
+    fastavro.schemaless_writer(reference, fastavro.parse_schema(version.schema), to_datum(record))
+    assert data[10:] == reference.getvalue()
+    assert repr(codec.decode(data)) == repr(record)
+
+
+def test_the_kafka_key_of_an_event_is_its_primary_server():
+    event = sample_events()["ShadowCopyStored"]
+    assert event.node != event.primary_server
+    assert codec.kafka_key(event) == b"mbx01.contoso.com"
+    assert codec.kafka_key(sample_alert()) == sample_alert().alert_id.encode()
+
+
+def test_encoding_validates_first():
+    event = NodeStopping(event_id="e", event_time_ms=1, node="n", primary_server=b"p")
+    with pytest.raises(ValidationError, match=r"^NodeStopping\.primary_server: expected str, got bytes b'p'$"):
+        codec.encode(event)
+
+
+def test_unchecked_encoding_still_refuses_a_long_that_does_not_fit():
+    event = NodeStopping(event_id="e", event_time_ms=2**63, node="n", primary_server="p")
+    with pytest.raises(OverflowError):
+        codec.encode(event, check=False)
+
+
+GOOD = codec.encode(sample_events()["MessageReceived"])
+
+
+@pytest.mark.parametrize("data, reason, detail", [
+    (b"", wire.BAD_MAGIC, "starts with nothing, expected c301"),
+    (b"{\"json\": 1}", wire.BAD_MAGIC, "starts with 7b22, expected c301"),
+    (b"\xc3\x01\x00\x01", wire.TRUNCATED_HEADER, "4 bytes, the single-object header alone has 10"),
+    (b"\xc3\x01" + bytes(range(8)) + GOOD[10:], wire.UNKNOWN_FINGERPRINT,
+     "0001020304050607 is no catalogued writer schema"),
+    (GOOD[:40], wire.CORRUPT_BODY, "not a valid Event v1 record"),
+    (GOOD + b"\x00", wire.CORRUPT_BODY, "(1 bytes after the record)"),
+    (GOOD[:10] + b"\x02" * 3, wire.CORRUPT_BODY, "not a valid Event v1 record"),
+])
+def test_undecodable_bytes_raise_decode_error_with_the_reason(data, reason, detail):
+    with pytest.raises(DecodeError) as caught:
+        codec.decode(data)
+    assert caught.value.reason == reason
+    assert str(caught.value).startswith(f"{reason}: ")
+    assert detail in str(caught.value)
+
+
+def test_a_record_of_another_schema_is_the_wrong_schema_for_the_topic():
+    with pytest.raises(DecodeError, match=r"^wrong schema: written with Alert v1, expected Event$"):
+        codec.decode_event(codec.encode(sample_alert()))
+    assert codec.decode(codec.encode(sample_alert())) == sample_alert(), "without an expectation any schema reads"
+
+
+def test_decoded_events_have_python_types_not_avro_ones():
+    event = codec.decode_event(GOOD)
+    assert isinstance(event, MessageReceived)
+    assert type(event.source).__name__ == "MessageSource"
+    assert type(event.recipients) is tuple and type(event.recipients[0]) is Recipient
+    assert type(event.message) is MessageRef
+    assert type(event.event_time_ms) is int and type(event.submitted_at_ms) is int
