@@ -70,7 +70,7 @@ def iso_time(ms: int) -> str | int:
         moment = _EPOCH + ms * _MILLISECOND
     except OverflowError:
         return ms
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return moment.isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"  # (strftime's %Y may not pad)
 
 
 def _fields_to_json(record: Any) -> dict[str, Any]:

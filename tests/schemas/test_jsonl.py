@@ -60,6 +60,16 @@ def test_one_line_is_kind_then_fields_with_iso_times_symbols_and_nested_objects(
     assert line["message"] == {"message_id": "<a1b2c3@contoso.com>", "internal_id": "21474836481", "fork_id": "2"}
 
 
+@pytest.mark.parametrize("ms, text", [
+    (-30_610_224_000_001, "0999-12-31T23:59:59.999Z"),  # strftime's %Y writes 999 on Linux
+    (-62_135_596_800_000, "0001-01-01T00:00:00.000Z"),
+])
+def test_times_before_the_year_1000_have_four_digit_years_and_read_back(ms, text):
+    tick = ClockTick(event_id="t", event_time_ms=ms, node="shadowtwin", primary_server="mbx01")
+    assert json.loads(jsonl.dumps(tick))["event_time"] == text
+    assert jsonl.loads(jsonl.dumps(tick)) == tick
+
+
 def test_bytes_are_base64_and_outputs_have_their_own_kind():
     line = json.loads(jsonl.dumps(sample_dead_letter()))
     assert line["kind"] == "DeadLetter"
