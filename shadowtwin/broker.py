@@ -216,3 +216,16 @@ def _is_kafka(pid: int) -> bool:
 def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_if_needed(settings, say) -> "EmbeddedKafka | None":
+    """Start the embedded broker when the configured bootstrap is its address and nothing listens there.
+
+    Returns the broker it started (the caller stops it), or None when it started nothing.
+    """
+    broker = EmbeddedKafka(settings.kafka.embedded, settings.jars.cache_dir)
+    if settings.kafka.bootstrap_servers != broker.bootstrap_servers or broker.answers():
+        return None
+    say(f"starting the embedded Kafka broker at {broker.bootstrap_servers} ...")
+    broker.start()
+    return broker

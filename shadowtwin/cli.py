@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from shadowtwin.config import ConfigError, Settings, load_settings
 
@@ -46,6 +47,25 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
     return 0 if run_demo(settings, seconds=args.seconds) > 0 else 1
 
 
+def _twin(settings: Settings, args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from shadowtwin.twin_run import RunOptions, run_twin
+
+    if args.bootstrap:
+        settings = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka,
+                                                                            bootstrap_servers=args.bootstrap))
+    options = RunOptions(master=args.master, seconds=args.seconds, ticks=False if args.no_ticks else None,
+                         checkpoint_dir=Path(args.checkpoint).resolve() if args.checkpoint else None)
+    return run_twin(settings, options)
+
+
+def _whatif(settings: Settings, args: argparse.Namespace) -> int:
+    from shadowtwin.whatif_cmd import run_whatif
+
+    return run_whatif(settings, Path(args.file), args.set, args.compare, Path(args.out) if args.out else None)
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="shadowtwin",
@@ -69,6 +89,31 @@ def parser() -> argparse.ArgumentParser:
                                   description="Resolve the broker and Spark connector jars into the jar cache.")
     jar_cmd.add_argument("action", choices=["fetch"])
     jar_cmd.set_defaults(run=_jars)
+
+    twin = commands.add_parser("twin", help="the streaming twin (the main job)",
+                               description="Run the streaming twin: events topic -> alerts, redelivery commands,"
+                                           " dead letters. Runs until Ctrl-C.")
+    twin.add_argument("action", choices=["run"])
+    twin.add_argument("--master", help="Spark master URL (default: from conf/, local mode)")
+    twin.add_argument("--bootstrap", help="Kafka bootstrap servers of a cluster (default: from conf/)")
+    twin.add_argument("--checkpoint", help="checkpoint folder (default: <spark.checkpoint_dir>/twin)")
+    twin.add_argument("--no-ticks", action="store_true",
+                      help="do not publish clock ticks (when replaying a recording, which carries its own)")
+    twin.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C)")
+    twin.set_defaults(run=_twin)
+
+    whatif = commands.add_parser("whatif", help="replay a recording through the model with other parameters",
+                                 description="Run the shadow-redundancy model over a recorded event file (.jsonl or"
+                                             " .avro) and summarise its decisions; --compare runs a second parameter"
+                                             " set beside it. Parameters: Exchange names (ShadowResubmitTimeSpan) or"
+                                             " snake case; NODE:name=value changes one node.")
+    whatif.add_argument("file", help="recorded events (.jsonl or .avro)")
+    whatif.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a parameter for the baseline (repeatable)")
+    whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE",
+                        help="change a parameter for a second run shown beside the baseline (repeatable)")
+    whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
+    whatif.set_defaults(run=_whatif)
 
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")

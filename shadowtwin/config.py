@@ -76,6 +76,19 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
+class TwinSettings:
+    """The streaming twin's event-time settings (see streaming/twin.py)."""
+
+    watermark_delay: str = "30 seconds"
+    max_clock_skew_seconds: int = 300
+    tick_interval_seconds: float = 1.0
+    ticks: bool = True
+    late_alert_threshold: int = 1
+    max_offsets_per_trigger: int = 0
+    starting_offsets: str = "earliest"
+
+
+@dataclass(frozen=True)
 class JarSettings:
     cache_dir: Path = PROJECT_ROOT / ".cache/jars"
 
@@ -96,6 +109,7 @@ class Settings:
     topics: TopicSettings = field(default_factory=TopicSettings)
     spark: SparkSettings = field(default_factory=SparkSettings)
     jars: JarSettings = field(default_factory=JarSettings)
+    twin: TwinSettings = field(default_factory=TwinSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
     shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)
 

@@ -13,7 +13,7 @@ from typing import Callable
 
 from confluent_kafka import Consumer, TopicPartition, OFFSET_END
 
-from shadowtwin.broker import EmbeddedKafka
+from shadowtwin.broker import start_if_needed
 from shadowtwin.config import Settings
 from shadowtwin.topics import create_topics
 
@@ -27,12 +27,7 @@ def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[st
     demo = settings.demo
     deadline = time.monotonic() + (seconds if seconds is not None else demo.run_seconds)
     bootstrap = settings.kafka.bootstrap_servers
-    broker = EmbeddedKafka(settings.kafka.embedded, settings.jars.cache_dir)
-    started_broker = False
-    if bootstrap == broker.bootstrap_servers and not broker.answers():
-        say(f"starting the embedded Kafka broker at {bootstrap} ...")
-        broker.start()
-        started_broker = True
+    started_broker = start_if_needed(settings, say)
     producer = query = spark = consumer = None
     alerts = 0
     try:
@@ -78,8 +73,8 @@ def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[st
             spark.stop()
         if consumer is not None:
             consumer.close()
-        if started_broker:
-            broker.stop()
+        if started_broker is not None:
+            started_broker.stop()
     return alerts
 
 

@@ -29,8 +29,12 @@ def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float 
     existing = admin.list_topics(timeout=timeout).topics
     outcomes: list[TopicOutcome] = []
     missing = [name for name in wanted if name not in existing]
+    # The broker stamps each event with its ingestion time: the twin's guard against node
+    # clocks running ahead compares event time with it (streaming/twin.py).
+    configs = {topics.events: {"message.timestamp.type": "LogAppendTime"}}
     futures = admin.create_topics(
-        [NewTopic(name, wanted[name], topics.replication_factor) for name in missing], operation_timeout=timeout
+        [NewTopic(name, wanted[name], topics.replication_factor, config=configs.get(name, {})) for name in missing],
+        operation_timeout=timeout,
     ) if missing else {}
     for name, future in futures.items():
         try:

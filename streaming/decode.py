@@ -68,6 +68,26 @@ def decode_events(raw: DataFrame, catalogue: Catalogue | None = None) -> tuple[D
     return events, _dead_letters(checked)
 
 
+def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataFrame:
+    """Every Kafka record of the events topic in ONE frame, usable or not: a single scan of the source.
+
+    Columns: kind, event_time and primary_server (null when unusable), the Kafka key, value,
+    topic, partition, offset and timestamp, and `reason` (null when usable, else why not).
+    Splitting into two frames (as `decode_events` does) makes a streaming query that writes
+    both scan the source once per branch.
+    """
+    catalogue = catalogue or catalogues.default()
+    checked = _decoded(raw, "Event", catalogue)
+    record, usable = F.col(_RECORD), F.col(_REASON).isNull()
+    return checked.select(
+        F.when(usable, event_kind(record["body"], kinds(catalogue.current("Event")))).alias("kind"),
+        F.when(usable, record["event_time_ms"]).alias(EVENT_TIME),
+        F.when(usable, record["primary_server"]).alias("primary_server"),
+        "key", "value", "topic", "partition", "offset", "timestamp",
+        F.col(_REASON).alias("reason"),
+    )
+
+
 def decode_records(raw: DataFrame, name: str, catalogue: Catalogue | None = None) -> tuple[DataFrame, DataFrame]:
     """(records, dead letters) from Kafka records of one output schema (Alert, RedeliveryCommand, DeadLetter).
 

@@ -1,0 +1,79 @@
+"""What the running twin shows on the console, and its late-events alert.
+
+One line per micro-batch: batch id, input and processing rates, rows in state, watermark,
+how far the query lags behind the events topic, and rows dropped as late. Events behind the
+watermark are never dropped silently: past `late_alert_threshold` in one batch, the twin
+publishes a LATE_EVENTS alert.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from schemas.events import Alert, AlertType, Severity
+from state.model import stable_id
+
+
+def offsets_total(offsets: object) -> int:
+    """Sum of the partition offsets in Spark's JSON offsets ({"topic": {"0": 12, ...}})."""
+    if not offsets:
+        return 0
+    data = json.loads(offsets) if isinstance(offsets, str) else offsets
+    return sum(int(v) for partitions in data.values() for v in partitions.values())
+
+
+def describe(progress: dict) -> tuple[str, int]:
+    """The console line for one batch's progress, and its count of rows dropped as late."""
+    operators = progress.get("stateOperators") or [{}]
+    state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
+    late = sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
+    source = (progress.get("sources") or [{}])[0]
+    lag = max(0, offsets_total(source.get("latestOffset")) - offsets_total(source.get("endOffset")))
+    watermark = (progress.get("eventTime") or {}).get("watermark", "-")
+    line = (f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} rows,"
+            f" in {progress.get('inputRowsPerSecond', 0.0):,.0f}/s, processed {progress.get('processedRowsPerSecond', 0.0):,.0f}/s,"
+            f" state {state_rows} groups, watermark {watermark}, lag {lag} records, late {late}")
+    return line, late
+
+
+class ProgressReporter(StreamingQueryListener):
+    def __init__(self, say: Callable[[str], None], publish_alert: Callable[[Alert], None] | None = None,
+                 late_alert_threshold: int = 1):
+        self._say = say
+        self._publish_alert = publish_alert
+        self._threshold = late_alert_threshold
+        self.late_total = 0
+
+    def onQueryStarted(self, event) -> None:
+        self._say(f"twin query started (id {event.id})")
+
+    def onQueryProgress(self, event) -> None:
+        progress = json.loads(event.progress.json)
+        line, late = describe(progress)
+        self.late_total += late
+        self._say(line)
+        if late >= self._threshold > 0 and self._publish_alert is not None:
+            self._publish_alert(late_events_alert(progress, late))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        self._say(f"twin query stopped{': ' + str(event.exception) if event.exception else ''}")
+
+
+def late_events_alert(progress: dict, late: int) -> Alert:
+    from datetime import datetime
+
+    watermark = (progress.get("eventTime") or {}).get("watermark")
+    at_ms = int(datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp() * 1000) if watermark else 0
+    return Alert(
+        alert_id=stable_id("alert", AlertType.LATE_EVENTS.value, progress.get("id"), progress.get("batchId")),
+        type=AlertType.LATE_EVENTS, severity=Severity.WARNING, servers=(),
+        reason=f"{late} event(s) arrived behind the watermark ({watermark}) in batch {progress.get('batchId')} and"
+               " were not applied: a node's clock lags, or its events were delayed longer than the watermark delay",
+        decided_at_ms=at_ms,
+    )

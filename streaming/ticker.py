@@ -1,0 +1,56 @@
+"""The twin's clock: a `ClockTick` on every partition of the events topic, at a steady pace.
+
+Spark's watermark moves only when data arrives. When every node is quiet (a dead topology,
+or simply a quiet night), the ticks keep event time moving, so that deadlines (promotions,
+expiries) still fire. A tick carries the twin's own wall-clock time as its event time.
+
+Longest detection delay this allows, for a deadline D, with every node silent:
+D + watermark_delay + tick_interval + trigger_interval (+ one batch's processing time).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Callable
+
+from schemas.events import ClockTick
+
+TWIN_NODE = "shadowtwin"
+
+
+class Ticker(threading.Thread):
+    def __init__(self, bootstrap_servers: str, topic: str, interval_s: float, clock: Callable[[], float] = time.time):
+        super().__init__(name="shadowtwin-ticker", daemon=True)
+        from shadowtwin.kafka_clients import producer
+
+        self._producer = producer(bootstrap_servers)
+        self._topic = topic
+        self._interval_s = interval_s
+        self._clock = clock
+        self._stopping = threading.Event()
+        self._run_id = uuid.uuid4().hex[:8]
+        self.ticks = 0
+
+    def tick_once(self) -> None:
+        from schemas.codec import encode
+
+        now_ms = int(self._clock() * 1000)
+        partitions = self._producer.list_topics(self._topic, timeout=10).topics[self._topic].partitions
+        for partition in partitions:
+            tick = ClockTick(event_id=f"tick-{self._run_id}-{now_ms}-{partition}", event_time_ms=now_ms,
+                             node=TWIN_NODE, primary_server="")
+            self._producer.produce(self._topic, value=encode(tick), partition=partition)
+        self._producer.poll(0)
+        self.ticks += 1
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            self.tick_once()
+            self._stopping.wait(self._interval_s)
+        self._producer.flush(10)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=15)
