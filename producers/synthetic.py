@@ -21,15 +21,17 @@ from typing import Iterator
 from schemas import events as ev
 from schemas.events import MessageRef, Recipient
 
-HEARTBEAT_MS = 120_000
-
 
 @dataclass(frozen=True)
 class Crash:
+    """A server that stops dead at `at_ms` for `down_ms`. Its next hop was slow for `backlog_ms`
+    before that, so the messages it received then were still queued when it died."""
+
     server: str
     at_ms: int
     down_ms: int
     new_database: bool
+    backlog_ms: int = 600_000
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Workload:
     external_share: float = 0.2
     fork_share: float = 0.1
     crash: Crash | None = None
+    heartbeat_ms: int = 120_000  # ShadowHeartbeatFrequency: how often shadows query their primaries
     seed: int = 7
 
     def server_names(self) -> list[str]:
@@ -71,7 +74,7 @@ class _Generator:
             self.push(self.node_started(server, w.start_ms))
         interval_ms = 1000 / w.messages_per_second
         arrival, end = float(w.start_ms), w.start_ms + w.duration_ms
-        next_beat = w.start_ms + HEARTBEAT_MS
+        next_beat = w.start_ms + w.heartbeat_ms
         crash = w.crash
         if crash is not None:
             self.push(self.node_started(crash.server, crash.at_ms + crash.down_ms, new_db=crash.new_database))
@@ -80,7 +83,7 @@ class _Generator:
             t = int(arrival)
             while next_beat <= t:
                 self.heartbeats(next_beat)
-                next_beat += HEARTBEAT_MS
+                next_beat += self.w.heartbeat_ms
             yield from self.flush(t)
             message_number += 1
             self.message(f"m{message_number}", t)
@@ -88,7 +91,7 @@ class _Generator:
         # Let the last messages finish and their shadows collect the discards.
         while self.pending or any(self.discardable.values()):
             self.heartbeats(next_beat)
-            next_beat += HEARTBEAT_MS
+            next_beat += self.w.heartbeat_ms
             yield from self.flush(next_beat)
         yield self.tick(next_beat)
 
@@ -133,8 +136,10 @@ class _Generator:
         push(ev.AcknowledgedToSender(**h(primary, primary, t + 30, ref), redundant=True))
         self.holds[(shadow, primary)] = self.holds.get((shadow, primary), 0) + 1
         done = t + 200 + int(rng.expovariate(1 / 2_000))
+        crash = self.w.crash
+        if crash is not None and crash.server == primary and crash.at_ms - crash.backlog_ms <= t < crash.at_ms:
+            done = crash.at_ms  # its next hop is too slow: the message is still queued when it dies
         if self.down(primary, done):  # crashed with the message in its queue
-            crash = self.w.crash
             if crash.new_database:
                 return
             done = crash.at_ms + crash.down_ms + 1_000

@@ -95,12 +95,19 @@ class JarSettings:
 
 @dataclass(frozen=True)
 class DemoSettings:
-    nodes: tuple[str, ...] = ("mbx01", "mbx02", "mbx03")
-    silent_node: str = "mbx03"
-    silence_after_seconds: int = 10
-    quiet_timeout_seconds: int = 6
-    event_interval_seconds: float = 1.0
-    run_seconds: int = 60
+    """`shadowtwin demo`: a live DAG of simulated servers, one of which crashes and comes back."""
+
+    servers: int = 4
+    messages_per_second: float = 5.0
+    crash_server: str = "mbx02"
+    crash_after_seconds: int = 15
+    crash_for_seconds: int = 40
+    backlog_seconds: int = 10
+    new_database: bool = False
+    shadow_heartbeat_frequency: str = "00:00:02"
+    shadow_resubmit_time_span: str = "00:00:15"
+    watermark_delay: str = "2 seconds"
+    run_seconds: int = 150
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,20 @@
-"""`shadowtwin demo`: the whole path through real parts, end to end, in about a minute.
+"""`shadowtwin demo` (what `make run` runs): the whole product, live, in about a minute.
 
 Starts the embedded broker (unless one is configured elsewhere), creates the topics, starts
-the streaming query, lets simulated nodes send heartbeats until one goes quiet, prints the
-alerts read back from Kafka, then shuts down what it started.
+Spark and the streaming twin with its clock ticks, and lets simulated servers of one DAG
+send their SMTP-level events in real time. One server's next hop turns slow, then the server
+crashes with mail in its queue; the twin promotes the shadows after the (shortened)
+ShadowResubmitTimeSpan and sends redelivery commands; the server comes back with the same
+queue database and the twin predicts the duplicates. Every alert and command is printed as
+read back from Kafka; then everything the demo started is shut down.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from typing import Callable
-
-from confluent_kafka import Consumer, TopicPartition, OFFSET_END
 
 from shadowtwin.broker import start_if_needed
 from shadowtwin.config import Settings
@@ -19,69 +22,106 @@ from shadowtwin.topics import create_topics
 
 
 def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[str], None] = print) -> int:
-    """Run the demo; return how many alerts came back from Kafka."""
-    from producers.heartbeats import HeartbeatProducer
-    from streaming import liveness_query
+    """Run the demo; return how many alerts and commands came back from Kafka."""
+    from producers.publisher import Publisher
+    from producers.synthetic import Crash, Workload, generate
+    from schemas.events import AlertType
+    from shadowtwin.twin_run import twin_config
     from streaming.session import build_spark
+    from streaming.ticker import Ticker
+    from streaming.twin import start_twin, stop_between_batches
 
     demo = settings.demo
     deadline = time.monotonic() + (seconds if seconds is not None else demo.run_seconds)
     bootstrap = settings.kafka.bootstrap_servers
-    started_broker = start_if_needed(settings, say)
-    producer = query = spark = consumer = None
-    alerts = 0
+    broker = start_if_needed(settings, say)
+    spark = query = ticker = publisher = consumer = None
+    seen = 0
     try:
         for outcome in create_topics(bootstrap, settings.topics):
             say(f"topic {outcome.describe()}")
-        consumer = _alerts_consumer(bootstrap, settings.topics.alerts)
-        say("starting Spark (local mode) and the streaming query ...")
+        consumer = _consumer_at_end(bootstrap, [settings.topics.alerts, settings.topics.commands])
+        say("starting Spark (local mode) and the streaming twin ...")
         spark = build_spark(settings)
+        model = settings.shadow_redundancy.with_overrides({
+            "shadow_heartbeat_frequency": demo.shadow_heartbeat_frequency,
+            "shadow_resubmit_time_span": demo.shadow_resubmit_time_span,
+        })
         checkpoint = tempfile.mkdtemp(prefix="demo-", dir=_mkdir(settings.spark.checkpoint_dir))
-        query = liveness_query.start(spark, liveness_query.LivenessQueryConfig(
-            bootstrap_servers=bootstrap,
-            events_topic=settings.topics.events,
-            alerts_topic=settings.topics.alerts,
-            checkpoint_dir=checkpoint,
-            quiet_timeout_ms=demo.quiet_timeout_seconds * 1000,
-            trigger_interval="1 second",
-        ))
+        config = dataclasses.replace(twin_config(settings, checkpoint), model=model, starting_offsets="latest",
+                                     watermark_delay=demo.watermark_delay, trigger_interval="1 second")
+        query = start_twin(spark, config)
         while query.lastProgress is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        say(f"nodes {', '.join(demo.nodes)} send heartbeats every {demo.event_interval_seconds:g}s;"
-            f" {demo.silent_node} falls silent after {demo.silence_after_seconds}s;"
-            f" the twin alerts after {demo.quiet_timeout_seconds}s of event-time silence")
-        producer = HeartbeatProducer(bootstrap, settings.topics.events, demo.nodes, demo.event_interval_seconds,
-                                     demo.silent_node, demo.silence_after_seconds)
-        producer.start()
-        while time.monotonic() < deadline and alerts == 0:
+        now_ms = int(time.time() * 1000)
+        crash_at = now_ms + demo.crash_after_seconds * 1000
+        workload = Workload(
+            servers=demo.servers, messages_per_second=demo.messages_per_second, start_ms=now_ms,
+            duration_ms=(demo.crash_after_seconds + demo.crash_for_seconds + 20) * 1000,
+            heartbeat_ms=int(model.timing(demo.crash_server).heartbeat_ms),
+            crash=Crash(demo.crash_server, crash_at, demo.crash_for_seconds * 1000, demo.new_database,
+                        backlog_ms=demo.backlog_seconds * 1000),
+            seed=now_ms,
+        )
+        say(f"{demo.servers} servers of one DAG send their events live; {demo.crash_server}'s next hop turns slow"
+            f" and it crashes after {demo.crash_after_seconds}s, back after {demo.crash_for_seconds}s with"
+            f" {'a new' if demo.new_database else 'the same'} queue database; ShadowResubmitTimeSpan is"
+            f" {demo.shadow_resubmit_time_span} for the demo")
+        ticker = Ticker(bootstrap, settings.topics.events, settings.twin.tick_interval_seconds)
+        ticker.start()
+        publisher = Publisher(bootstrap, settings.topics.events, generate(workload), speed=1.0)
+        publisher.start()
+        from schemas.codec import default_codec
+
+        codec, finished = default_codec(), False
+        while time.monotonic() < deadline and not finished:
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
-            alerts += 1
-            say(f"ALERT from Kafka: {message.value().decode()}")
-        if alerts == 0:
-            say("no alert arrived before the demo's time ran out")
+            record = codec.decode(message.value())
+            seen += 1
+            say(describe(record))
+            finished = getattr(record, "type", None) in (AlertType.DUPLICATE_DELIVERY_EXPECTED, AlertType.MESSAGE_LOST)
+        if seen == 0:
+            say("no alert or command arrived before the demo's time ran out")
     except KeyboardInterrupt:
         say("interrupted")
     finally:
         say("shutting down ...")
-        if producer is not None:
-            producer.stop()
+        for part in (publisher, ticker):
+            if part is not None:
+                part.stop()
         if query is not None:
-            query.stop()
+            stop_between_batches(query)
         if spark is not None:
             spark.stop()
         if consumer is not None:
             consumer.close()
-        if started_broker is not None:
-            started_broker.stop()
-    return alerts
+        if broker is not None:
+            broker.stop()
+    return seen
 
 
-def _alerts_consumer(bootstrap: str, topic: str) -> Consumer:
+def describe(record) -> str:
+    """One line for an alert or a redelivery command."""
+    from datetime import datetime, timezone
+
+    from schemas.events import Alert
+
+    at = datetime.fromtimestamp(record.decided_at_ms / 1000, tz=timezone.utc).strftime("%H:%M:%S")
+    if isinstance(record, Alert):
+        return f"ALERT   {at} {record.severity.value:8} {record.type.value}: {record.reason}"
+    target = record.next_hop or "any route"
+    return (f"COMMAND {at} {record.holder}: resubmit {record.message.message_id} to {target}"
+            f" ({record.reason.value}, id {record.command_id})")
+
+
+def _consumer_at_end(bootstrap: str, topics: list[str]):
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shadowtwin-demo", "enable.auto.commit": False})
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
+    metadata = consumer.list_topics(timeout=10).topics
+    consumer.assign([TopicPartition(t, p, OFFSET_END) for t in topics for p in metadata[t].partitions])
     return consumer
 
 

@@ -50,7 +50,7 @@ def run_twin(settings: Settings, options: RunOptions = RunOptions(), say: Callab
     from streaming.progress import ProgressReporter
     from streaming.session import build_spark
     from streaming.ticker import Ticker
-    from streaming.twin import start_twin
+    from streaming.twin import start_twin, stop_between_batches
 
     broker = start_if_needed(settings, say)
     spark = query = ticker = None
@@ -86,7 +86,7 @@ def run_twin(settings: Settings, options: RunOptions = RunOptions(), say: Callab
         if ticker is not None:
             ticker.stop()
         if query is not None and query.isActive:
-            query.stop()
+            stop_between_batches(query)
         if spark is not None:
             spark.stop()
         if broker is not None:

@@ -26,7 +26,6 @@ def label(assignments: list[str]) -> str:
 
 def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[str], out: Path | None,
                say: Callable[[str], None] = print) -> int:
-    from producers.recording import read_events
     from state.replay import replay
     from state.whatif import Summary, render
 
@@ -36,7 +35,11 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     except ValueError as exc:
         say(f"shadowtwin whatif: {exc}")
         return 2
-    events = list(read_events(file))
+    try:
+        events = load(file)
+    except (OSError, ValueError) as exc:
+        say(f"shadowtwin whatif: {exc}")
+        return 2
     runs = [(label(sets), base)] + ([(label(compares), other)] if other is not None else [])
     summaries = []
     for index, (name, config) in enumerate(runs):
@@ -48,6 +51,21 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     if out is not None:
         say(f"\nalerts and commands written to {out}")
     return 0
+
+
+def load(file: Path) -> list:
+    """Every event of a recording in memory. The garbage collector is paused meanwhile: with
+    millions of live objects its scans would cost more than the reading itself."""
+    import gc
+
+    from producers.recording import read_events
+
+    gc.disable()
+    try:
+        return list(read_events(file))
+    finally:
+        gc.enable()
+        gc.freeze()  # what was loaded lives until the end: keep it out of later scans
 
 
 def write_outputs(folder: Path, result) -> None:

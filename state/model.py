@@ -251,6 +251,10 @@ class _Transition:
         pair = s.pairs.get(shadow)
         if pair is None:
             pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t)
+        else:  # the primary just reached the shadow with a copy: both are up and talking
+            pair.last_contact_ms = max(pair.last_contact_ms, t)
+            pair.last_query_ms = max(pair.last_query_ms, t)
+            pair.silent_alerted = False
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
         if m.shadow_server != shadow or m.redundancy is not Redundancy.REDUNDANT:
@@ -346,23 +350,28 @@ class _Transition:
         self.shadow_alive(pair, t)
 
     def discard_query_failed(self, e: ev.DiscardQueryFailed) -> None:
+        """A failed query: in 2010 mode the retries count; and a shadow that comes back after the
+        span (its promotion deadline passed while it was silent too) now promotes at once."""
         pair = self.s.pairs.get(e.node)
         if pair is None:
             return
+        t = e.event_time_ms
         pair.consecutive_failures += 1
-        self.shadow_alive(pair, e.event_time_ms)
-        if (pair.primary_failed_ms is None and self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010
-                and pair.consecutive_failures >= self.config.for_node(pair.shadow).shadow_heartbeat_retry_count):
-            self.promote(pair, e.event_time_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
-
-    def shadow_alive(self, pair: Pair, t: int) -> None:
-        """The shadow showed life; if the primary has been unreachable past the span, it promotes now."""
         pair.last_query_ms = max(pair.last_query_ms, t)
-        pair.silent_alerted = False
-        if pair.primary_failed_ms is None and pair.held and t >= pair.last_contact_ms + self.promotion_span(pair):
+        pair.silent_alerted = pair.awaiting_shadow = False
+        if pair.primary_failed_ms is None and pair.held and (
+                t >= pair.last_contact_ms + self.promotion_span(pair)
+                or (self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010
+                    and pair.consecutive_failures >= self.config.for_node(pair.shadow).shadow_heartbeat_retry_count)):
             self.promote(pair, t, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
         elif pair.shadow in self.s.pairs:
             self.schedule_pair(pair)
+
+    def shadow_alive(self, pair: Pair, t: int) -> None:
+        """The shadow showed life (it sent a discard query)."""
+        pair.last_query_ms = max(pair.last_query_ms, t)
+        pair.silent_alerted = pair.awaiting_shadow = False
+        self.schedule_pair(pair)
 
     def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
         s, t = self.s, e.event_time_ms
@@ -370,7 +379,7 @@ class _Transition:
         if pair is not None:
             pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
             pair.consecutive_failures = 0
-            pair.silent_alerted = False
+            pair.silent_alerted = pair.awaiting_shadow = False
             for m in (s.messages[i] for i in pair.held if i in s.messages):
                 m.at_risk = False
             for ref in e.discarded:
@@ -522,8 +531,10 @@ class _Transition:
             for kind in (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD):
                 deadlines.clear(kind, key)
             return
-        if pair.held and pair.primary_failed_ms is None:
-            deadlines.set(DeadlineKind.PROMOTE, key, pair.last_contact_ms + self.promotion_span(pair))
+        if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
+            # Never in the past: a span that ran out while nobody could act is decided now.
+            due = max(pair.last_contact_ms + self.promotion_span(pair), s.clock_ms)
+            deadlines.set(DeadlineKind.PROMOTE, key, due)
         else:
             deadlines.clear(DeadlineKind.PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
@@ -547,6 +558,7 @@ class _Transition:
             # silent too (no event of its own within the same silence span) are its
             # unprocessed messages at risk; otherwise the primary still has them.
             s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
+            pair.awaiting_shadow = True
             if s.primary_seen_ms is not None and at_ms - s.primary_seen_ms < silence:
                 return
             at_risk = [s.messages[i] for i in sorted(pair.held)

@@ -73,6 +73,7 @@ class Pair:
     pending_discards: set[str] = field(default_factory=set)  # discard notifications not yet collected
     primary_failed_ms: int | None = None  # when the twin declared the primary failed for this pair
     silent_alerted: bool = False
+    awaiting_shadow: bool = False  # its promotion came due while it was silent: nothing to do until it speaks
 
 
 @dataclass(slots=True)

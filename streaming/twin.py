@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
@@ -87,3 +88,12 @@ def start_twin(spark: SparkSession, config: TwinConfig) -> StreamingQuery:
         .queryName(config.query_name)
         .start()
     )
+
+
+def stop_between_batches(query: StreamingQuery, timeout_s: float = 15.0) -> None:
+    """Stop the query while no micro-batch runs, if one ends within `timeout_s`: stopping
+    mid-batch kills its tasks, which Spark reports as errors although nothing is lost."""
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["kafka"], ["topics"], ["jars"], ["demo"]]
+COMMANDS = [[], ["kafka"], ["topics"], ["jars"], ["twin"], ["whatif"], ["demo"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "top")
@@ -24,18 +24,21 @@ def test_a_bad_configuration_is_reported_not_raised(tmp_path):
     assert "unknown key(s) bootstrap" in result.stderr
 
 
-def test_demo_prints_the_alert_it_reads_back_from_kafka(kafka_bootstrap, tmp_path):
+def test_demo_tells_the_outage_story_from_what_it_reads_back_from_kafka(kafka_bootstrap, tmp_path):
     conf = tmp_path / "demo.toml"
     conf.write_text(
         f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\n'
         f'[spark]\ncheckpoint_dir = "{tmp_path / "checkpoints"}"\n'
-        f'[topics]\nevents = "demo.events"\nalerts = "demo.alerts"\ncommands = "demo.commands"\n'
-        f'dead_letters = "demo.dead-letters"\n'
-        '[demo]\nnodes = ["a1", "a2"]\nsilent_node = "a2"\nsilence_after_seconds = 3\n'
-        'quiet_timeout_seconds = 3\nevent_interval_seconds = 0.5\nrun_seconds = 120\n'
+        '[topics]\nevents = "demo.events"\nalerts = "demo.alerts"\ncommands = "demo.commands"\n'
+        'dead_letters = "demo.dead-letters"\n'
+        '[demo]\nservers = 3\ncrash_after_seconds = 6\ncrash_for_seconds = 20\nbacklog_seconds = 4\n'
+        'shadow_resubmit_time_span = "00:00:08"\nrun_seconds = 150\n'
     )
     result = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "--conf", str(conf), "demo"],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    assert 'ALERT from Kafka: {"node":"a2"' in result.stdout
-    assert "shutting down" in result.stdout
+    out = result.stdout
+    assert "PRIMARY_FAILED_SHADOWS_PROMOTED: " in out and "has had no answer from mbx02" in out
+    assert "COMMAND " in out and "resubmit <" in out
+    assert "DUPLICATE_DELIVERY_EXPECTED: mbx02 came back with the same queue database" in out
+    assert out.rstrip().endswith("shutting down ...")

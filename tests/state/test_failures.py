@@ -64,3 +64,15 @@ def test_shadow_down_while_primary_works_is_not_a_risk():
     assert AlertType.MESSAGE_AT_RISK not in {a.type for a in result.alerts}
     assert AlertType.SHADOW_SERVER_UNREACHABLE in {a.type for a in result.alerts}
     assert result.commands == []
+
+
+def test_shadow_back_from_its_own_outage_does_not_promote_a_healthy_primary():
+    org = Org()
+    events = [*shadowed_message(org), *org.delivered("mbx01", "m1", "x", 2)]  # discard waits for mbx02
+    for minute in range(3, 5 * 60, 2):  # mbx01 works all along; mbx02 is down for five hours
+        events += [*org.received("mbx01", f"o{minute}", minute), *org.delivered("mbx01", f"o{minute}", "x", minute)]
+    events += [*org.received("mbx01", "m2", 5 * 60), *org.shadowed("mbx01", "mbx02", "m2", 5 * 60),
+               *org.query_ok("mbx02", "mbx01", 5 * 60 + 1, discarded=["m1"])]
+    result = replay(events)
+    assert result.commands == []
+    assert AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED not in {a.type for a in result.alerts}
