@@ -169,13 +169,7 @@ def _coerce(hint: object, value: object, where: str) -> object:
             raise ConfigError(f"{where}: expected a path string, got {value!r}")
         path = Path(value)
         return path if path.is_absolute() else PROJECT_ROOT / path
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        (item_type, _ellipsis) = typing.get_args(hint)
-        if not isinstance(value, list):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        return tuple(_coerce(item_type, item, f"{where}[{i}]") for i, item in enumerate(value))
-    if origin in (typing.Union, types.UnionType):
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
         options = typing.get_args(hint)
         if value is None and type(None) in options:
             return None
