@@ -44,6 +44,7 @@ class Workload:
     fork_share: float = 0.1
     crash: Crash | None = None
     heartbeat_ms: int = 120_000  # ShadowHeartbeatFrequency: how often shadows query their primaries
+    delivery_ms: int = 2_000  # mean time a message waits on its primary (messages in flight = rate x this)
     seed: int = 7
 
     def server_names(self) -> list[str]:
@@ -135,7 +136,7 @@ class _Generator:
         push(ev.ShadowCopyAcknowledged(**h(primary, primary, t + 25, ref), shadow_server=shadow))
         push(ev.AcknowledgedToSender(**h(primary, primary, t + 30, ref), redundant=True))
         self.holds[(shadow, primary)] = self.holds.get((shadow, primary), 0) + 1
-        done = t + 200 + int(rng.expovariate(1 / 2_000))
+        done = t + 200 + int(rng.expovariate(1 / self.w.delivery_ms))
         crash = self.w.crash
         if crash is not None and crash.server == primary and crash.at_ms - crash.backlog_ms <= t < crash.at_ms:
             done = crash.at_ms  # its next hop is too slow: the message is still queued when it dies

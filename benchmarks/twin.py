@@ -1,0 +1,200 @@
+"""Benchmark: the streaming twin on the real broker, in one run.
+
+    .venv/bin/python -m benchmarks.twin [--events 2000000] [--servers 8] [--in-flight 100000]
+
+1. Throughput: a synthetic DAG (servers x (servers-1) shadow/primary pairs, about
+   `--in-flight` messages in flight) is published to a fresh events topic; the twin then
+   reads it in micro-batches of `--batch` records. Sustained rate = records / batch time over
+   the batches after the first two (warm-up).
+2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
+3. Detection delay, live: primaries stop answering their shadows at staggered times, the
+   twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
+   minus the moment the watermark could first pass its deadline (deadline + watermark delay,
+   in wall time, since the live events carry wall-clock event times).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import tempfile
+import time
+import uuid
+
+from producers.publisher import Publisher
+from producers.synthetic import Workload, generate
+from schemas.codec import default_codec
+from shadowtwin.broker import start_if_needed
+from shadowtwin.config import TopicSettings, load_settings
+from shadowtwin.topics import create_topics
+from state.parameters import model_config_from
+from streaming.decode import classify_events
+from streaming.session import build_spark
+from streaming.twin import TwinConfig, start_twin, stop_between_batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--servers", type=int, default=8)
+    parser.add_argument("--in-flight", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=250_000, help="records per micro-batch (maxOffsetsPerTrigger)")
+    parser.add_argument("--trigger", default="1 second")
+    parser.add_argument("--live-seconds", type=int, default=60)
+    args = parser.parse_args()
+    settings = load_settings()
+    broker = start_if_needed(settings, print)
+    bootstrap = settings.kafka.bootstrap_servers
+    spark = build_spark(settings)
+    try:
+        topics = fresh_topics(bootstrap)
+        rate = 2_000.0  # messages per second of event time
+        workload = Workload(servers=args.servers, messages_per_second=rate,
+                            duration_ms=int(args.events / 11 / rate * 1000),
+                            delivery_ms=int(args.in_flight / rate * 1000))
+        started = time.perf_counter()
+        publisher = Publisher(bootstrap, topics.events, generate(workload))
+        publisher.run()
+        print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
+              f" shadow/primary pairs, ~{args.in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s")
+        twin_rate = throughput(spark, bootstrap, topics, args, twin=True)
+        ceiling = throughput(spark, bootstrap, topics, args, twin=False)
+        print(f"sustained: twin {twin_rate:,.0f} events/s; pass-through ceiling {ceiling:,.0f} events/s"
+              f" ({twin_rate / ceiling:.0%} of it)")
+        delays = detection_delays(spark, bootstrap, args)
+        if delays:
+            p50, p99 = percentile(delays, 50), percentile(delays, 99)
+            trigger_s = float(args.trigger.split()[0])
+            print(f"detection delay over {len(delays)} commands: p50 {p50:.2f}s, p99 {p99:.2f}s, max {max(delays):.2f}s"
+                  f" (trigger interval {trigger_s:g}s: p99 = {p99 / trigger_s:.1f} trigger intervals)")
+        else:
+            print("detection delay: no command arrived")
+    finally:
+        spark.stop()
+        if broker is not None:
+            broker.stop()
+
+
+def fresh_topics(bootstrap: str) -> TopicSettings:
+    suffix = uuid.uuid4().hex[:8]
+    topics = TopicSettings(events=f"bench.events.{suffix}", alerts=f"bench.alerts.{suffix}",
+                           commands=f"bench.commands.{suffix}", dead_letters=f"bench.dead.{suffix}")
+    create_topics(bootstrap, topics)
+    return topics
+
+
+def throughput(spark, bootstrap: str, topics: TopicSettings, args, twin: bool) -> float:
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topics.events).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(args.batch)))
+    checkpoint = tempfile.mkdtemp(prefix="bench-")
+    if twin:
+        config = TwinConfig(bootstrap, topics.events, topics.alerts, topics.commands, topics.dead_letters, checkpoint,
+                            model_config_from({}), watermark_delay="1 hour", trigger_interval=args.trigger,
+                            max_offsets_per_trigger=args.batch, query_name="bench-twin")
+        query = start_twin(spark, config)
+    else:
+        query = (classify_events(reader.load()).select("primary_server", "event_time", "value")
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(processingTime=args.trigger).queryName("bench-pass-through").start())
+    seen, rows, seconds = set(), 0, 0.0
+    total = None
+    try:
+        while query.isActive:
+            time.sleep(0.5)
+            for progress in query.recentProgress:
+                if progress["batchId"] in seen:
+                    continue
+                seen.add(progress["batchId"])
+                if progress["batchId"] >= 2 and progress["numInputRows"]:
+                    rows += progress["numInputRows"]
+                    seconds += progress["durationMs"]["triggerExecution"] / 1000
+                source = progress["sources"][0]
+                total = source.get("latestOffset") == source.get("endOffset") and progress["numInputRows"] == 0
+            if total:
+                break
+    finally:
+        stop_between_batches(query)
+    name = "twin" if twin else "pass-through"
+    print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up")
+    return rows / seconds if seconds else 0.0
+
+
+def detection_delays(spark, bootstrap: str, args) -> list[float]:
+    """Live: shadows lose their primaries one after another; how late does each command come?"""
+    from confluent_kafka import Consumer
+
+    from streaming.ticker import Ticker
+
+    topics = fresh_topics(bootstrap)
+    span_ms, delay_ms = 5_000, 2_000
+    model = model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "5s"})
+    config = TwinConfig(bootstrap, topics.events, topics.alerts, topics.commands, topics.dead_letters,
+                        tempfile.mkdtemp(prefix="bench-live-"), model, watermark_delay=f"{delay_ms // 1000} seconds",
+                        trigger_interval=args.trigger, starting_offsets="latest", query_name="bench-live")
+    query = start_twin(spark, config)
+    while query.lastProgress is None:
+        time.sleep(0.2)
+    events, deadlines = live_outages(int(time.time() * 1000) + 2_000, args.live_seconds, span_ms)
+    ticker = Ticker(bootstrap, topics.events, interval_s=0.25)
+    publisher = Publisher(bootstrap, topics.events, events, speed=1.0)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topics.commands])
+    codec, delays = default_codec(), []
+    ticker.start()
+    publisher.start()
+    try:
+        end = time.monotonic() + args.live_seconds + 30
+        while time.monotonic() < end and len(delays) < len(deadlines):
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            command = codec.decode(message.value())
+            passable_ms = deadlines[command.message.internal_id] + delay_ms
+            delays.append((message.timestamp()[1] - passable_ms) / 1000)
+    finally:
+        publisher.stop()
+        ticker.stop()
+        consumer.close()
+        stop_between_batches(query)
+    return delays
+
+
+def live_outages(start_ms: int, seconds: int, span_ms: int) -> tuple[list, dict[str, int]]:
+    """Every half second a new primary takes a message (shadowed on its peer), answers its
+    shadow once, and falls silent; the shadow keeps querying, failing, once a second.
+    Returns the events in time order and each message's promotion deadline."""
+    from schemas import events as ev
+    from schemas.events import MessageRef, Recipient
+
+    events, deadlines, ids = [], {}, iter(range(10**9))
+
+    def header(node, primary, t, ref=None):
+        return dict(event_id=f"live-{next(ids)}", event_time_ms=t, node=node, primary_server=primary, message=ref)
+
+    for k in range(seconds * 2):
+        t, primary, shadow = start_ms + k * 500, f"p{k:03d}", f"s{k:03d}"
+        ref = MessageRef(f"<live{k}@contoso.com>", f"live{k}")
+        events += [
+            ev.MessageReceived(**header(primary, primary, t, ref), sender="x", source=ev.MessageSource.OUTSIDE_BOUNDARY,
+                               recipients=(Recipient("a@contoso.com", True),), size_bytes=1000),
+            ev.ShadowCopyStored(**header(shadow, primary, t + 10, ref), primary_queue_db_id=f"{primary}-db"),
+            ev.DiscardQuerySent(**header(shadow, primary, t + 20), shadow_queue_db_id=f"{shadow}-db"),
+            ev.DiscardQueryAnswered(**header(shadow, primary, t + 30), primary_queue_db_id=f"{primary}-db"),
+        ]
+        deadlines[ref.internal_id] = t + 30 + span_ms
+        for beat in range(t + 1_000, deadlines[ref.internal_id] + 3_000, 1_000):
+            events += [ev.DiscardQuerySent(**header(shadow, primary, beat), shadow_queue_db_id=f"{shadow}-db"),
+                       ev.DiscardQueryFailed(**header(shadow, primary, beat + 5), reason=ev.QueryFailureReason.TIMEOUT)]
+    events.sort(key=lambda e: e.event_time_ms)
+    return events, deadlines
+
+
+def percentile(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""Entry point for spark-submit: the same command line as `shadowtwin`.
+
+    spark-submit --master spark://host:7077 streaming/main.py twin run --bootstrap broker:9092
+
+spark-submit starts the driver JVM first; `build_spark` then joins its session (getOrCreate)
+and the master given to spark-submit wins. The project must be installed on the driver and
+on every executor's Python (the operator imports `state` and `schemas` there).
+"""
+
+import sys
+
+from shadowtwin.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
