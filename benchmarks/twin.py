@@ -9,8 +9,9 @@
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
-   minus the moment the watermark could first pass its deadline (deadline + watermark delay,
-   in wall time, since the live events carry wall-clock event times).
+   minus the moment the twin could first know the deadline passed: the shadow's first failed
+   query after it, or the watermark passing it (deadline + watermark delay); the live events
+   carry wall-clock event times, so event time and wall time coincide.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def detection_delays(spark, bootstrap: str, args) -> list[float]:
     query = start_twin(spark, config)
     while query.lastProgress is None:
         time.sleep(0.2)
-    events, deadlines = live_outages(int(time.time() * 1000) + 2_000, args.live_seconds, span_ms)
+    events, knowable = live_outages(int(time.time() * 1000), args.live_seconds, span_ms, delay_ms)
     ticker = Ticker(bootstrap, topics.events, interval_s=0.25)
     publisher = Publisher(bootstrap, topics.events, events, speed=1.0)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
@@ -146,13 +147,12 @@ def detection_delays(spark, bootstrap: str, args) -> list[float]:
     publisher.start()
     try:
         end = time.monotonic() + args.live_seconds + 30
-        while time.monotonic() < end and len(delays) < len(deadlines):
+        while time.monotonic() < end and len(delays) < len(knowable):
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
             command = codec.decode(message.value())
-            passable_ms = deadlines[command.message.internal_id] + delay_ms
-            delays.append((message.timestamp()[1] - passable_ms) / 1000)
+            delays.append((message.timestamp()[1] - knowable[command.message.internal_id]) / 1000)
     finally:
         publisher.stop()
         ticker.stop()
@@ -161,10 +161,12 @@ def detection_delays(spark, bootstrap: str, args) -> list[float]:
     return delays
 
 
-def live_outages(start_ms: int, seconds: int, span_ms: int) -> tuple[list, dict[str, int]]:
+def live_outages(start_ms: int, seconds: int, span_ms: int, delay_ms: int) -> tuple[list, dict[str, int]]:
     """Every half second a new primary takes a message (shadowed on its peer), answers its
     shadow once, and falls silent; the shadow keeps querying, failing, once a second.
-    Returns the events in time order and each message's promotion deadline."""
+    Returns the events in time order and, per message, the event time at which the twin can
+    first know that its deadline passed: the first failed query at or after the deadline, or
+    the first tick past deadline + watermark delay, whichever comes first."""
     from schemas import events as ev
     from schemas.events import MessageRef, Recipient
 
@@ -183,10 +185,12 @@ def live_outages(start_ms: int, seconds: int, span_ms: int) -> tuple[list, dict[
             ev.DiscardQuerySent(**header(shadow, primary, t + 20), shadow_queue_db_id=f"{shadow}-db"),
             ev.DiscardQueryAnswered(**header(shadow, primary, t + 30), primary_queue_db_id=f"{primary}-db"),
         ]
-        deadlines[ref.internal_id] = t + 30 + span_ms
-        for beat in range(t + 1_000, deadlines[ref.internal_id] + 3_000, 1_000):
-            events += [ev.DiscardQuerySent(**header(shadow, primary, beat), shadow_queue_db_id=f"{shadow}-db"),
-                       ev.DiscardQueryFailed(**header(shadow, primary, beat + 5), reason=ev.QueryFailureReason.TIMEOUT)]
+        deadline = t + 30 + span_ms
+        failures = range(t + 1_005, deadline + 3_000, 1_000)
+        for failed in failures:
+            events += [ev.DiscardQuerySent(**header(shadow, primary, failed - 5), shadow_queue_db_id=f"{shadow}-db"),
+                       ev.DiscardQueryFailed(**header(shadow, primary, failed), reason=ev.QueryFailureReason.TIMEOUT)]
+        deadlines[ref.internal_id] = min(next(f for f in failures if f >= deadline), deadline + delay_ms)
     events.sort(key=lambda e: e.event_time_ms)
     return events, deadlines
 

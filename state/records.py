@@ -103,7 +103,7 @@ class Deadlines:
     """Pending deadlines: the authoritative map, and a heap to find the earliest fast."""
 
     due: dict[tuple[DeadlineKind, str], int] = field(default_factory=dict)
-    heap: list[tuple[int, int, str]] = field(default_factory=list)
+    heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)  # an index over `due`
 
     def set(self, kind: DeadlineKind, key: str, at_ms: int) -> None:
         if self.due.get((kind, key)) != at_ms:

@@ -1,7 +1,7 @@
 """The stateful operator: Spark's `applyInPandasWithState` driving the shadow-redundancy model.
 
 One group per primary server (see state/README.md). Per call, the group's whole state is
-read once and written once (a pickled `PrimaryState`, one blob), never per message: the
+read once and written once (a `state.snapshot` of the `PrimaryState`, one blob), never per message: the
 cost measured in shared/engine-facts.md is per group and per state call. The rows carry the
 events' original bytes, decoded here with the contract's codec (cheaper than passing Spark's
 wide decoded struct through Arrow).
@@ -19,7 +19,6 @@ watermark) and records that cannot be used, which leave as dead letters with the
 
 from __future__ import annotations
 
-import pickle
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -29,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
+from state import snapshot
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
 
@@ -89,7 +89,7 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
         if not model_holder:  # built once per Python worker, not per call
             model_holder.append(ShadowRedundancyModel(config))
         model = model_holder[0]
-        state = pickle.loads(group.get[0]) if group.exists else model.new_state(primary)
+        state = snapshot.load(group.get[0]) if group.exists else model.new_state(primary)
         output = Output()
         watermark = group.getCurrentWatermarkMs()
         if watermark > 0:
@@ -99,7 +99,7 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
             events = [decode(value) for batch in batches for value in batch["value"]]
             events.sort(key=lambda e: e.event_time_ms)
             output.extend(model.on_events(state, events))
-        group.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
+        group.update((snapshot.dump(state),))
         deadline = model.next_deadline(state)
         if deadline is not None:
             group.setTimeoutTimestamp(max(deadline, watermark, 1))

@@ -1,0 +1,76 @@
+"""Snapshots of a group's state as bytes, for an engine to store between calls.
+
+Pickling the state objects directly costs about 60 us per message in flight (slotted
+dataclasses are pickled attribute by attribute through Python code); 100,000 messages made
+every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
+plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
+faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
+refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import pickle
+from operator import attrgetter
+
+from schemas.events import MessageRef, NodeMode, Recipient
+from state.records import Deadlines, DeadlineKind, Fork, Message, Pair, PrimaryState, Promoted, Redundancy
+
+FORMAT = 1
+
+# Plain-valued fields, copied as they are; the nested ones are converted one by one below.
+# The tests check that flat + nested is every field, so a new field cannot be forgotten.
+MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remote_failures", "local_failures",
+                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk")
+MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects")
+PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
+             "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow")
+PAIR_NESTED = ("held", "pending_discards")
+_MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
+
+
+def dump(state: PrimaryState) -> bytes:
+    messages = [
+        (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
+         tuple((key, f.next_hop, f.recipients, f.done) for key, f in m.forks.items()), tuple(m.side_effects),
+         _MESSAGE(m))
+        for m in state.messages.values()
+    ]
+    pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
+    promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
+                 r.promoted_ms) for r in state.promoted.values()]
+    deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
+    header = (FORMAT, state.primary, state.mode.value if state.mode else None, state.queue_db_id,
+              state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms)
+    return pickle.dumps((header, messages, pairs, promoted, deadlines), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load(data: bytes) -> PrimaryState:
+    header, messages, pairs, promoted, deadlines = pickle.loads(data)
+    if header[0] != FORMAT:
+        raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT}")
+    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms = header
+    state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
+                         shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms)
+    redundancy = {r.value: r for r in Redundancy}
+    for ref, recipients, level, forks, side_effects, flat in messages:
+        message = Message(
+            **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref), recipients=tuple(Recipient(*r) for r in recipients),
+            redundancy=redundancy[level], side_effects=set(side_effects),
+            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks},
+        )
+        state.messages[message.ref.internal_id] = message
+    for flat, held, pending in pairs:
+        pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
+        state.pairs[pair.shadow] = pair
+    for ref, holder, recipients, db_id, promoted_ms in promoted:
+        record = Promoted(MessageRef(*ref), holder, tuple(Recipient(*r) for r in recipients), db_id, promoted_ms)
+        state.promoted[record.ref.internal_id] = record
+    state.deadlines = Deadlines()
+    for kind, key, at_ms in deadlines:
+        state.deadlines.set(DeadlineKind(kind), key, at_ms)
+    return state
+
+
+def _ref(ref: MessageRef) -> tuple:
+    return ref.message_id, ref.internal_id, ref.fork_id
