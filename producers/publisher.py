@@ -14,7 +14,9 @@ import threading
 import time
 from typing import Callable, Iterable
 
-from schemas.codec import encode, kafka_key
+from confluent_kafka import Producer
+
+from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
 
 
@@ -46,15 +48,22 @@ class Publisher(threading.Thread):
         self._producer.flush(30)
 
     def send(self, event: Event) -> None:
-        while True:
-            try:
-                self._producer.produce(self._topic, key=kafka_key(event) or None, value=encode(event))
-                break
-            except BufferError:  # the local queue is full: let it drain
-                self._producer.poll(0.1)
-        self._producer.poll(0)
+        produce(self._producer, self._topic, event)
         self.sent += 1
 
     def stop(self) -> None:
         self._stopping.set()
         self.join(timeout=30)
+
+
+def produce(producer: Producer, topic: str, record: Record, on_delivery: Callable | None = None) -> None:
+    """Send one contract record (event, dead letter, ...) encoded and keyed by the contract; waits while
+    the producer's local queue is full."""
+    extra = {} if on_delivery is None else {"on_delivery": on_delivery}
+    while True:
+        try:
+            producer.produce(topic, key=kafka_key(record) or None, value=encode(record), **extra)
+            break
+        except BufferError:  # the local queue is full: let it drain
+            producer.poll(0.1)
+    producer.poll(0)

@@ -66,6 +66,50 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
     return run_whatif(settings, Path(args.file), args.set, args.compare, Path(args.out) if args.out else None)
 
 
+def _record(settings: Settings, args: argparse.Namespace) -> int:
+    from producers.interrupt import stop_on_interrupt
+    from producers.recorder import record
+
+    outcome = record(settings.kafka.bootstrap_servers, args.topic, Path(args.file), from_beginning=args.from_beginning,
+                     seconds=args.seconds, count=args.count, stop=stop_on_interrupt())
+    print(outcome.describe())
+    return 0
+
+
+def _replay(settings: Settings, args: argparse.Namespace) -> int:
+    from producers.replayer import parse_speed, replay
+
+    try:
+        speed = parse_speed(args.speed)
+    except ValueError as exc:
+        print(f"shadowtwin replay: {exc}", file=sys.stderr)
+        return 2
+    outcome = replay(settings.kafka.bootstrap_servers, args.to or settings.topics.events, Path(args.file),
+                     speed=speed, progress=lambda line: print(line, flush=True))
+    print(outcome.describe())
+    return 130 if outcome.interrupted else 0
+
+
+def _ingest(settings: Settings, args: argparse.Namespace) -> int:
+    from producers.interrupt import stop_on_interrupt
+    from producers.mtl_ingest import KafkaSink, ingest
+
+    sink = KafkaSink(settings.kafka.bootstrap_servers, args.to or settings.topics.events, settings.topics.dead_letters)
+    try:
+        counts = ingest(args.paths, sink, follow=args.follow, stop=stop_on_interrupt(),
+                        internal_domains=frozenset(args.internal_domain))
+    except FileNotFoundError as exc:
+        print(f"shadowtwin ingest: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        undelivered = sink.close()
+    print(counts.describe())
+    if undelivered:
+        print(f"{undelivered} records were not delivered to Kafka ({sink.error or 'flush timed out'})", file=sys.stderr)
+        return 1
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="shadowtwin",
@@ -114,6 +158,46 @@ def parser() -> argparse.ArgumentParser:
                         help="change a parameter for a second run shown beside the baseline (repeatable)")
     whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
     whatif.set_defaults(run=_whatif)
+
+    record = commands.add_parser("record", help="record a topic's events into a file",
+                                 description="Read the contract's events from a Kafka topic and write them to FILE"
+                                             " (.jsonl or .avro) as they arrive. Records that do not decode are"
+                                             " counted and reported, not written. Stops at --count, --seconds,"
+                                             " Ctrl-C, or (with --from-beginning) at the end of the topic as it was"
+                                             " at start.")
+    record.add_argument("topic", help="the topic to read (e.g. the events topic)")
+    record.add_argument("file", help="the recording to write (.jsonl or .avro)")
+    record.add_argument("--from-beginning", action="store_true",
+                        help="read from the start of the topic up to its end at start (default: only new events)")
+    record.add_argument("--seconds", type=float, help="stop after this long")
+    record.add_argument("--count", type=int, help="stop after this many events")
+    record.set_defaults(run=_record)
+
+    replay = commands.add_parser("replay", help="publish a recording, paced by its event times",
+                                 description="Publish a recording (.jsonl or .avro) in its order, keyed by primary"
+                                             " server, with its event times unchanged. Prints progress about every"
+                                             " 2 seconds.")
+    replay.add_argument("file", help="the recording (.jsonl or .avro)")
+    replay.add_argument("--speed", default="max",
+                        help="seconds of event time per second: 1 real time, 60 a minute a second, max as fast as"
+                             " possible (default: max)")
+    replay.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
+    replay.set_defaults(run=_replay)
+
+    ingest = commands.add_parser("ingest", help="turn server logs into events",
+                                 description="Read Exchange message-tracking log files (MSGTRK*.LOG) and publish"
+                                             " their shadow-redundancy and transport events; unreadable lines go to"
+                                             " the dead-letter topic with their file and line number. Mapping and"
+                                             " limits: producers/EXCHANGE_LOGS.md.")
+    ingest.add_argument("source", choices=["exchange-mtl"], help="the log format")
+    ingest.add_argument("paths", nargs="+", metavar="PATH", help="log files, or quoted globs ('logs/MSGTRK*.LOG')")
+    ingest.add_argument("--follow", action="store_true",
+                        help="keep reading as the files grow, and follow roll-over to new files (until Ctrl-C)")
+    ingest.add_argument("--to", metavar="TOPIC", help="the topic to publish events to (default: the events topic)")
+    ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
+                        help="an accepted domain of the organisation: its recipients are internal mailboxes"
+                             " (repeatable)")
+    ingest.set_defaults(run=_ingest)
 
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")

@@ -1,0 +1,148 @@
+"""Reading growing log files line by line, in time order across files, following roll-over.
+
+    tail = LogTail(["logs/MSGTRK20261122-1.LOG"], follow=True, new_reader=MtlReader)
+    for line in tail.poll():      # what was written since the last poll, every file merged by time
+        line.path, line.number, line.raw, line.item      # item: what the file's reader made of the line
+
+Each file has its own reader (`new_reader()`: an object with `line(raw)` and `reset()`); lines
+of several files come out merged by the `time_ms` of what their reader made of them (a line
+without one keeps its place in its file), so a primary's lines and its shadow's, from two
+servers' logs, reach the mapper in event-time order.
+
+Without `follow` the tail reads the named files (globs expanded) once to their end. With it,
+every poll also picks up:
+- lines appended to a file since the last poll (an unfinished last line waits for its newline);
+- a file truncated in place: read again from its first line, its reader reset;
+- a file replaced (deleted, renamed away, or a new file under its name): the old one is read to
+  its end, the new one from its start;
+- a new file in a watched folder: one matching a glob argument, or, for a file argument, one
+  whose name differs from it only in its digits (MSGTRK20261122-1.LOG -> MSGTRK20261122-2.LOG,
+  MSGTRK20261123-1.LOG), Exchange's roll-over names. New files are read from their start.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import heapq
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+CHUNK = 1 << 16
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True)
+class Line:
+    path: Path
+    number: int  # 1-based, within the file (from its start again after a truncation)
+    raw: bytes  # without its line end
+    item: Any  # what the file's reader made of it
+
+
+class _File:
+    def __init__(self, path: Path, new_reader: Callable[[], Any]):
+        self.path = path
+        self.handle = open(path, "rb")
+        stat = os.fstat(self.handle.fileno())
+        self.identity = (stat.st_dev, stat.st_ino)
+        self.reader = new_reader()
+        self.number, self.partial, self.last_ms = 0, b"", 0
+
+    def truncated(self) -> bool:
+        return os.fstat(self.handle.fileno()).st_size < self.handle.tell()
+
+    def restart(self) -> None:
+        self.handle.seek(0)
+        self.number, self.partial, self.last_ms = 0, b"", 0
+        self.reader.reset()
+
+    def lines(self, final: bool) -> Iterator[tuple[int, int, Line]]:
+        """(time key, line number, line) for what was written since the last read; `final` takes an
+        unfinished last line too."""
+        while chunk := self.handle.read(CHUNK):
+            *complete, self.partial = (self.partial + chunk).split(b"\n")
+            for raw in complete:
+                yield self._line(raw)
+        if final and self.partial:
+            raw, self.partial = self.partial, b""
+            yield self._line(raw)
+
+    def _line(self, raw: bytes) -> tuple[int, int, Line]:
+        self.number += 1
+        raw = raw.rstrip(b"\r")
+        item = self.reader.line(raw)
+        self.last_ms = getattr(item, "time_ms", None) or self.last_ms
+        return self.last_ms, self.number, Line(self.path, self.number, raw, item)
+
+
+class LogTail:
+    def __init__(self, paths: list[str], *, follow: bool, new_reader: Callable[[], Any]):
+        self.follow = follow
+        self.new_reader = new_reader
+        self.files: dict[Path, _File] = {}
+        self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
+        for arg in paths:
+            path = Path(arg)
+            if _GLOB_CHARS.search(arg):
+                self.watches.append((path.parent, re.compile(fnmatch.translate(path.name))))
+                for match in sorted(glob.glob(arg)):
+                    self._open(Path(match))
+            else:
+                if not path.is_file() and not follow:
+                    raise FileNotFoundError(f"{arg}: no such file")
+                self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)))))
+                if path.is_file():
+                    self._open(path)
+
+    def _open(self, path: Path) -> None:
+        try:
+            self.files[path] = _File(path, self.new_reader)
+        except FileNotFoundError:
+            pass  # gone between listing and opening
+
+    def poll(self) -> Iterator[Line]:
+        """The lines written since the last poll (all of them, the first time), merged by time."""
+        draining: list[_File] = []
+        if self.follow:
+            draining = self._scan()
+        streams = [f.lines(final=not self.follow) for f in self.files.values()]
+        streams += [f.lines(final=True) for f in draining]
+        for _, _, line in heapq.merge(*streams, key=lambda entry: entry[:2]):
+            yield line
+        for old in draining:
+            old.handle.close()
+
+    def _scan(self) -> list[_File]:
+        """Follow truncations, replacements and new files; returns replaced files still to read to their end."""
+        draining = []
+        for path, current in list(self.files.items()):
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                stat = None
+            if stat is None or (stat.st_dev, stat.st_ino) != current.identity:
+                draining.append(self.files.pop(path))
+                if stat is not None:
+                    self._open(path)
+            elif current.truncated():
+                current.restart()
+        for folder, pattern in self.watches:
+            try:
+                names = sorted(os.listdir(folder or "."))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                path = folder / name
+                if pattern.fullmatch(name) and path not in self.files and path.is_file():
+                    self._open(path)
+        return draining
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.handle.close()
+        self.files.clear()
+

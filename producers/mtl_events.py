@@ -1,0 +1,237 @@
+"""Exchange message-tracking records -> the contract's events (the mapping in EXCHANGE_LOGS.md).
+
+    mapper = MtlMapper(internal_domains={"contoso.com"})
+    result = mapper.map(row, line_id)    # a list of events, or a Skip; raises Unmappable
+
+Which server logged a line, and which is the primary, is read from the host fields the way
+Exchange fills them: on lines about something the local server received or did
+(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT) `server-hostname`
+is the local server; on lines about something it sent (SEND, HAREDIRECT, HAREDIRECTFAIL)
+`client-hostname` is the local server and `server-hostname` the other end. On the shadow's
+lines (HARECEIVE, HADISCARD, RESUBMIT) and on DELIVER the primary is `client-hostname`.
+Server names are compared by their first DNS label, lower-cased (`EX01.contoso.com` is `ex01`).
+
+`internal_id` must be the primary's internal-message-id. A line logged by the primary gives
+it; a line logged elsewhere (the shadow, the mailbox server) is joined through
+`network-message-id` (else `message-id`) to an earlier line of the primary; failing that it
+is named `nmid:<network-message-id>` (`msgid:<message-id>`) and counted in `unjoined`. The
+mapper remembers what it has seen, so lines are best given to it in time order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from producers.mtl_log import Row
+from schemas import events as ev
+from schemas.events import MessageRef, Recipient
+
+INTRA_ORG_CONNECTOR = "intra-organization"
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A readable line that makes no event, and why (counted, not a dead letter)."""
+
+    reason: str
+
+
+class Unmappable(ValueError):
+    """A readable line that lacks what its event needs: a dead letter."""
+
+
+def server(name: str) -> str:
+    """`EX01.contoso.com` -> `ex01`; an IP address stays as it is."""
+    name = name.strip().lower()
+    if not name or name.replace(".", "").isdigit() or ":" in name:
+        return name
+    return name.split(".", 1)[0]
+
+
+class MtlMapper:
+    def __init__(self, internal_domains: frozenset[str] | set[str] = frozenset()):
+        self.internal_domains = {d.lower().lstrip("@") for d in internal_domains}
+        self.unjoined = 0  # lines whose primary internal id could not be learned
+        self._ids: dict[tuple[str, str], str] = {}  # (primary, n:<nmid> | m:<message-id>) -> its internal id
+        self._forks: dict[tuple[str, str], tuple[str, str]] = {}  # (primary, fork's own id) -> (parent id, fork id)
+        self._primary_of: dict[tuple[str, str], str] = {}  # (shadow, n:/m: key) -> primary, from HARECEIVE
+        self._attempts: dict[tuple[str, str], int] = {}  # (primary, internal id) -> shadow attempts so far
+        self._line_id = ""  # the id of the line being mapped
+
+    def map(self, row: Row, line_id: str) -> list[ev.Event] | Skip:
+        kind = row.get("event-id").upper()
+        handler = getattr(self, f"_{kind.lower()}", None) if kind in HANDLED else None
+        if handler is None:
+            return Skip(f"event-id {kind or '(empty)'} is not one the twin uses")
+        self._line_id = line_id
+        result = handler(row)
+        if isinstance(result, Skip):
+            return result
+        return [dataclasses.replace(e, event_id=f"{line_id}-{n}") for n, e in enumerate(result)]
+
+    # ---- helpers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _host(row: Row, field: str, what: str) -> str:
+        name = server(row.get(field))
+        if not name:
+            raise Unmappable(f"{row.get('event-id')}: {field} is empty, and it names the {what}")
+        return name
+
+    @staticmethod
+    def _keys(row: Row) -> list[str]:
+        return [key for key in (f"n:{row.get('network-message-id')}", f"m:{row.get('message-id')}") if key[2:]]
+
+    def _ref(self, row: Row, primary: str, local: str) -> MessageRef:
+        """The message as the primary names it (see the module's docstring)."""
+        message_id, own = row.get("message-id"), row.get("internal-message-id")
+        if local == primary and own:
+            if (primary, own) in self._forks:
+                parent, fork = self._forks[(primary, own)]
+                return MessageRef(message_id, parent, fork)
+            for key in self._keys(row):
+                self._ids[(primary, key)] = own
+            return MessageRef(message_id, own)
+        for key in self._keys(row):
+            if (primary, key) in self._ids:
+                return MessageRef(message_id, self._ids[(primary, key)])
+        keys = self._keys(row)
+        if not keys:
+            raise Unmappable(f"{row.get('event-id')}: no internal-message-id of the primary {primary},"
+                             " and no network-message-id or message-id to join one")
+        self.unjoined += 1
+        return MessageRef(message_id, ("nmid:" if keys[0].startswith("n:") else "msgid:") + keys[0][2:])
+
+    def _header(self, row: Row, node: str, primary: str, ref: MessageRef | None) -> dict:
+        return dict(event_id="", event_time_ms=row.time_ms, node=node, primary_server=primary, message=ref)
+
+    def _on_primary(self, row: Row, field: str) -> tuple[str, MessageRef, dict]:
+        primary = self._host(row, field, "server that logged it")
+        ref = self._ref(row, primary, primary)
+        return primary, ref, self._header(row, primary, primary, ref)
+
+    def _on_shadow(self, row: Row) -> tuple[str, str, MessageRef, dict]:
+        shadow = self._host(row, "server-hostname", "shadow server that logged it")
+        primary = server(row.get("client-hostname")) or next(
+            (self._primary_of[(shadow, k)] for k in self._keys(row) if (shadow, k) in self._primary_of), "")
+        if not primary:
+            raise Unmappable(f"{row.get('event-id')}: client-hostname is empty and no HARECEIVE on {shadow}"
+                             " named this message's primary")
+        ref = self._ref(row, primary, shadow)
+        return shadow, primary, ref, self._header(row, shadow, primary, ref)
+
+    def _size(self, row: Row) -> int:
+        text = row.get("total-bytes") or "0"
+        if not text.isdigit():
+            raise Unmappable(f"total-bytes {text!r} is not a whole number")
+        return int(text)
+
+    def _recipient(self, address: str) -> Recipient:
+        return Recipient(address, address.rpartition("@")[2].lower() in self.internal_domains)
+
+    # ---- one method per event-id ------------------------------------------------------
+
+    def _receive(self, row: Row) -> list[ev.Event]:
+        _, _, header = self._on_primary(row, "server-hostname")
+        direction, source = row.get("directionality").lower(), row.get("source").upper()
+        origin = (ev.MessageSource.MAILBOX_SUBMISSION if source == "STOREDRIVER"
+                  else ev.MessageSource.OUTSIDE_BOUNDARY if direction == "incoming"
+                  else ev.MessageSource.INSIDE_BOUNDARY if direction == "originating"
+                  else ev.MessageSource.UNKNOWN)
+        return [ev.MessageReceived(
+            **header, sender=row.get("client-hostname") or row.get("client-ip") or row.get("sender-address"),
+            source=origin, recipients=tuple(map(self._recipient, row.values("recipient-address"))),
+            size_bytes=self._size(row))]
+
+    def _attempt(self, primary: str, ref: MessageRef) -> int:
+        key = (primary, ref.internal_id)
+        self._attempts[key] = self._attempts.get(key, 0) + 1
+        return self._attempts[key]
+
+    def _haredirect(self, row: Row) -> list[ev.Event]:
+        primary, ref, header = self._on_primary(row, "client-hostname")
+        shadow = self._host(row, "server-hostname", "shadow server")
+        return [ev.ShadowCopyRequested(**header, candidate=shadow, locality=ev.SiteLocality.UNKNOWN,
+                                       attempt=self._attempt(primary, ref)),
+                ev.ShadowCopyAcknowledged(**header, shadow_server=shadow)]
+
+    def _haredirectfail(self, row: Row) -> list[ev.Event]:
+        primary, ref, header = self._on_primary(row, "client-hostname")
+        candidate = server(row.get("server-hostname"))
+        status = (row.get("recipient-status") + " " + row.get("source-context")).lower()
+        reason = (ev.ShadowFailureReason.NO_PEER if not candidate
+                  else ev.ShadowFailureReason.TIMEOUT if "time" in status and "out" in status
+                  else ev.ShadowFailureReason.UNKNOWN)
+        return [ev.ShadowCopyFailed(**header, candidate=candidate, attempt=self._attempt(primary, ref),
+                                    reason=reason)]
+
+    def _hareceive(self, row: Row) -> list[ev.Event]:
+        shadow, primary, _, header = self._on_shadow(row)
+        for key in self._keys(row):
+            self._primary_of[(shadow, key)] = primary
+        # The logs carry no queue-database id: "" stands for "unknown" and never changes.
+        return [ev.ShadowCopyStored(**header, primary_queue_db_id="")]
+
+    def _hadiscard(self, row: Row) -> list[ev.Event]:
+        return [ev.ShadowDiscarded(**self._on_shadow(row)[3])]
+
+    def _resubmit(self, row: Row) -> list[ev.Event] | Skip:
+        if row.get("source").upper() != "REDUNDANCY":
+            return Skip(f"RESUBMIT from {row.get('source') or 'an unnamed source'} (Safety Net): not a promotion")
+        return [ev.ShadowPromoted(**self._on_shadow(row)[3],
+                                  reason=row.get("source-context") or "RESUBMIT (REDUNDANCY) in message tracking")]
+
+    def _send(self, row: Row) -> list[ev.Event]:
+        _, _, header = self._on_primary(row, "client-hostname")
+        next_hop = (row.get("server-hostname") or row.get("server-ip")).lower()
+        if not next_hop:
+            raise Unmappable("SEND: server-hostname and server-ip are empty, and they name the next hop")
+        connector = row.get("connector-id").lower()
+        return [ev.SentToNextHop(**header, next_hop=next_hop, recipients=row.values("recipient-address"),
+                                 outside_boundary=bool(connector) and INTRA_ORG_CONNECTOR not in connector),
+                ev.NextHopAcknowledged(**header, next_hop=next_hop)]
+
+    def _deliver(self, row: Row, duplicate: bool = False) -> list[ev.Event]:
+        mailbox = self._host(row, "server-hostname", "mailbox server")
+        primary = server(row.get("client-hostname")) or mailbox
+        ref = self._ref(row, primary, mailbox)
+        return [ev.DeliveredToMailbox(**self._header(row, primary, primary, ref), mailbox_server=mailbox,
+                                      recipients=row.values("recipient-address"), duplicate=duplicate)]
+
+    def _duplicatedeliver(self, row: Row) -> list[ev.Event]:
+        return self._deliver(row, duplicate=True)
+
+    def _transfer(self, row: Row) -> list[ev.Event]:
+        primary, parent, header = self._on_primary(row, "server-hostname")
+        child = row.values("reference")[0] if row.values("reference") else ""
+        fork = f"fork-{child}" if child else f"fork-{self._line_id}"
+        if child:
+            self._forks[(primary, child)] = (parent.internal_id, fork)
+        header["message"] = dataclasses.replace(parent, fork_id=fork)
+        return [ev.SentToNextHop(**header, next_hop=primary,
+                                 recipients=row.values("related-recipient-address") or row.values("recipient-address"))]
+
+    def _dsn(self, row: Row) -> list[ev.Event]:
+        primary, report, header = self._on_primary(row, "server-hostname")
+        original = row.values("reference")[0] if row.values("reference") else ""
+        if not original:
+            raise Unmappable("DSN: reference is empty, and it names the message the notification is about")
+        parent_id = self._ids.get((primary, f"m:{original}"))
+        if parent_id is None:
+            self.unjoined += 1
+            parent_id = f"msgid:{original}"
+        ndr = any(status.startswith("5") for status in row.values("recipient-status"))
+        return [ev.SideEffectGenerated(**header, side_effect=ev.SideEffectKind.NDR if ndr else ev.SideEffectKind.DSN,
+                                       parent=MessageRef(original, parent_id))]
+
+    def _fail(self, row: Row) -> list[ev.Event]:
+        _, _, header = self._on_primary(row, "server-hostname")
+        return [ev.MessageExpired(**header, reason=row.get("recipient-status") or "FAIL in message tracking")]
+
+    def _defer(self, row: Row) -> Skip:
+        return Skip("DEFER: delivery delayed, no change of state")
+
+
+HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT", "SEND",
+                     "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"})

@@ -1,0 +1,86 @@
+"""`shadowtwin replay`: a recording (.jsonl or .avro) published to a topic, paced by its event times.
+
+    outcome = replay(bootstrap, "shadowtwin.events", Path("day.avro"), speed=60, progress=print)
+
+The events are published with `producers.publisher.Publisher`, as they are: in the file's
+order, keyed by primary server, their event times untouched. `speed` is how many seconds of
+event time pass per second of wall time (60: a minute a second); None publishes as fast as
+possible. While it runs, `progress` gets a line about every `every` seconds: events sent, the
+event-time position, the rate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from producers.publisher import Publisher
+from producers.recording import read_events
+from schemas.events import Event
+from schemas.jsonl import iso_time
+
+
+def parse_speed(text: str) -> float | None:
+    """`max` -> None (as fast as possible); else a positive number."""
+    if text.strip().lower() == "max":
+        return None
+    speed = float(text)
+    if not speed > 0:
+        raise ValueError(f"speed must be a positive number or max, got {text!r}")
+    return speed
+
+
+@dataclass
+class ReplayOutcome:
+    sent: int
+    seconds: float
+    last_event_ms: int | None
+    interrupted: bool = False
+
+    def describe(self) -> str:
+        rate = self.sent / self.seconds if self.seconds > 0 else 0.0
+        until = f", up to event time {iso_time(self.last_event_ms)}" if self.last_event_ms is not None else ""
+        verb = "interrupted after sending" if self.interrupted else "sent"
+        return f"{verb} {self.sent} events in {self.seconds:.1f} s ({rate:,.0f} events/s){until}"
+
+
+class _Position:
+    """The events, remembering the event time of the last one handed out."""
+
+    def __init__(self, events: Iterable[Event]):
+        self.events, self.last_ms = events, None
+        self.error: Exception | None = None  # what stopped the reading, raised again by `replay`
+
+    def __iter__(self) -> Iterator[Event]:
+        try:
+            for event in self.events:
+                self.last_ms = event.event_time_ms
+                yield event
+        except Exception as exc:  # noqa: BLE001 - a bad recording: told to the caller, not lost in the thread
+            self.error = exc
+
+
+def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
+           progress: Callable[[str], None] | None = None, every: float = 2.0) -> ReplayOutcome:
+    position = _Position(read_events(path))
+    publisher = Publisher(bootstrap, topic, position, speed=speed)
+    started = time.monotonic()
+    publisher.start()
+    interrupted, last_sent, last_at = False, 0, started
+    try:
+        while publisher.is_alive():
+            publisher.join(every)
+            now = time.monotonic()
+            if publisher.is_alive() and progress is not None:
+                rate = (publisher.sent - last_sent) / (now - last_at)
+                where = iso_time(position.last_ms) if position.last_ms is not None else "-"
+                progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
+                last_sent, last_at = publisher.sent, now
+    except KeyboardInterrupt:
+        interrupted = True
+        publisher.stop()
+    if position.error is not None:
+        raise position.error
+    return ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted)

@@ -1,0 +1,128 @@
+"""record, replay and ingest against a real broker: what goes in comes out, nothing else."""
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from producers.mtl_ingest import KafkaSink, ingest
+from producers.recorder import record
+from producers.recording import read_events, write_events
+from producers.replayer import replay
+from producers.synthetic import Workload, generate
+from schemas.codec import decode
+from shadowtwin import kafka_clients
+from tests.producers.test_mtl import EX01, EX02, GARBLED, run, wait_for
+
+
+def one_partition_topic(bootstrap: str) -> str:
+    name = f"test.one-partition.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    return name
+
+
+def dead_letters(bootstrap: str, topic: str, expected: int) -> list:
+    client = kafka_clients.consumer(bootstrap, f"test-{uuid.uuid4().hex}", [topic])
+    found = []
+    try:
+        wait_for(lambda: found.extend(decode(m.value(), "DeadLetter") for m in client.consume(100, 0.2)
+                                      if m.error() is None) or len(found) >= expected, seconds=20)
+        found += [decode(m.value(), "DeadLetter") for m in client.consume(100, 1.0) if m.error() is None]
+    finally:
+        client.close()
+    return found
+
+
+def test_replay_then_record_gives_the_same_events_in_the_same_order(kafka_bootstrap, tmp_path):
+    topic = one_partition_topic(kafka_bootstrap)
+    events = list(generate(Workload(servers=4, duration_ms=60_000)))
+    write_events(tmp_path / "in.avro", events)
+    sent = replay(kafka_bootstrap, topic, tmp_path / "in.avro", speed=None)
+    assert sent.sent == len(events) and sent.last_event_ms == events[-1].event_time_ms
+    got = record(kafka_bootstrap, topic, tmp_path / "out.jsonl", from_beginning=True, seconds=60)
+    assert got.reached_end and got.written == len(events) and not got.undecodable
+    assert list(read_events(tmp_path / "out.jsonl")) == events
+
+
+def test_record_counts_records_that_do_not_decode_and_stops_at_count(kafka_bootstrap, tmp_path):
+    topic = one_partition_topic(kafka_bootstrap)
+    events = list(generate(Workload(servers=2, duration_ms=5_000)))
+    producer = kafka_clients.producer(kafka_bootstrap)
+    producer.produce(topic, value=b"not avro")
+    producer.flush(10)
+    write_events(tmp_path / "in.jsonl", events)
+    replay(kafka_bootstrap, topic, tmp_path / "in.jsonl")
+    got = record(kafka_bootstrap, topic, tmp_path / "all.avro", from_beginning=True, seconds=60)
+    assert got.written == len(events) and got.undecodable == {"bad magic": 1}
+    assert "1 records did not decode" in got.describe()
+    first = record(kafka_bootstrap, topic, tmp_path / "some.avro", from_beginning=True, count=3, seconds=60)
+    assert first.written == 3 and list(read_events(tmp_path / "some.avro")) == events[:3]
+
+
+def test_the_commands_round_trip_a_recording_through_the_events_topic(kafka_bootstrap, topics, tmp_path):
+    """Two partitions: each primary server's events keep their order; all of them arrive, once."""
+    events = list(generate(Workload(servers=4, duration_ms=150_000)))
+    write_events(tmp_path / "day.jsonl", events)
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap}
+    cli = [sys.executable, "-m", "shadowtwin.cli"]
+    recorder = subprocess.Popen([*cli, "record", topics.events, str(tmp_path / "back.avro"), "--count",
+                                 str(len(events)), "--seconds", "60"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        replayed = subprocess.run([*cli, "replay", str(tmp_path / "day.jsonl"), "--speed", "50", "--to", topics.events],
+                                  env=env, capture_output=True, text=True, timeout=60)
+        assert replayed.returncode == 0, replayed.stderr[-2000:]
+        assert f"sent {len(events)} events" in replayed.stdout
+        assert "events/s" in replayed.stdout.splitlines()[0] and "event time 20" in replayed.stdout  # progress lines
+        out, _ = recorder.communicate(timeout=90)
+    finally:
+        recorder.kill()
+    assert recorder.returncode == 0 and f"recorded {len(events)} events" in out
+    back = list(read_events(tmp_path / "back.avro"))
+    assert sorted(back, key=lambda e: e.event_id) == sorted(events, key=lambda e: e.event_id)
+    for primary in {e.primary_server for e in events}:
+        assert [e for e in back if e.primary_server == primary] == [e for e in events if e.primary_server == primary]
+
+
+def test_ingest_publishes_every_good_line_and_dead_letters_every_garbled_one(kafka_bootstrap, topics, tmp_path):
+    expected = run([EX01, EX02])[0].events
+    sink = KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters)
+    counts = ingest([str(EX01), str(EX02)], sink)
+    assert sink.close() == 0
+    assert sum(counts.events.values()) == len(expected) and counts.dead_letters == len(GARBLED)
+    got = record(kafka_bootstrap, topics.events, tmp_path / "events.jsonl", from_beginning=True, seconds=60)
+    back = list(read_events(tmp_path / "events.jsonl"))
+    assert got.reached_end and sorted(back, key=lambda e: e.event_id) == sorted(expected, key=lambda e: e.event_id)
+    letters = dead_letters(kafka_bootstrap, topics.dead_letters, len(GARBLED))
+    assert sorted((d.topic, d.offset, d.reason) for d in letters) == [(str(EX01), n, r) for n, r in GARBLED.items()]
+
+
+def test_ingest_follow_publishes_lines_appended_while_it_runs(kafka_bootstrap, topics, tmp_path):
+    lines = EX01.read_bytes().split(b"\r\n")
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(lines[:6]) + b"\r\n")  # the header and one RECEIVE
+    stop, sink = threading.Event(), KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters)
+    thread = threading.Thread(target=ingest, args=([str(log)], sink), kwargs=dict(follow=True, stop=stop,
+                                                                                   poll_seconds=0.1))
+    thread.start()
+    recorded = tmp_path / "recorded.jsonl"
+
+    def published(n: int) -> bool:
+        return record(kafka_bootstrap, topics.events, recorded, from_beginning=True, seconds=5).written >= n
+
+    try:
+        assert wait_for(lambda: published(1), seconds=20)
+        assert not published(2)
+        with open(log, "ab") as out:
+            out.write(b"\r\n".join(lines[6:8]) + b"\r\n")  # HAREDIRECT (2 events) and AGENTINFO (skipped)
+        assert wait_for(lambda: published(3), seconds=20)
+    finally:
+        stop.set()
+        thread.join(20)
+    assert sink.close() == 0 and not thread.is_alive()
+    assert [e.kind for e in read_events(recorded)] == [
+        "MessageReceived", "ShadowCopyRequested", "ShadowCopyAcknowledged"]

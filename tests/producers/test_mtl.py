@@ -1,0 +1,206 @@
+"""Exchange message-tracking logs: the format, the mapping to events, and following files as they grow."""
+
+import threading
+import time
+from pathlib import Path
+
+from producers.mtl_events import MtlMapper, Skip, server
+from producers.mtl_ingest import IngestCounts, ingest, line_id
+from producers.mtl_log import BadLine, MtlReader, Row, parse_time
+from schemas import events as ev
+
+DATA = Path(__file__).parent / "data"
+EX01 = DATA / "EX01" / "MSGTRK20261122-1.LOG"
+EX02 = DATA / "EX02" / "MSGTRK20261122-1.LOG"
+GARBLED = {16: "10 fields where the #Fields: header names 27",
+           20: "date-time '2026-11-31T02:00:05.500Z' is not a valid ISO-8601 time",
+           24: "not a CSV record (unexpected end of data; an unterminated quote?)"}
+
+
+class ListSink:
+    def __init__(self):
+        self.events, self.dead_letters = [], []
+
+    def event(self, event):
+        self.events.append(event)
+
+    def dead(self, letter):
+        self.dead_letters.append(letter)
+
+
+def run(paths, **kwargs) -> tuple[ListSink, IngestCounts]:
+    sink = ListSink()
+    return sink, ingest([str(p) for p in paths], sink, **kwargs)
+
+
+def rows(path: Path) -> dict[int, Row | BadLine]:
+    reader = MtlReader()
+    lines = path.read_bytes().split(b"\n")
+    return {n: item for n, raw in enumerate(lines, start=1) if (item := reader.line(raw)) is not None}
+
+
+def test_the_reader_takes_fields_from_the_header_and_unquotes_values():
+    read = rows(EX01)
+    first = read[6]
+    assert isinstance(first, Row)
+    assert first.get("event-id") == "RECEIVE" and first.get("server-hostname") == "EX01"
+    assert first.values("recipient-address") == ("ann@contoso.com", "bob@contoso.com")
+    assert first.get("message-subject") == 'Quarterly report, "final" draft'
+    assert first.time_ms == parse_time("2026-11-22T02:00:00.100Z") == 1795312800100
+    assert {n: item.reason for n, item in read.items() if isinstance(item, BadLine)} == GARBLED
+
+
+def test_a_record_before_any_fields_header_and_bad_bytes_are_bad_lines():
+    reader = MtlReader()
+    assert reader.line(b"2026-11-22T02:00:00Z,x") == BadLine("no #Fields: header line before this record")
+    assert reader.line(b"#Fields: date-time,event-id\r\n") is None
+    assert isinstance(reader.line(b"2026-11-22T02:00:00Z,RECEIVE"), Row)
+    assert reader.line(b"2026-11-22T02:00:00Z,\xff").reason.startswith("not UTF-8 text")
+    reader.reset()
+    assert isinstance(reader.line(b"2026-11-22T02:00:00Z,RECEIVE"), BadLine)
+
+
+def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files():
+    sink, counts = run([EX01, EX02])
+    kinds = [(e.kind, e.node, e.primary_server, e.message.internal_id, e.message.fork_id) for e in sink.events]
+    assert kinds[:7] == [
+        ("MessageReceived", "ex01", "ex01", "9001", None),
+        ("ShadowCopyStored", "ex02", "ex01", "9001", None),  # EX02's clock: before EX01's HAREDIRECT
+        ("ShadowCopyRequested", "ex01", "ex01", "9001", None),
+        ("ShadowCopyAcknowledged", "ex01", "ex01", "9001", None),
+        ("SentToNextHop", "ex01", "ex01", "9001", None),
+        ("NextHopAcknowledged", "ex01", "ex01", "9001", None),
+        ("DeliveredToMailbox", "ex01", "ex01", "9001", None),
+    ]
+    times = [e.event_time_ms for e in sink.events]
+    assert times == sorted(times)
+    assert counts.events == {"MessageReceived": 4, "ShadowCopyRequested": 4, "ShadowCopyAcknowledged": 4,
+                             "ShadowCopyFailed": 1, "ShadowCopyStored": 4, "SentToNextHop": 5,
+                             "NextHopAcknowledged": 4, "DeliveredToMailbox": 2, "MessageExpired": 1,
+                             "SideEffectGenerated": 1, "ShadowDiscarded": 2, "ShadowPromoted": 1}
+    assert counts.skipped == {"event-id AGENTINFO is not one the twin uses": 1,
+                              "DEFER: delivery delayed, no change of state": 1,
+                              "RESUBMIT from SAFETYNET (Safety Net): not a promotion": 1}
+    assert counts.lines == 31 and counts.dead_letters == 3 and counts.unjoined == 1
+
+
+def test_each_event_id_becomes_its_contract_event():
+    events = run([EX01, EX02])[0].events
+    by_kind = {}
+    for e in events:
+        by_kind.setdefault(e.kind, []).append(e)
+    received = by_kind["MessageReceived"]
+    assert received[0].source is ev.MessageSource.OUTSIDE_BOUNDARY and received[0].size_bytes == 48211
+    assert received[1].source is ev.MessageSource.MAILBOX_SUBMISSION
+    failed = by_kind["ShadowCopyFailed"][0]
+    assert (failed.candidate, failed.attempt, failed.reason) == ("ex02", 1, ev.ShadowFailureReason.TIMEOUT)
+    assert [r.attempt for r in by_kind["ShadowCopyRequested"]] == [1, 2, 1, 1]
+    transfer, outside, fork_send = by_kind["SentToNextHop"][1:4]
+    assert transfer.message.fork_id == fork_send.message.fork_id == "fork-9003"
+    assert transfer.message.internal_id == fork_send.message.internal_id == "9002"
+    assert transfer.recipients == ("erin@contoso.com",) and fork_send.next_hop == "ex03.contoso.com"
+    assert outside.outside_boundary and not fork_send.outside_boundary
+    delivered, duplicate = by_kind["DeliveredToMailbox"]
+    assert (delivered.mailbox_server, delivered.duplicate, delivered.primary_server) == ("ex03", False, "ex01")
+    assert duplicate.duplicate and duplicate.message.internal_id == "nmid:a1b2c3d4-0004-4a5b-8c9d-000000000004"
+    dsn = by_kind["SideEffectGenerated"][0]
+    assert dsn.side_effect is ev.SideEffectKind.NDR and dsn.message.internal_id == "9006"
+    assert dsn.parent == ev.MessageRef("<m3@fabrikam.com>", "9004")
+    assert by_kind["MessageExpired"][0].reason.startswith("550 5.1.1")
+    assert all(s.primary_queue_db_id == "" for s in by_kind["ShadowCopyStored"])
+    # The second HADISCARD names no primary: it is learned from the shadow's HARECEIVE.
+    assert [(d.node, d.primary_server, d.message.internal_id) for d in by_kind["ShadowDiscarded"]] == [
+        ("ex02", "ex01", "9001"), ("ex02", "ex01", "9004")]
+    promoted = by_kind["ShadowPromoted"][0]
+    assert (promoted.node, promoted.primary_server, promoted.message.internal_id) == ("ex02", "ex01", "9008")
+
+
+def test_garbled_lines_become_dead_letters_with_file_line_and_reason():
+    sink, _ = run([EX01, EX02])
+    lines = EX01.read_bytes().split(b"\r\n")
+    assert [(d.topic, d.partition, d.offset, d.reason) for d in sink.dead_letters] == [
+        (str(EX01), -1, n, reason) for n, reason in GARBLED.items()]
+    assert [d.original for d in sink.dead_letters] == [lines[n - 1] for n in GARBLED]
+
+
+def test_event_ids_are_the_same_when_the_lines_are_ingested_again_and_unique():
+    first, again = run([EX01, EX02])[0].events, run([EX02, EX01])[0].events
+    assert [e.event_id for e in first] == [e.event_id for e in again]
+    assert len({e.event_id for e in first}) == len(first)
+    assert first[0].event_id == line_id(EX01.read_bytes().split(b"\r\n")[5]) + "-0"
+
+
+def test_without_its_primarys_lines_a_shadow_line_is_unjoined_and_lines_lacking_a_host_are_dead():
+    sink, counts = run([EX02])
+    assert sink.events[0].message.internal_id == "nmid:a1b2c3d4-0001-4a5b-8c9d-000000000001"
+    assert counts.unjoined == 8  # every line of EX02 names a message first seen on EX01
+    mapper = MtlMapper()
+    row = Row({"event-id": "HADISCARD", "server-hostname": "EX02", "network-message-id": "n1"}, 0)
+    try:
+        mapper.map(row, "x")
+    except ValueError as exc:
+        assert "client-hostname is empty" in str(exc)
+    else:
+        raise AssertionError("a HADISCARD naming no primary must not map")
+    assert mapper.map(Row({"event-id": "EXPAND"}, 0), "x") == Skip("event-id EXPAND is not one the twin uses")
+    assert server("EX01.contoso.com") == "ex01" and server("10.0.0.1") == "10.0.0.1"
+
+
+def test_recipients_of_internal_domains_are_internal():
+    events = run([EX01], internal_domains=frozenset({"contoso.com"}))[0].events
+    received = [e for e in events if isinstance(e, ev.MessageReceived)][1]
+    assert [(r.address, r.internal) for r in received.recipients] == [
+        ("dave@fabrikam.com", False), ("erin@contoso.com", True)]
+
+
+def follow(paths, stop):
+    sink = ListSink()
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(counts=ingest(
+        [str(p) for p in paths], sink, follow=True, stop=stop, poll_seconds=0.05)))
+    thread.start()
+    return sink, thread, result
+
+
+def wait_for(condition, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_follow_reads_appended_lines_truncation_replacement_and_rolled_over_files(tmp_path):
+    head, body = EX01.read_bytes().split(b"\r\n")[:5], EX01.read_bytes().split(b"\r\n")[5:]
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(head + body[:1]) + b"\r\n")
+    stop = threading.Event()
+    sink, thread, result = follow([log], stop)
+    try:
+        assert wait_for(lambda: len(sink.events) == 1)
+        with open(log, "ab") as out:  # a line written in two parts: nothing until its newline
+            out.write(body[1][:30])
+            out.flush()
+            time.sleep(0.3)
+            assert len(sink.events) == 1
+            out.write(body[1][30:] + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == 3)
+        assert sink.events[2].kind == "ShadowCopyAcknowledged"
+        rolled = tmp_path / "MSGTRK20261122-2.LOG"  # roll-over: a new file with the next number
+        rolled.write_bytes(b"\r\n".join(head + body[3:4]) + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == 5)
+        (tmp_path / "other.LOG").write_bytes(b"\r\n".join(head + body[3:4]) + b"\r\n")  # not a roll-over name
+        log.write_bytes(b"\r\n".join(head + body[4:5]) + b"\r\n")  # truncated and rewritten in place
+        assert wait_for(lambda: len(sink.events) == 6)
+        assert sink.events[5].kind == "MessageReceived" and sink.events[5].message.internal_id == "9002"
+        replacement = tmp_path / "new.tmp"
+        replacement.write_bytes(b"\r\n".join(head + [body[10]]) + b"\r\n")  # a bad line, in a new file
+        replacement.replace(log)
+        assert wait_for(lambda: len(sink.dead_letters) == 1)
+        assert (sink.dead_letters[0].topic, sink.dead_letters[0].offset) == (str(log), 6)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert len(sink.events) == 6 and result["counts"].lines == 5
