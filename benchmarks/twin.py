@@ -43,8 +43,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=250_000, help="records per micro-batch (maxOffsetsPerTrigger)")
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--live-seconds", type=int, default=60)
+    parser.add_argument("--shuffle-partitions", type=int, help="default: spark.shuffle_partitions from conf/")
     args = parser.parse_args()
     settings = load_settings()
+    if args.shuffle_partitions:
+        settings = dataclasses.replace(settings, spark=dataclasses.replace(
+            settings.spark, shuffle_partitions=args.shuffle_partitions))
     broker = start_if_needed(settings, print)
     bootstrap = settings.kafka.bootstrap_servers
     spark = build_spark(settings)
