@@ -1,0 +1,38 @@
+"""The twin's console progress and its late-events alert (pure functions, no Spark session)."""
+
+import json
+from types import SimpleNamespace
+
+from schemas.events import AlertType
+from streaming.progress import ProgressReporter, describe, offsets_total
+
+PROGRESS = {
+    "id": "q1", "batchId": 7, "numInputRows": 1200, "inputRowsPerSecond": 600.0, "processedRowsPerSecond": 900.0,
+    "eventTime": {"watermark": "2026-11-22T03:00:00.000Z"},
+    "stateOperators": [{"numRowsTotal": 8, "numRowsDroppedByWatermark": 5}],
+    "sources": [{"endOffset": json.dumps({"events": {"0": 100, "1": 50}}),
+                 "latestOffset": json.dumps({"events": {"0": 130, "1": 60}})}],
+}
+
+
+def batch(progress):
+    return SimpleNamespace(progress=SimpleNamespace(json=json.dumps(progress)))
+
+
+def test_the_line_gives_rates_state_watermark_lag_and_late_rows():
+    line, late = describe(PROGRESS)
+    assert late == 5
+    assert "batch 7" in line and "state 8 groups" in line and "lag 40 records" in line and "late 5" in line
+    assert "2026-11-22T03:00:00.000Z" in line
+    assert offsets_total(None) == 0
+
+
+def test_late_rows_past_the_threshold_raise_one_alert_at_the_watermark():
+    alerts, lines = [], []
+    reporter = ProgressReporter(lines.append, alerts.append, late_alert_threshold=5)
+    reporter.onQueryProgress(batch(PROGRESS))
+    assert [a.type for a in alerts] == [AlertType.LATE_EVENTS]
+    assert alerts[0].decided_at_ms == 1795316400000 and "5 event(s)" in alerts[0].reason
+    reporter.onQueryProgress(batch({**PROGRESS, "batchId": 8, "stateOperators": [{"numRowsDroppedByWatermark": 4}]}))
+    assert len(alerts) == 1, "below the threshold: counted, not alerted"
+    assert reporter.late_total == 9 and len(lines) == 2
