@@ -48,13 +48,15 @@ def read_events(path: Path) -> Iterator[Event]:
         raise ValueError(f"{path}: a recording ends in {', '.join(JSONL_SUFFIXES + AVRO_SUFFIXES)}")
 
 
-def write_events(path: Path, events: Iterable[Event]) -> int:
+def write_events(path: Path, events: Iterable[Event], sync: bytes | None = None) -> int:
+    """Write `events` to `path`; an Avro file's sync marker is random unless `sync` (16 bytes) is
+    given, which makes the file the same byte for byte for the same events."""
     if path.suffix in JSONL_SUFFIXES:
         with open(path, "w", encoding="utf-8") as out:
             return jsonl.write(events, out)
     if path.suffix in AVRO_SUFFIXES:
         with open(path, "wb") as out:
-            return _write_avro(out, events)
+            return _write_avro(out, events, sync)
     raise ValueError(f"{path}: a recording ends in {', '.join(JSONL_SUFFIXES + AVRO_SUFFIXES)}")
 
 
@@ -89,9 +91,11 @@ def _read_block(read: binary.Read, body: bytes, count: int) -> list[Event] | Non
     return events if pos == len(body) else None
 
 
-def _write_avro(out: IO[bytes], events: Iterable[Event]) -> int:
+def _write_avro(out: IO[bytes], events: Iterable[Event], sync: bytes | None = None) -> int:
     """Write an Avro container file of the current Event schema, deflate-compressed; returns how many events."""
-    codec, sync = default_codec(), os.urandom(SYNC_SIZE)
+    codec, sync = default_codec(), sync or os.urandom(SYNC_SIZE)
+    if len(sync) != SYNC_SIZE:
+        raise ValueError(f"an Avro sync marker is {SYNC_SIZE} bytes, not {len(sync)}")
     schema = catalogue.default().current("Event").json.encode()
     out.write(CONTAINER_MAGIC + _metadata({"avro.schema": schema, "avro.codec": b"deflate"}) + sync)
     block, in_block, count = bytearray(), 0, 0

@@ -11,6 +11,7 @@ event-time position, the rate.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,14 +65,25 @@ class _Position:
 
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
            progress: Callable[[str], None] | None = None, every: float = 2.0) -> ReplayOutcome:
-    position = _Position(read_events(path))
+    return publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every)
+
+
+def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float | None = None,
+            progress: Callable[[str], None] | None = None, every: float = 2.0,
+            stop: threading.Event | None = None) -> ReplayOutcome:
+    """Publish `events` (any stream of them, e.g. a simulation) with progress lines, as `replay` does;
+    setting `stop` ends it early."""
+    position = _Position(events)
     publisher = Publisher(bootstrap, topic, position, speed=speed)
     started = time.monotonic()
     publisher.start()
     interrupted, last_sent, last_at = False, 0, started
     try:
         while publisher.is_alive():
-            publisher.join(every)
+            if stop is None:
+                publisher.join(every)
+            elif stop.wait(every):
+                publisher.stop()
             now = time.monotonic()
             if publisher.is_alive() and progress is not None:
                 rate = (publisher.sent - last_sent) / (now - last_at)

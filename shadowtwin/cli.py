@@ -199,6 +199,10 @@ def parser() -> argparse.ArgumentParser:
                              " (repeatable)")
     ingest.set_defaults(run=_ingest)
 
+    from shadowtwin import simulate_cmd
+
+    simulate_cmd.add_parser(commands)
+
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")
     demo.add_argument("--seconds", type=float, help="stop after this long at the latest (default: from conf/)")

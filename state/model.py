@@ -182,6 +182,8 @@ class _Transition:
         if e.message is None or e.node != s.primary:
             return
         m = self.message(e.message, e.event_time_ms)
+        if m is None:
+            return
         m.received_ms = min(m.received_ms, e.event_time_ms)
         m.recipients = e.recipients
         m.sender_supports_shadow = e.sender_supports_shadow
@@ -241,6 +243,8 @@ class _Transition:
         if e.message is None:
             return
         m = self.message(e.message, e.event_time_ms)
+        if m is None:
+            return
         self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route)
 
     def attach_shadow(self, m: Message, shadow: str, t: int, primary_db: str | None,
@@ -308,6 +312,8 @@ class _Transition:
         if e.message is None or e.node != self.s.primary:
             return
         child = self.message(e.message, e.event_time_ms)
+        if child is None:
+            return
         child.decided = True
         if child.redundancy is Redundancy.PENDING:
             child.redundancy = Redundancy.DISABLED  # protected through its parent's copy
@@ -455,9 +461,20 @@ class _Transition:
         pair.primary_failed_ms = t
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
         # The twin saw the primary process these before it failed: resubmitting them would
-        # only deliver them twice, so no command; the shadow's copy is simply released.
-        for m in [m for m in held if m.primary_done_ms is not None]:
+        # only deliver them twice, so no command. But the shadow cannot know: it resubmits them
+        # on its own (2010: those with an alternate route), so they arrive twice.
+        processed = [m for m in held if m.primary_done_ms is not None]
+        for m in processed:
             held.remove(m)
+        will_resubmit = [m for m in processed if m.shadow_alternate_route
+                         or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
+        if will_resubmit:
+            self.predict_duplicates(
+                [Promoted(m.ref.whole(), pair.shadow, m.recipients, pair.primary_db_seen or s.queue_db_id, t)
+                 for m in will_resubmit], t,
+                f"processed messages whose discard notifications never reached {pair.shadow}, which takes"
+                f" ownership of its copies ({reason.value}) and resubmits them on its own")
+        for m in processed:
             self.close(m, t, "delivered")
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route]
         unrouted = [m for m in held if m not in routed]
@@ -509,7 +526,7 @@ class _Transition:
                                *(m.message.internal_id for m in messages)),
             type=AlertType.DUPLICATE_DELIVERY_EXPECTED, severity=Severity.WARNING,
             servers=tuple(sorted({s.primary, *(r.holder for r in records)})), messages=tuple(messages),
-            reason=f"{s.primary} {why}: {len(messages)} message(s) already resubmitted by their shadows will be"
+            reason=f"{s.primary} {why}: {len(messages)} message(s) resubmitted by their shadows will be"
                    f" delivered twice; mailbox users see none (duplicate detection), but the listed recipients"
                    f" outside the organisation ({outside} message(s)) may",
             decided_at_ms=t,
@@ -630,6 +647,9 @@ class _Transition:
     def fire_forget_promoted(self, internal_id: str, at_ms: int) -> None:
         self.s.promoted.pop(internal_id, None)
 
+    def fire_forget_closed(self, internal_id: str, at_ms: int) -> None:
+        self.s.closed.pop(internal_id, None)
+
     # ---- helpers ----------------------------------------------------------------------
 
     def mode_of(self, node: str) -> NodeMode:
@@ -637,11 +657,14 @@ class _Transition:
             return self.s.mode
         return self.config.for_node(node).mode
 
-    def message(self, ref: MessageRef, t: int) -> Message:
-        """The message's state, created (with its expiry deadline) on first sight."""
+    def message(self, ref: MessageRef, t: int) -> Message | None:
+        """The message's state, created (with its expiry deadline) on first sight; None for a
+        message the twin closed lately (a slower clock's late word about it)."""
         s = self.s
         m = s.messages.get(ref.internal_id)
         if m is None:
+            if ref.internal_id in s.closed:
+                return None
             m = s.messages[ref.internal_id] = Message(ref=ref.whole(), received_ms=t)
             s.deadlines.set(DeadlineKind.EXPIRE, ref.internal_id, t + self.config.timing(s.primary).retention_ms)
         return m
@@ -677,6 +700,9 @@ class _Transition:
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:
                 child.parent = None
+        if self.config.clock_skew_allowance_ms > 0:
+            s.closed[internal_id] = t
+            s.deadlines.set(DeadlineKind.FORGET_CLOSED, internal_id, t + self.config.clock_skew_allowance_ms)
         processed = m.primary_done_ms if m.primary_done_ms is not None else t
         self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
                                          m.redundancy is Redundancy.REDUNDANT))
@@ -713,4 +739,5 @@ _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.AUTO_DISCARD: _Transition.fire_auto_discard,
     DeadlineKind.EXPIRE: _Transition.fire_expire,
     DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,
+    DeadlineKind.FORGET_CLOSED: _Transition.fire_forget_closed,
 }

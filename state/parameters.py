@@ -79,6 +79,9 @@ class ModelConfig:
     # to be down: its copies no longer protect anything. (The twin's own parameter; 0 turns
     # it off, for sources that carry no heartbeats, such as message-tracking logs.)
     shadow_silence_heartbeats: int = 3
+    # How far apart node clocks may be (the twin's own): a closed message is remembered this
+    # long, so that events about it stamped by a slower clock do not open it again.
+    clock_skew_allowance_ms: int = 300_000
 
     def for_node(self, node: str) -> ShadowRedundancyParameters:
         return self.nodes.get(node, self.defaults)
@@ -179,6 +182,7 @@ def model_config_from(raw: Mapping[str, object]) -> ModelConfig:
         raise ValueError("nodes: expected a table of node name -> parameters")
     if isinstance(silence, bool) or not isinstance(silence, int) or silence < 0:
         raise ValueError(f"shadow_silence_heartbeats: expected a whole number >= 0, got {silence!r}")
+    allowance = values.pop("clock_skew_allowance", None)
     defaults = parameters_from(values)
     nodes = {}
     for name, overrides in nodes_raw.items():
@@ -186,4 +190,10 @@ def model_config_from(raw: Mapping[str, object]) -> ModelConfig:
             nodes[name] = parameters_from(overrides, base=defaults)
         except ValueError as exc:
             raise ValueError(f"nodes.{name}: {exc}") from None
-    return ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=silence)
+    config = ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=silence)
+    if allowance is not None:
+        try:
+            config = dataclasses.replace(config, clock_skew_allowance_ms=ms(parse_duration(allowance)))
+        except ValueError as exc:
+            raise ValueError(f"clock_skew_allowance: {exc}") from None
+    return config

@@ -96,6 +96,7 @@ class DeadlineKind(enum.IntEnum):
     AUTO_DISCARD = 4
     EXPIRE = 5
     FORGET_PROMOTED = 6
+    FORGET_CLOSED = 7
 
 
 @dataclass(slots=True)
@@ -148,10 +149,13 @@ class PrimaryState:
     messages: dict[str, Message] = field(default_factory=dict)
     pairs: dict[str, Pair] = field(default_factory=dict)
     promoted: dict[str, Promoted] = field(default_factory=dict)
+    # Messages it stopped tracking, remembered for the clock-skew allowance: an event stamped by a
+    # slower clock that arrives after the message was closed must not open it again.
+    closed: dict[str, int] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
     primary_seen_ms: int | None = None  # the primary's own latest event: a sign it is up
 
     def holds_nothing(self) -> bool:
-        """No message, copy, heartbeat pair, promoted record or deadline is left."""
-        return not (self.messages or self.pairs or self.promoted or self.deadlines.due)
+        """No message, copy, heartbeat pair, promoted record, closed-message memory or deadline is left."""
+        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.due)

@@ -27,13 +27,21 @@ class ReplayResult:
     events: int = 0
     start_ms: int | None = None
     end_ms: int | None = None
+    model: ShadowRedundancyModel | None = None
+
+    def settles(self, primary: str) -> bool:
+        """Whether the group holds nothing (no message, memory or deadline) once event time has
+        passed the clock-skew allowance, deciding nothing more on the way."""
+        state = self.states[primary]
+        later = self.model.on_time(state, state.clock_ms + self.model.config.clock_skew_allowance_ms + 1)
+        return not (later.alerts or later.commands) and state.holds_nothing()
 
 
 def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms: int | None = None) -> ReplayResult:
     """Run the model over `events`; event time ends at `until_ms` (default: the last event's time)."""
     model = ShadowRedundancyModel(config)
     groups: dict[str, list[Event]] = defaultdict(list)
-    result = ReplayResult()
+    result = ReplayResult(model=model)
     for event in events:
         result.events += 1
         t = event.event_time_ms

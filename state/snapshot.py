@@ -16,7 +16,7 @@ from operator import attrgetter
 from schemas.events import MessageRef, NodeMode, Recipient
 from state.records import Deadlines, DeadlineKind, Fork, Message, Pair, PrimaryState, Promoted, Redundancy
 
-FORMAT = 1
+FORMAT = 2
 
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
@@ -42,11 +42,12 @@ def dump(state: PrimaryState) -> bytes:
     deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
     header = (FORMAT, state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms)
-    return pickle.dumps((header, messages, pairs, promoted, deadlines), protocol=pickle.HIGHEST_PROTOCOL)
+    closed = tuple(state.closed.items())
+    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(data: bytes) -> PrimaryState:
-    header, messages, pairs, promoted, deadlines = pickle.loads(data)
+    header, messages, pairs, promoted, closed, deadlines = pickle.loads(data)
     if header[0] != FORMAT:
         raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT}")
     _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms = header
@@ -66,6 +67,7 @@ def load(data: bytes) -> PrimaryState:
     for ref, holder, recipients, db_id, promoted_ms in promoted:
         record = Promoted(MessageRef(*ref), holder, tuple(Recipient(*r) for r in recipients), db_id, promoted_ms)
         state.promoted[record.ref.internal_id] = record
+    state.closed = dict(closed)
     state.deadlines = Deadlines()
     for kind, key, at_ms in deadlines:
         state.deadlines.set(DeadlineKind(kind), key, at_ms)

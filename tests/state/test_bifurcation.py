@@ -25,7 +25,7 @@ def test_every_fork_done_releases():
     org = Org()
     events = [*forked(org), *org.acked("mbx01", "m1", "mbx04", 3, fork="f2"),
               *org.query_ok("mbx02", "mbx01", 4, discarded=["m1"])]
-    assert replay(events).states["mbx01"].holds_nothing()
+    assert replay(events).settles("mbx01")
 
 
 def test_promotion_resubmits_only_the_unfinished_fork():
@@ -48,7 +48,7 @@ def test_dsn_holds_its_parent_until_it_is_processed_too():
     state = replay(events).states["mbx01"]
     assert state.messages["m1"].primary_done_ms is not None
     events += [*org.query_ok("mbx02", "mbx01", 4, discarded=["m1"])]
-    assert replay(events).states["mbx01"].holds_nothing()
+    assert replay(events).settles("mbx01")
 
 
 def test_boundary_crossing_ends_tracking_of_that_fork():
@@ -60,5 +60,5 @@ def test_boundary_crossing_ends_tracking_of_that_fork():
         *org.query_ok("mbx02", "mbx01", 3, discarded=["m1"]),
     ]
     result = replay(events)
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
     assert result.alerts == []

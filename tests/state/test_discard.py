@@ -15,7 +15,7 @@ def test_happy_path_releases_every_copy_and_leaves_no_state_or_deadline():
     ]
     result = replay(events)
     assert result.alerts == [] and result.commands == []
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
     assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", True)]
 
 
@@ -28,8 +28,7 @@ def test_copy_is_kept_until_the_shadow_collects_the_discard_notification():
     ]
     state = replay(events).states["mbx01"]
     assert "m1" in state.messages and state.pairs["mbx02"].pending_discards == {"m1"}
-    state = replay([*events, *org.query_ok("mbx02", "mbx01", 5, discarded=["m1"])]).states["mbx01"]
-    assert state.holds_nothing()
+    assert replay([*events, *org.query_ok("mbx02", "mbx01", 5, discarded=["m1"])]).settles("mbx01")
 
 
 def test_shadow_discarded_event_alone_releases_the_copy():
@@ -42,14 +41,14 @@ def test_shadow_discarded_event_alone_releases_the_copy():
     from tests.state.scenario import ref
     discarded = ev.ShadowDiscarded(event_id="x", event_time_ms=at(3), node="mbx02", primary_server="mbx01",
                                    message=ref("m1"))
-    assert replay([*events, discarded]).states["mbx01"].holds_nothing()
+    assert replay([*events, discarded]).settles("mbx01")
 
 
 def test_message_without_shadow_is_released_when_delivered():
     org = Org()
     events = [*org.received("mbx01", "m1", 1), *org.delivered("mbx01", "m1", "mbx03", 2)]
     result = replay(events)
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
     assert [o.result for o in result.outcomes] == ["delivered"]
 
 

@@ -42,7 +42,7 @@ def test_no_alternate_route_holds_the_message_until_the_primary_returns_with_a_n
     returned = replay([*events, *org.query_ok("chicago", "newyork", 90, db="dbNY-new")], MODE_2010)
     assert [(c.reason, c.decided_at_ms) for c in returned.commands] == [
         (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE, at(90))]
-    assert returned.states["newyork"].holds_nothing()
+    assert returned.settles("newyork")
 
 
 def test_no_alternate_route_and_same_database_back_means_normal_delivery():
@@ -53,7 +53,7 @@ def test_no_alternate_route_and_same_database_back_means_normal_delivery():
               *org.query_ok("chicago", "newyork", 92, db="dbNY", discarded=["m1"])]
     result = replay(events, MODE_2010)
     assert result.commands == []
-    assert result.states["newyork"].holds_nothing()
+    assert result.settles("newyork")
 
 
 def test_sender_without_shadow_support_gets_a_delayed_acknowledgement():
@@ -80,7 +80,7 @@ def test_chicago_newyork_london_dublin():
         *org.heartbeats_failing("newyork", "london", 4, 40, every=5),
     ]
     result = replay(events, MODE_2010)
-    assert result.states["chicago"].holds_nothing()
-    assert result.states["newyork"].holds_nothing(), "Chicago's copy was released by New York's discard"
+    assert result.settles("chicago")
+    assert result.settles("newyork"), "Chicago's copy was released by New York's discard"
     assert [(c.holder, c.primary_server, c.message.internal_id) for c in result.commands] == [
         ("newyork", "london", "l1")]

@@ -64,7 +64,7 @@ def test_new_queue_database_promotes_at_once():
     assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
         ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(20))]
     assert [a.type for a in result.alerts] == [AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED]
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
 
 
 def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
@@ -109,7 +109,7 @@ def test_same_database_after_promotion_predicts_duplicates_for_outside_recipient
     assert len(duplicates) == 1 and duplicates[0].decided_at_ms == at(5 * 60)
     by_message = {m.message.internal_id: m.recipients for m in duplicates[0].messages}
     assert by_message == {"m1": ("bob@fabrikam.com",), "m2": ()}
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
 
 
 def test_new_database_after_promotion_means_no_duplicates():
@@ -122,7 +122,7 @@ def test_new_database_after_promotion_means_no_duplicates():
     ]
     result = replay(events)
     assert AlertType.DUPLICATE_DELIVERY_EXPECTED not in {a.type for a in result.alerts}
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
 
 
 def test_on_time_fires_each_deadline_at_its_own_time_whatever_the_call_granularity():

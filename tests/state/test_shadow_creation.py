@@ -57,7 +57,7 @@ def test_accepted_without_shadow_is_tracked_until_delivered():
     org = Org()
     events = [*failures(org, [LOCAL, LOCAL]), *org.delivered("mbx01", "m1", "mbx03", 1)]
     result = replay(events)
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
     assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", False)]
 
 
@@ -65,7 +65,7 @@ def test_reject_on_shadow_failure_answers_451_and_keeps_nothing():
     result = replay(failures(Org(), [LOCAL, LOCAL]), config(RejectMessageOnShadowFailure="$true"))
     assert [a.type for a in result.alerts] == [AlertType.REJECTED_NO_SHADOW]
     assert "451 4.4.0" in result.alerts[0].reason
-    assert result.states["mbx01"].holds_nothing()
+    assert result.settles("mbx01")
     assert [o.result for o in result.outcomes] == ["rejected"]
 
 
@@ -83,4 +83,4 @@ def test_shadow_redundancy_disabled_raises_no_alert_and_releases_on_delivery():
     org = Org()
     events = [*org.received("mbx01", "m1", 0), *org.delivered("mbx01", "m1", "x", 1)]
     result = replay(events, config(shadow_redundancy_enabled=False))
-    assert result.alerts == [] and result.states["mbx01"].holds_nothing()
+    assert result.alerts == [] and result.settles("mbx01")

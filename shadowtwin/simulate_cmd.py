@@ -1,0 +1,76 @@
+"""`shadowtwin simulate`: the topology simulator from the command line (see producers/simulator/)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from shadowtwin.config import PROJECT_ROOT, Settings
+
+DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "topology.toml"
+
+
+def add_parser(commands) -> None:
+    simulate = commands.add_parser(
+        "simulate", help="simulate a topology's servers, workload and faults",
+        description="Run the topology simulator: servers that make shadow copies, query their primaries and"
+                    " promote on their own, a daily workload and a fault schedule, all from a topology file."
+                    " Writes the events to FILE (.avro or .jsonl, the same bytes for the same seed) and the ground"
+                    " truth beside it; or publishes them to Kafka (--to-kafka), accelerated or in real time;"
+                    " --live runs from now in real time and lets the nodes obey the twin's redelivery commands.")
+    simulate.add_argument("--topology", default=str(DEFAULT_TOPOLOGY), help="topology file (default: %(default)s)")
+    simulate.add_argument("--seed", type=int, default=7, help="random seed: one seed, one run (default: 7)")
+    simulate.add_argument("--out", metavar="FILE", help="events file (default: simulation-SEED.avro)")
+    simulate.add_argument("--truth", metavar="FILE", help="ground-truth file (default: beside the events,"
+                                                          " NAME.truth.jsonl)")
+    simulate.add_argument("--duration", help="override the topology's duration (e.g. 02:00:00, 90m)")
+    simulate.add_argument("--to-kafka", action="store_true", help="publish to the events topic instead of a file")
+    simulate.add_argument("--topic", help="topic to publish to (default: the events topic)")
+    simulate.add_argument("--speed", default=None,
+                          help="with --to-kafka: seconds of simulated time per second, or max (default: max;"
+                               " 1 with --live)")
+    simulate.add_argument("--live", action="store_true",
+                          help="start now, in real time, and obey the redelivery commands the twin sends")
+    simulate.add_argument("--seconds", type=float, help="with --live: stop after this long (default: Ctrl-C, or"
+                                                        " when all mail is delivered after the topology's duration)")
+    simulate.set_defaults(run=run)
+
+
+def run(settings: Settings, args: argparse.Namespace) -> int:
+    from producers.replayer import parse_speed
+    from producers.simulator import run as runs
+    from producers.simulator.topology import TopologyError, load_topology
+
+    overrides = {}
+    try:
+        if args.duration:
+            import tomllib
+
+            organisation = tomllib.loads(Path(args.topology).read_text(encoding="utf-8")).get("organisation", {})
+            overrides["organisation"] = {**organisation, "duration": args.duration}
+        topology = load_topology(args.topology, overrides)
+        speed = parse_speed(args.speed or ("1" if args.live else "max"))
+    except (TopologyError, ValueError, FileNotFoundError) as exc:
+        print(f"shadowtwin simulate: {exc}", file=sys.stderr)
+        return 2
+    topics = settings.topics
+    truth = Path(args.truth) if args.truth else None
+    progress = lambda line: print(line, flush=True)  # noqa: E731
+    try:
+        if args.live:
+            outcome = runs.live(topology, args.seed, settings.kafka.bootstrap_servers, args.topic or topics.events,
+                                topics.commands, speed=speed or 1.0, truth_path=truth, progress=progress,
+                                seconds=args.seconds)
+        elif args.to_kafka:
+            outcome = runs.to_kafka(topology, args.seed, settings.kafka.bootstrap_servers,
+                                    args.topic or topics.events, speed=speed, truth_path=truth, progress=progress)
+        else:
+            out = Path(args.out or f"simulation-{args.seed}.avro")
+            outcome = runs.to_file(topology, args.seed, out, truth)
+            print(f"events: {out}")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    print(outcome.describe())
+    return 130 if outcome.interrupted else 0

@@ -1,0 +1,159 @@
+"""A scenario per fault kind: simulate, replay through the model, hold its alerts against the ground truth."""
+
+from __future__ import annotations
+
+from schemas import events as ev
+from schemas.events import AlertType
+from tests.producers.simulator.scenarios import Run, simulate, topology
+
+PROMOTED = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
+
+
+def crash(server, at="01:00:00", duration="01:00:00", restart="same_database", backlog="00:05:00"):
+    return {"kind": "crash", "server": server, "at": at, "duration": duration, "restart": restart, "backlog": backlog}
+
+
+def duplicated_in_truth(run: Run) -> set[str]:
+    return {t.message_id for t in run.with_result("duplicate", "duplicate_hidden")}
+
+
+def duplicates_predicted(run: Run) -> set[str]:
+    return {m.message.message_id for a in run.alerts(AlertType.DUPLICATE_DELIVERY_EXPECTED) for m in a.messages}
+
+
+def seen_twice_outside(run: Run) -> set[tuple[str, str]]:
+    """(message, recipient) pairs that a recipient outside the organisation really received twice."""
+    return {(t.message_id, r) for t in run.truth.values() for r in t.recipients
+            if not r.endswith("@contoso.com") and t.result_of(r) == "duplicate"}
+
+
+def predicted_outside(run: Run) -> set[tuple[str, str]]:
+    return {(m.message.message_id, r) for a in run.alerts(AlertType.DUPLICATE_DELIVERY_EXPECTED)
+            for m in a.messages for r in m.recipients}
+
+
+def first_delivery_ms(truth) -> int:
+    return min(ms for deliveries in truth.deliveries.values() for ms, _, _ in deliveries)
+
+
+def assert_nothing_left(run: Run) -> None:
+    for primary in run.result.states:
+        assert run.result.settles(primary), f"the twin keeps state for {primary} after everything was delivered"
+
+
+def test_crash_past_the_resubmit_span_promotes_as_the_nodes_do_and_predicts_every_duplicate():
+    run = simulate(topology([crash("mbx01", duration="03:30:00")], duration="05:00:00"))
+    promoted = run.promoted_in_truth("mbx01")
+    assert promoted and run.alerted_ids(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED) == promoted
+    assert {(c.holder, c.message.internal_id) for c in run.commands()} == {
+        (p["holder"], p["internal_id"]) for t in run.truth.values() for p in t.promotions}
+    assert duplicated_in_truth(run) and duplicates_predicted(run) == duplicated_in_truth(run)
+    assert seen_twice_outside(run) and seen_twice_outside(run) <= predicted_outside(run)
+    assert run.results()["lost"] == 0 and not run.alerts(AlertType.MESSAGE_LOST)
+    assert_nothing_left(run)
+
+
+def test_crash_shorter_than_the_span_with_the_same_database_promotes_nothing():
+    run = simulate(topology([crash("mbx01", duration="01:00:00")]))
+    assert run.promoted_in_truth() == set() and run.commands() == [] and not run.alerts(*PROMOTED)
+    assert run.results()["delivered"] == len(run.truth)
+    late = [t for t in run.truth.values() if any(c["server"] == "mbx01" for c in t.copies)
+            and first_delivery_ms(t) - t.submitted_ms > 50 * 60_000]
+    assert late, "the mail queued on mbx01 when it died arrived when it came back"
+    assert_nothing_left(run)
+
+
+def test_restart_with_a_new_queue_database_promotes_at_once():
+    run = simulate(topology([crash("mbx01", duration="00:20:00", restart="new_database")]))
+    promoted = run.promoted_in_truth("mbx01")
+    assert promoted and run.alerted_ids(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED) == promoted
+    restart_ms = run.simulation.start_ms + 80 * 60_000
+    decided = [a.decided_at_ms for a in run.alerts(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)]
+    assert all(restart_ms <= t <= restart_ms + 120_000 for t in decided), "within a heartbeat of the new ID"
+    assert duplicates_predicted(run) == duplicated_in_truth(run)
+    assert run.results()["lost"] == 0 and not run.alerts(AlertType.MESSAGE_LOST)
+    assert_nothing_left(run)
+
+
+def test_double_failure_loses_mail_and_the_twin_had_said_its_copies_were_unprotected():
+    run = simulate(topology([crash("mbx01", duration="00:20:00", restart="new_database"),
+                             crash("mbx03", duration="00:20:00", restart="new_database", backlog="00:00:00")]))
+    lost = run.with_result("lost")
+    assert lost, "both copies gone: the messages are lost"
+    lost_ids = {c["internal_id"] for t in lost for c in t.copies}
+    warned = run.alerted_ids(AlertType.SHADOW_SERVER_UNREACHABLE, AlertType.MESSAGE_AT_RISK, AlertType.MESSAGE_LOST)
+    assert lost_ids <= warned
+
+
+def test_partition_past_the_span_the_shadow_resubmits_what_the_primary_delivered():
+    run = simulate(topology([{"kind": "partition", "servers": ["mbx01", "mbx03"], "at": "01:00:00",
+                              "duration": "03:30:00"}], duration="05:00:00"))
+    assert run.promoted_in_truth("mbx01"), "mbx03 promoted on its own, cut off from mbx01"
+    assert run.commands() == [], "the twin saw mbx01 deliver everything: nothing to resubmit"
+    assert duplicated_in_truth(run) and duplicates_predicted(run) == duplicated_in_truth(run)
+    assert seen_twice_outside(run) <= predicted_outside(run)
+    assert_nothing_left(run)
+
+
+def test_slow_next_hop_delays_mail_without_a_promotion():
+    run = simulate(topology([{"kind": "slow_next_hop", "next_hop": "DB01", "at": "01:00:00", "duration": "00:30:00",
+                              "delay": "00:10:00"}]))
+    delays = [ms - t.submitted_ms for t in run.truth.values() for rs in t.deliveries.values() for ms, where, _ in rs
+              if where == "DB01"]
+    assert max(delays) >= 9 * 60_000
+    assert run.result.alerts == [] and run.commands() == []
+    assert run.results()["delivered"] == len(run.truth)
+    assert_nothing_left(run)
+
+
+def test_refusing_next_hop_past_the_expiration_timeout_expires_the_mail():
+    run = simulate(topology([{"kind": "refusing_next_hop", "next_hop": "fabrikam.com", "at": "01:00:00",
+                              "duration": "02:00:00"}], shadow_redundancy={"message_expiration_timeout": "01:00:00"}))
+    expired = {t.message_id for t in run.with_result("expired")}
+    assert expired
+    assert {e.message.message_id for e in run.events if isinstance(e, ev.MessageExpired)} == expired
+    assert run.result.alerts == [] and run.commands() == []
+    assert_nothing_left(run)
+
+
+def test_clocks_ahead_and_behind_change_nothing_the_twin_decides():
+    run = simulate(topology([{"kind": "clock_skew", "server": "mbx02", "at": "00:00:00", "duration": "04:00:00",
+                              "offset": "-30s"},
+                             {"kind": "clock_skew", "server": "mbx03", "at": "00:00:00", "duration": "04:00:00",
+                              "offset": "+25s"}]))
+    times = [e.event_time_ms for e in run.events]
+    assert any(b < a - 20_000 for a, b in zip(times, times[1:])), "the skew shows in the stream"
+    assert run.result.alerts == [] and run.commands() == []
+    assert_nothing_left(run)
+
+
+def test_shadow_creation_failures_leave_exactly_those_messages_not_redundant():
+    refusing = [{"kind": "shadow_failure", "server": s, "at": "01:00:00", "duration": "00:30:00"}
+                for s in ("mbx02", "mbx03")]
+    run = simulate(topology(refusing))
+    unprotected = {c["internal_id"] for t in run.truth.values() for c in t.copies if c["shadow"] is None}
+    assert unprotected and run.alerted_ids(AlertType.NOT_REDUNDANT) == unprotected
+    assert run.results()["delivered"] == len(run.truth)
+    rejecting = simulate(topology(refusing, shadow_redundancy={"reject_message_on_shadow_failure": True}))
+    rejections = sum(t.rejections for t in rejecting.truth.values())
+    assert rejections and len(rejecting.alerted_ids(AlertType.REJECTED_NO_SHADOW)) == rejections
+    assert rejecting.results()["delivered"] == len(rejecting.truth), "the senders retried until accepted"
+    assert_nothing_left(run)
+    assert_nothing_left(rejecting)
+
+
+def test_exchange_2010_hub_crash_the_previous_hop_resubmits():
+    run = simulate(topology([crash("hub01", duration="04:00:00")], hubs=True, duration="06:00:00"))
+    promoted = run.promoted_in_truth("hub01")
+    holders = {p["holder"] for t in run.truth.values() for p in t.promotions}
+    assert promoted and holders <= {"mbx01", "mbx02", "mbx03"}, "the mailbox servers kept the hubs' shadows"
+    assert run.alerted_ids(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED) == promoted
+    assert duplicates_predicted(run) == duplicated_in_truth(run)
+    assert_nothing_left(run)
+
+
+def test_same_seed_same_run_other_seed_other_run():
+    topo = topology([crash("mbx01", duration="00:20:00", restart="new_database")], duration="02:00:00")
+    first, again, other = (simulate(topo, seed).events for seed in (3, 3, 4))
+    assert first == again
+    assert first != other
