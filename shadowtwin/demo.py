@@ -81,7 +81,10 @@ def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[st
             record = codec.decode(message.value())
             seen += 1
             say(describe(record))
-            finished = getattr(record, "type", None) in (AlertType.DUPLICATE_DELIVERY_EXPECTED, AlertType.MESSAGE_LOST)
+            kind, decided = getattr(record, "type", None), record.decided_at_ms
+            # the story ends with the duplicates predicted when the server is back (or a loss)
+            finished = kind is AlertType.MESSAGE_LOST or (
+                kind is AlertType.DUPLICATE_DELIVERY_EXPECTED and decided >= crash_at + demo.crash_for_seconds * 1000)
         if seen == 0:
             say("no alert or command arrived before the demo's time ran out")
     except KeyboardInterrupt:

@@ -375,9 +375,15 @@ class _Transition:
 
     def shadow_alive(self, pair: Pair, t: int) -> None:
         """The shadow showed life (it sent a discard query)."""
+        returning = pair.awaiting_shadow
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
         self.schedule_pair(pair)
+        if returning and pair.held and pair.primary_failed_ms is None and pair.shadow in self.s.pairs:
+            # Silent past the span, it speaks again: the answer to this very query decides (a
+            # failure promotes at once, an answer is contact), so wait for it up to a heartbeat.
+            due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.config.timing(pair.shadow).heartbeat_ms)
+            self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
 
     def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
         s, t = self.s, e.event_time_ms

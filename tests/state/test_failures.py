@@ -1,5 +1,7 @@
 """Shadow servers that fail, and two servers failing together: never a silent drop."""
 
+import dataclasses
+
 from schemas.events import AlertType, Severity
 from state.replay import replay
 from tests.state.scenario import MINUTE, Org, at
@@ -76,3 +78,22 @@ def test_shadow_back_from_its_own_outage_does_not_promote_a_healthy_primary():
     result = replay(events)
     assert result.commands == []
     assert AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED not in {a.type for a in result.alerts}
+
+
+def test_shadow_back_from_its_own_outage_is_judged_by_the_answer_to_its_query():
+    """The answer comes a moment after the query: the twin waits for it before deciding anything."""
+    org = Org()
+    events = [*shadowed_message(org), *org.delivered("mbx01", "m1", "x", 2)]
+    for minute in range(3, 5 * 60, 2):
+        events += [*org.received("mbx01", f"o{minute}", minute), *org.delivered("mbx01", f"o{minute}", "x", minute)]
+    sent, answered = org.query_ok("mbx02", "mbx01", 5 * 60, discarded=["m1"])
+    answered = dataclasses.replace(answered, event_time_ms=answered.event_time_ms + 20)
+    events += [sent, *org.received("mbx01", "m9", 5 * 60 + 0.0001), answered]
+    result = replay(events)
+    assert result.commands == []
+    assert not {AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, AlertType.DUPLICATE_DELIVERY_EXPECTED} & {
+        a.type for a in result.alerts}
+    failed = replay([*events[:-3], sent, *org.query_failed("mbx02", "mbx01", 5 * 60 + 0.001)[1:]])
+    assert [c.decided_at_ms for c in failed.commands] == [] and [
+        a.type for a in failed.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [
+        AlertType.DUPLICATE_DELIVERY_EXPECTED], "processed before: no command, but mbx02 resubmits it on its own"
