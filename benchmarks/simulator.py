@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         bootstrap = settings.kafka.bootstrap_servers
         topic = f"bench.simulator.{uuid.uuid4().hex[:8]}"
-        AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
         outcome = to_kafka(topology, args.seed, bootstrap, topic, speed=None)
         print(f"to Kafka:      {outcome.events:>10,} events in {outcome.seconds:6.1f} s ="
               f" {outcome.events / outcome.seconds:>9,.0f} events/s (4 partitions, acknowledged)")
