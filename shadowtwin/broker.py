@@ -187,7 +187,12 @@ class EmbeddedKafka:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A random cluster id; never one starting with "-", which kafka-storage would read as an option
+    (Kafka's own Uuid.randomUuid avoids those too)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _alive(pid: int) -> bool:

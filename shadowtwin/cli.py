@@ -207,6 +207,10 @@ def parser() -> argparse.ArgumentParser:
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")
     demo.add_argument("--seconds", type=float, help="stop after this long at the latest (default: from conf/)")
     demo.set_defaults(run=_demo)
+
+    from shadowtwin.lab_cmd import add_lab_parser
+
+    add_lab_parser(commands)
     return top
 
 

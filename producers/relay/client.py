@@ -1,0 +1,140 @@
+"""A node's outgoing SMTP sessions (smtplib, blocking: the node runs them in worker threads).
+
+- `send_shadow`: the simultaneous session to a peer that stores a shadow copy (EHLO must
+  advertise XSHADOW; AUTH with the node's own credentials; XSHADOW; MAIL, RCPT, DATA);
+- `relay`: hands a message to the next hop and returns its final reply;
+- `query_discards`: the XQDISCARD heartbeat, returning the primary's queue-db id and the
+  discard notifications for the asking shadow.
+
+Failures are raised as `SessionFailed` with the contract's reason for the event to publish.
+No credential is ever put into an exception's text or a log line.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+from dataclasses import dataclass
+
+from producers.relay import protocol
+from schemas.events import QueryFailureReason, ShadowFailureReason
+
+
+@dataclass(frozen=True)
+class Credentials:
+    login: str
+    password: str
+
+    def __repr__(self) -> str:  # never show the password, even in a traceback's locals
+        return f"Credentials(login={self.login!r}, password=<hidden>)"
+
+
+class SessionFailed(Exception):
+    def __init__(self, shadow_reason: ShadowFailureReason, query_reason: QueryFailureReason, text: str):
+        super().__init__(text)
+        self.shadow_reason = shadow_reason
+        self.query_reason = query_reason
+
+
+def _failure(exc: BaseException) -> SessionFailed:
+    if isinstance(exc, SessionFailed):
+        return exc
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return SessionFailed(ShadowFailureReason.TIMEOUT, QueryFailureReason.TIMEOUT, f"timed out: {exc}")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        text = f"{exc.smtp_code} {exc.smtp_error.decode(errors='replace') if isinstance(exc.smtp_error, bytes) else exc.smtp_error}"
+        return SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED, text)
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED, "recipients refused")
+    if isinstance(exc, (ConnectionError, OSError, smtplib.SMTPServerDisconnected)):
+        return SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.CONNECTION_FAILED,
+                             f"connection failed: {type(exc).__name__}: {exc}")
+    return SessionFailed(ShadowFailureReason.UNKNOWN, QueryFailureReason.UNKNOWN, f"{type(exc).__name__}: {exc}")
+
+
+def _open(host: str, port: int, me: str, timeout: float) -> smtplib.SMTP:
+    session = smtplib.SMTP(host, port, local_hostname=me, timeout=timeout)
+    code, _ = session.ehlo()
+    if code != 250:
+        session.close()
+        raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED, f"EHLO refused: {code}")
+    return session
+
+
+def _authenticated(host: str, port: int, me: str, credentials: Credentials, timeout: float, verb: str) -> smtplib.SMTP:
+    session = _open(host, port, me, timeout)
+    try:
+        if not protocol.advertises(session.ehlo_resp.decode(errors="replace"), verb):
+            raise SessionFailed(ShadowFailureReason.NOT_SUPPORTED, QueryFailureReason.REFUSED, f"{verb} not advertised")
+        try:
+            session.login(credentials.login, credentials.password)
+        except smtplib.SMTPAuthenticationError as exc:
+            raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED,
+                                f"authentication refused ({exc.smtp_code})") from None
+        return session
+    except BaseException:
+        session.close()
+        raise
+
+
+def _data(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> str:
+    code, text = session.mail(mail_from)
+    if code != 250:
+        raise smtplib.SMTPSenderRefused(code, text, mail_from)
+    for rcpt in rcpts:
+        code, text = session.rcpt(rcpt)
+        if code not in (250, 251):
+            raise smtplib.SMTPRecipientsRefused({rcpt: (code, text)})
+    code, text = session.data(content)
+    if code != 250:
+        raise smtplib.SMTPDataError(code, text)
+    return text.decode(errors="replace")
+
+
+def send_shadow(host: str, port: int, me: str, credentials: Credentials, request: protocol.ShadowRequest,
+                mail_from: str, rcpts: tuple[str, ...], content: bytes, timeout: float) -> None:
+    try:
+        session = _authenticated(host, port, me, credentials, timeout, protocol.XSHADOW)
+        try:
+            code, text = session.docmd(protocol.XSHADOW, request.argument())
+            if code != 250:
+                raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED,
+                                    f"XSHADOW refused: {code} {text.decode(errors='replace')}")
+            _data(session, mail_from, rcpts, content)
+            session.quit()
+        finally:
+            session.close()
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a reason
+        raise _failure(exc) from None
+
+
+def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...], content: bytes,
+          timeout: float) -> str:
+    """Hand a message to the next hop; its final reply text (250 only; anything else raises)."""
+    try:
+        session = _open(host, port, me, timeout)
+        try:
+            text = _data(session, mail_from, rcpts, content)
+            session.quit()
+            return text
+        finally:
+            session.close()
+    except Exception as exc:  # noqa: BLE001
+        raise _failure(exc) from None
+
+
+def query_discards(host: str, port: int, me: str, credentials: Credentials, query: protocol.DiscardQuery,
+                   timeout: float) -> protocol.DiscardAnswer:
+    try:
+        session = _authenticated(host, port, me, credentials, timeout, protocol.XQDISCARD)
+        try:
+            code, text = session.docmd(protocol.XQDISCARD, query.argument())
+            answer = protocol.parse_discard_reply(code, text.decode(errors="replace"))
+            session.quit()
+            return answer
+        finally:
+            session.close()
+    except protocol.ProtocolError as exc:
+        raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001
+        raise _failure(exc) from None

@@ -1,0 +1,319 @@
+"""The relay node: a shadow-redundant transport server, wired from its parts.
+
+On start it opens its queue database, publishes NodeStarted (with the queue-db id), and
+serves SMTP. Then, as Exchange 2013+ does (../shared/domain.md):
+
+- receiving a message: MessageReceived; before answering, a shadow copy on a peer of its
+  boundary over a simultaneous SMTP session (ShadowCopyRequested, then ShadowCopyAcknowledged
+  or ShadowCopyFailed per attempt); no copy and RejectMessageOnShadowFailure: 451 4.4.0
+  (RejectedToSender); else the message is queued and 250 is answered (AcknowledgedToSender);
+- storing a copy for a peer (XSHADOW): ShadowCopyStored, with the primary's queue-db id;
+- delivering (after `next_hop_delay_seconds`): SentToNextHop, NextHopAcknowledged,
+  DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet;
+- heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
+  DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
+  DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,
+  and, at the first heartbeat more than ShadowResubmitTimeSpan after its last contact with the
+  primary (whichever of the two was silent), before querying (unless `promote_on_own_timeout`
+  is off);
+- redelivery commands from the twin (`commands.CommandFollower`): the copy is promoted.
+A promotion publishes ShadowPromoted and relays the copy to the next hop itself.
+
+Events are flushed to Kafka before any 250 that depends on them is sent.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.utils
+import logging
+import threading
+import time
+from pathlib import Path
+
+from producers.relay import client, protocol
+from producers.relay.events import NodeEvents
+from producers.relay.queue_db import QueueDB, StoredMessage
+from producers.relay.server import RelayController, quiet_library_logs
+from producers.relay.topology import LabTopology, NodeSpec
+from schemas import events as ev
+from schemas.events import MessageRef, Recipient, SiteLocality
+from state.parameters import ShadowMessagePreference, ms
+
+log = logging.getLogger("shadowtwin.relay.node")
+REJECT_REPLY = "451 4.4.0 Message failed to be made redundant"
+RELAY_HEADER = "X-Shadowtwin-Relay"
+
+
+def message_identity(content: bytes, fallback_id: str) -> tuple[str, int | None]:
+    """(Message-ID, client submit time in ms) from a message's headers."""
+    headers = email.parser.BytesHeaderParser().parsebytes(content)
+    message_id = (headers.get("Message-ID") or "").strip() or fallback_id
+    submitted = None
+    raw = (headers.get("X-Submitted-At") or "").strip()
+    if raw.isdigit():
+        submitted = int(raw)
+    elif headers.get("Date"):
+        try:
+            submitted = int(email.utils.parsedate_to_datetime(headers["Date"]).timestamp() * 1000)
+        except (TypeError, ValueError):
+            submitted = None
+    return message_id, submitted
+
+
+class RelayNode:
+    def __init__(self, topology: LabTopology, name: str, bootstrap: str, events_topic: str, commands_topic: str,
+                 data_dir: Path, passwords: dict[str, str]):
+        self.topology = topology
+        self.spec: NodeSpec = topology.node(name)
+        self.name = name
+        self.params = topology.parameters(name)
+        self.peers = topology.peers(name)
+        self.bootstrap = bootstrap
+        self.commands_topic = commands_topic
+        self.db_path = Path(data_dir) / f"{name}.sqlite"
+        self.credentials = client.Credentials(name, passwords[name])
+        self._passwords = passwords
+        self.events = NodeEvents(name, bootstrap, events_topic)
+        self.db: QueueDB | None = None
+        self._controller: RelayController | None = None
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._peer_turn = 0
+        self._turn_lock = threading.Lock()
+        self._promote_lock = threading.Lock()
+        self.heartbeat_s = ms(self.params.shadow_heartbeat_frequency) / 1000
+        self.resubmit_ms = ms(self.params.shadow_resubmit_time_span)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        from producers.relay.commands import CommandFollower
+
+        quiet_library_logs()
+        self.db = QueueDB(self.db_path, self.name)
+        self.events.emit(ev.NodeStarted, self.name, dag=self.spec.dag, ad_site=self.spec.ad_site,
+                         boundary=self.spec.boundary, mode=self.params.mode,
+                         shadow_redundancy_enabled=self.params.shadow_redundancy_enabled, xshadow_advertised=True,
+                         queue_db_id=self.db.queue_db_id)
+        self.events.flush()
+        self._controller = RelayController(self, self.topology.host, self.spec.port, self.name, self._passwords,
+                                           {p.name for p in self.peers})
+        self._controller.start()
+        follower = CommandFollower(self, self.bootstrap, self.commands_topic)
+        for target, label in ((self._delivery_loop, "delivery"), (self._heartbeat_loop, "heartbeat"),
+                              (lambda: follower.run(self._stopping), "commands")):
+            thread = threading.Thread(target=target, name=f"{self.name}-{label}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("%s started: queue database %s, SMTP on %s:%d, peers %s", self.name, self.db.queue_db_id,
+                 self.topology.host, self.spec.port, ", ".join(p.name for p in self.peers) or "none")
+
+    def stop(self, reason: str = "stopped") -> None:
+        """A clean shutdown (a kill -9 skips all of this, as a crash does)."""
+        self._stopping.set()
+        if self._controller is not None:
+            self._controller.stop()
+        for thread in self._threads:
+            thread.join(timeout=15)
+        self.events.emit(ev.NodeStopping, self.name, reason=reason)
+        self.events.flush()
+        if self.db is not None:
+            self.db.close()
+        log.info("%s stopped", self.name)
+
+    def wait(self) -> None:
+        self._stopping.wait()
+
+    # ---- receiving (RelayBackend) -------------------------------------------------------
+
+    def accept(self, peer: str, helo: str, envelope) -> str:
+        content: bytes = envelope.original_content
+        internal_id = self.db.new_internal_id()
+        message_id, submitted = message_identity(content, f"<{internal_id}@{self.name}>")
+        ref = MessageRef(message_id, internal_id)
+        rcpts = tuple(envelope.rcpt_tos)
+        received_ms = self.events.now_ms()
+        domains = self.topology.internal_domains
+        self.events.emit(ev.MessageReceived, self.name, ref, at_ms=received_ms, sender=helo or peer,
+                         source=ev.MessageSource.OUTSIDE_BOUNDARY,
+                         recipients=tuple(Recipient(r, r.rpartition("@")[2].lower() in domains) for r in rcpts),
+                         size_bytes=len(content), submitted_at_ms=submitted)
+        shadow = self._make_shadow(ref, envelope.mail_from, rcpts, content) if self.params.shadow_redundancy_enabled \
+            else None
+        if shadow is None and self.params.shadow_redundancy_enabled and self.params.reject_message_on_shadow_failure:
+            self.events.emit(ev.RejectedToSender, self.name, ref, smtp_response=REJECT_REPLY)
+            self.events.flush()
+            log.info("rejected %s (%s): no shadow copy could be made", internal_id, message_id)
+            return REJECT_REPLY
+        stored = StoredMessage(internal_id, message_id, envelope.mail_from, rcpts, content, submitted, self.name,
+                               shadow_server=shadow)
+        self.db.enqueue(stored, received_ms, received_ms + int(self.topology.next_hop_delay_seconds * 1000))
+        self.events.emit(ev.AcknowledgedToSender, self.name, ref, redundant=shadow is not None)
+        self.events.flush()
+        log.info("accepted %s (%s), shadow copy on %s", internal_id, message_id, shadow or "no server")
+        return f"250 2.0.0 OK queued as {internal_id}"
+
+    def _candidates(self) -> list[tuple[NodeSpec, SiteLocality]]:
+        """Peers to try in order, within the retry budgets of ShadowMessagePreferenceSetting."""
+        with self._turn_lock:
+            turn, self._peer_turn = self._peer_turn, self._peer_turn + 1
+        p = self.params
+        local = [n for n in self.peers if n.ad_site == self.spec.ad_site]
+        remote = [n for n in self.peers if n.ad_site != self.spec.ad_site]
+        if self.spec.dag is None:  # no DAG: the AD site is the boundary, the preference is ignored
+            remote = []
+        preference = p.shadow_message_preference_setting
+        plan: list[tuple[NodeSpec, SiteLocality]] = []
+        for group, locality, budget, allowed in (
+                (remote, SiteLocality.REMOTE, p.max_retries_for_remote_site_shadow,
+                 preference is not ShadowMessagePreference.LOCAL_ONLY),
+                (local, SiteLocality.LOCAL, p.max_retries_for_local_site_shadow,
+                 preference is not ShadowMessagePreference.REMOTE_ONLY)):
+            if group and allowed:
+                plan += [(group[(turn + i) % len(group)], locality) for i in range(budget)]
+        return plan
+
+    def _make_shadow(self, ref: MessageRef, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> str | None:
+        plan = self._candidates()
+        if not plan:
+            self.events.emit(ev.ShadowCopyFailed, self.name, ref, candidate="", locality=SiteLocality.UNKNOWN,
+                             attempt=1, reason=ev.ShadowFailureReason.NO_PEER)
+            return None
+        request = protocol.ShadowRequest(self.name, self.db.queue_db_id, ref.internal_id)
+        for attempt, (peer, locality) in enumerate(plan, start=1):
+            self.events.emit(ev.ShadowCopyRequested, self.name, ref, candidate=peer.name, locality=locality,
+                             attempt=attempt)
+            try:
+                client.send_shadow(self.topology.host, peer.port, self.name, self.credentials, request, mail_from,
+                                   rcpts, content, self.topology.smtp_timeout_seconds)
+            except client.SessionFailed as failure:
+                log.warning("shadow copy of %s on %s failed: %s", ref.internal_id, peer.name, failure)
+                self.events.emit(ev.ShadowCopyFailed, self.name, ref, candidate=peer.name, locality=locality,
+                                 attempt=attempt, reason=failure.shadow_reason)
+                continue
+            self.events.emit(ev.ShadowCopyAcknowledged, self.name, ref, shadow_server=peer.name, locality=locality)
+            return peer.name
+        return None
+
+    def store_shadow(self, login: str, request: protocol.ShadowRequest, envelope) -> str:
+        content: bytes = envelope.original_content
+        message_id, submitted = message_identity(content, f"<{request.internal_id}@{request.primary}>")
+        now = self.events.now_ms()
+        self.db.store_shadow(StoredMessage(request.internal_id, message_id, envelope.mail_from,
+                                           tuple(envelope.rcpt_tos), content, submitted, request.primary,
+                                           primary_qdb=request.primary_qdb), now)
+        self.events.emit(ev.ShadowCopyStored, request.primary, MessageRef(message_id, request.internal_id), at_ms=now,
+                         primary_queue_db_id=request.primary_qdb)
+        self.events.flush()
+        log.info("stored a shadow copy of %s for %s", request.internal_id, request.primary)
+        return "250 2.0.0 shadow copy stored"
+
+    def answer_discards(self, query: protocol.DiscardQuery) -> protocol.DiscardAnswer:
+        ids = self.db.take_discards(query.shadow)
+        if ids:
+            log.info("told %s to discard %d shadow copies", query.shadow, len(ids))
+        return protocol.DiscardAnswer(self.db.queue_db_id, tuple(ids))
+
+    # ---- delivering ---------------------------------------------------------------------
+
+    def _delivery_loop(self) -> None:
+        auto_discard_ms = ms(self.params.shadow_message_auto_discard_interval)
+        while not self._stopping.is_set():
+            try:
+                now = int(time.time() * 1000)
+                for message in self.db.due(now):
+                    if self._stopping.is_set():
+                        break
+                    self._deliver(message)
+                self.db.expire_discards(now - auto_discard_ms)
+            except Exception:  # noqa: BLE001 - keep the node alive, say what happened
+                log.exception("delivery loop")
+            self._stopping.wait(0.2)
+
+    def _deliver(self, m: StoredMessage) -> None:
+        sink = self.topology.sink
+        ref = MessageRef(m.message_id, m.internal_id)
+        self.events.emit(ev.SentToNextHop, self.name, ref, next_hop=sink.name, recipients=m.rcpts,
+                         outside_boundary=False)
+        stamp = f"{RELAY_HEADER}: {self.name} {m.internal_id}" + (f" resubmitted-for={m.primary}" if m.resubmitted
+                                                                    else "")
+        try:
+            reply = client.relay(self.topology.host, sink.port, self.name, m.mail_from, m.rcpts,
+                                 stamp.encode() + b"\r\n" + m.content, self.topology.smtp_timeout_seconds)
+        except client.SessionFailed as failure:
+            log.warning("relay of %s to %s failed, will retry: %s", m.internal_id, sink.name, failure)
+            self.db.retry_later(m.internal_id, int(time.time() * 1000) + 1000)
+            self.events.flush()
+            return
+        self.events.emit(ev.NextHopAcknowledged, self.name, ref, next_hop=sink.name)
+        self.events.emit(ev.DeliveredToMailbox, self.name, ref, mailbox_server=sink.name, recipients=m.rcpts,
+                         duplicate="duplicate" in reply.lower())
+        self.db.delivered(m, self.events.now_ms())
+        if m.shadow_server and not m.resubmitted:
+            self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)
+        self.events.emit(ev.MovedToSafetyNet, self.name, ref)
+        self.events.flush()
+        log.info("delivered %s to %s%s", m.internal_id, sink.name, " (resubmitted)" if m.resubmitted else "")
+
+    # ---- heartbeat ----------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stopping.wait(self.heartbeat_s):
+            try:
+                for primary, last_contact_ms in sorted(self.db.shadow_primaries().items()):
+                    self._heartbeat(primary, last_contact_ms)
+            except Exception:  # noqa: BLE001
+                log.exception("heartbeat loop")
+
+    def _heartbeat(self, primary: str, last_contact_ms: int) -> None:
+        try:
+            spec = self.topology.node(primary)
+        except KeyError:
+            log.warning("holding copies for %s, which is not in the topology", primary)
+            return
+        sent_at = self.events.now_ms()
+        self.events.emit(ev.DiscardQuerySent, primary, at_ms=sent_at, shadow_queue_db_id=self.db.queue_db_id)
+        if self.topology.promote_on_own_timeout and sent_at - last_contact_ms > self.resubmit_ms:
+            # No contact for ShadowResubmitTimeSpan, whoever was silent (the primary, or this node
+            # itself while it was down): the copies are promoted before anything else.
+            held = [m.internal_id for m in self.db.shadows(primary)]
+            self.promote(primary, held, f"no contact with {primary} for ShadowResubmitTimeSpan")
+            return
+        try:
+            answer = client.query_discards(self.topology.host, spec.port, self.name, self.credentials,
+                                           protocol.DiscardQuery(self.name, self.db.queue_db_id),
+                                           self.topology.smtp_timeout_seconds)
+        except client.SessionFailed as failure:
+            failed_at = self.events.now_ms()
+            self.events.emit(ev.DiscardQueryFailed, primary, at_ms=failed_at, reason=failure.query_reason)
+            log.info("heartbeat to %s failed (%s), no answer for %.1f s", primary, failure,
+                     (failed_at - last_contact_ms) / 1000)
+            self.events.flush()
+            return
+        answered_at = self.events.now_ms()
+        held = {m.internal_id: m for m in self.db.shadows(primary)}
+        refs = tuple(MessageRef(held[i].message_id, i) for i in answer.discarded if i in held)
+        self.events.emit(ev.DiscardQueryAnswered, primary, at_ms=answered_at, primary_queue_db_id=answer.primary_qdb,
+                         discarded=refs)
+        self.db.contact(primary, answered_at)
+        with self._promote_lock:  # a copy is either discarded or promoted, never both
+            for m in self.db.discard_shadows(primary, [r.internal_id for r in refs], answered_at):
+                self.events.emit(ev.ShadowDiscarded, primary, MessageRef(m.message_id, m.internal_id))
+        changed = [m.internal_id for m in self.db.shadows(primary) if m.primary_qdb != answer.primary_qdb]
+        if changed:
+            self.promote(primary, changed, f"{primary} came back with a new queue database ({answer.primary_qdb})")
+        self.events.flush()
+
+    # ---- promotion ----------------------------------------------------------------------
+
+    def promote(self, primary: str, internal_ids: list[str], reason: str) -> list[StoredMessage]:
+        """Shadow copies become this node's primary messages and are relayed at once."""
+        with self._promote_lock:
+            moved = self.db.promote(primary, internal_ids, self.events.now_ms())
+            for m in moved:
+                self.events.emit(ev.ShadowPromoted, primary, MessageRef(m.message_id, m.internal_id), reason=reason)
+            self.events.flush()
+        if moved:
+            log.warning("promoted %d shadow message(s) of %s: %s", len(moved), primary, reason)
+        return moved

@@ -1,0 +1,249 @@
+"""A node's queue database: one sqlite file holding everything a transport server keeps on disk.
+
+- the primary queue (messages this node must deliver, with the shadow that holds their copy),
+- discard status: notifications waiting for each shadow server (survive a restart),
+- the shadow queue: copies held for each primary, with the primary's queue-database id,
+- Safety Net (processed messages, kept for inspection), the last successful contact with
+  each primary, and the redelivery commands already obeyed.
+
+A queue-database id (random) is created with the file. Wiping the database means deleting
+the file: the node then starts with a new, empty database and a new id, which is what its
+shadows detect. Every method is one transaction, safe to call from several threads; WAL
+journaling keeps every committed change through a kill -9.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS primary_queue (
+    internal_id TEXT PRIMARY KEY, message_id TEXT NOT NULL, mail_from TEXT NOT NULL, rcpts TEXT NOT NULL,
+    content BLOB NOT NULL, received_ms INTEGER NOT NULL, submitted_at_ms INTEGER, shadow_server TEXT,
+    origin_primary TEXT, due_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS discard_status (
+    shadow_server TEXT NOT NULL, internal_id TEXT NOT NULL, set_ms INTEGER NOT NULL,
+    PRIMARY KEY (shadow_server, internal_id));
+CREATE TABLE IF NOT EXISTS shadow_queue (
+    primary_server TEXT NOT NULL, internal_id TEXT NOT NULL, message_id TEXT NOT NULL, mail_from TEXT NOT NULL,
+    rcpts TEXT NOT NULL, content BLOB NOT NULL, submitted_at_ms INTEGER, primary_qdb TEXT NOT NULL,
+    stored_ms INTEGER NOT NULL, PRIMARY KEY (primary_server, internal_id));
+CREATE TABLE IF NOT EXISTS safety_net (
+    internal_id TEXT NOT NULL, role TEXT NOT NULL, primary_server TEXT NOT NULL, moved_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS contacts (primary_server TEXT PRIMARY KEY, last_contact_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS commands_done (command_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message in the primary queue or the shadow queue."""
+
+    internal_id: str
+    message_id: str
+    mail_from: str
+    rcpts: tuple[str, ...]
+    content: bytes
+    submitted_at_ms: int | None
+    primary: str  # the primary it belongs to (this node, or the original primary of a resubmission)
+    shadow_server: str | None = None  # primary queue: who holds its copy
+    primary_qdb: str | None = None  # shadow queue: the primary's queue-db id when the copy was made
+    resubmitted: bool = False
+
+
+@dataclass(frozen=True)
+class Counts:
+    queued: int
+    shadows: int
+    pending_discards: int
+    safety_net: int
+
+
+def wipe(path: Path) -> None:
+    """Delete a queue database (and its journal files): the next open creates a new id."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+class QueueDB:
+    def __init__(self, path: Path | str, node: str):
+        self.path = Path(path)
+        self.node = node
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._lock:
+            self._db.executescript(_SCHEMA)
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('queue_db_id', ?)", (uuid.uuid4().hex[:12],))
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('sequence', '0')")
+            self.queue_db_id = db.execute("SELECT value FROM meta WHERE key='queue_db_id'").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # ---- plumbing ---------------------------------------------------------------------
+
+    def _tx(self):
+        outer = self
+
+        class _Tx:
+            def __enter__(self):
+                outer._lock.acquire()
+                outer._db.execute("BEGIN IMMEDIATE")
+                return outer._db
+
+            def __exit__(self, exc_type, *_):
+                try:
+                    outer._db.execute("ROLLBACK" if exc_type else "COMMIT")
+                finally:
+                    outer._lock.release()
+
+        return _Tx()
+
+    def new_internal_id(self) -> str:
+        """A new internal message id, unique across restarts and wiped databases."""
+        with self._tx() as db:
+            db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='sequence'")
+            n = db.execute("SELECT value FROM meta WHERE key='sequence'").fetchone()[0]
+        return f"{self.node}.{self.queue_db_id}.{n}"
+
+    # ---- primary queue ----------------------------------------------------------------
+
+    def enqueue(self, m: StoredMessage, received_ms: int, due_ms: int) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO primary_queue (internal_id, message_id, mail_from, rcpts, content, received_ms,"
+                " submitted_at_ms, shadow_server, origin_primary, due_ms) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, received_ms,
+                 m.submitted_at_ms, m.shadow_server, m.primary if m.resubmitted else None, due_ms))
+
+    def due(self, now_ms: int, limit: int = 50) -> list[StoredMessage]:
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT internal_id, message_id, mail_from, rcpts, content, submitted_at_ms, shadow_server,"
+                " origin_primary FROM primary_queue WHERE due_ms <= ? ORDER BY due_ms LIMIT ?", (now_ms, limit)
+            ).fetchall()
+        return [StoredMessage(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[7] or self.node,
+                              shadow_server=r[6], resubmitted=r[7] is not None) for r in rows]
+
+    def retry_later(self, internal_id: str, due_ms: int) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE primary_queue SET due_ms=?, attempts=attempts+1 WHERE internal_id=?", (due_ms, internal_id))
+
+    def delivered(self, m: StoredMessage, now_ms: int) -> None:
+        """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow."""
+        with self._tx() as db:
+            db.execute("DELETE FROM primary_queue WHERE internal_id=?", (m.internal_id,))
+            if m.shadow_server and not m.resubmitted:
+                db.execute("INSERT OR IGNORE INTO discard_status VALUES (?,?,?)", (m.shadow_server, m.internal_id, now_ms))
+            db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "primary", m.primary, now_ms))
+
+    def take_discards(self, shadow: str) -> list[str]:
+        """The discard notifications for `shadow`, removed as they are handed over."""
+        with self._tx() as db:
+            ids = [r[0] for r in db.execute(
+                "SELECT internal_id FROM discard_status WHERE shadow_server=? ORDER BY set_ms, internal_id", (shadow,))]
+            db.execute("DELETE FROM discard_status WHERE shadow_server=?", (shadow,))
+        return ids
+
+    def expire_discards(self, before_ms: int) -> int:
+        """Drop discard notifications no shadow collected in time (ShadowMessageAutoDiscardInterval)."""
+        with self._tx() as db:
+            return db.execute("DELETE FROM discard_status WHERE set_ms < ?", (before_ms,)).rowcount
+
+    # ---- shadow queue -----------------------------------------------------------------
+
+    def store_shadow(self, m: StoredMessage, now_ms: int) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO shadow_queue VALUES (?,?,?,?,?,?,?,?,?)",
+                       (m.primary, m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content,
+                        m.submitted_at_ms, m.primary_qdb, now_ms))
+            db.execute("INSERT INTO contacts VALUES (?,?) ON CONFLICT(primary_server) DO UPDATE SET"
+                       " last_contact_ms=max(last_contact_ms, excluded.last_contact_ms)", (m.primary, now_ms))
+
+    def shadow_primaries(self) -> dict[str, int]:
+        """Primary -> last successful contact (ms), for every primary this node holds copies for."""
+        with self._tx() as db:
+            rows = db.execute("SELECT DISTINCT s.primary_server, COALESCE(c.last_contact_ms, 0) FROM shadow_queue s"
+                              " LEFT JOIN contacts c ON c.primary_server = s.primary_server").fetchall()
+        return dict(rows)
+
+    def contact(self, primary: str, now_ms: int) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO contacts VALUES (?,?) ON CONFLICT(primary_server) DO UPDATE SET"
+                       " last_contact_ms=max(last_contact_ms, excluded.last_contact_ms)", (primary, now_ms))
+
+    def shadows(self, primary: str) -> list[StoredMessage]:
+        with self._tx() as db:
+            rows = db.execute("SELECT internal_id, message_id, mail_from, rcpts, content, submitted_at_ms, primary_qdb"
+                              " FROM shadow_queue WHERE primary_server=? ORDER BY stored_ms, internal_id",
+                              (primary,)).fetchall()
+        return [StoredMessage(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], primary, primary_qdb=r[6])
+                for r in rows]
+
+    def discard_shadows(self, primary: str, internal_ids: list[str], now_ms: int) -> list[StoredMessage]:
+        """Move these copies into Safety Net; return those that were held."""
+        held = {m.internal_id: m for m in self.shadows(primary)}
+        gone = [held[i] for i in internal_ids if i in held]
+        with self._tx() as db:
+            for m in gone:
+                db.execute("DELETE FROM shadow_queue WHERE primary_server=? AND internal_id=?", (primary, m.internal_id))
+                db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "shadow", primary, now_ms))
+        return gone
+
+    def promote(self, primary: str, internal_ids: list[str], now_ms: int) -> list[StoredMessage]:
+        """Shadow copies become primary messages of this node (resubmitted at once); return those moved."""
+        held = {m.internal_id: m for m in self.shadows(primary)}
+        moved = [held[i] for i in internal_ids if i in held]
+        with self._tx() as db:
+            for m in moved:
+                db.execute("DELETE FROM shadow_queue WHERE primary_server=? AND internal_id=?", (primary, m.internal_id))
+                db.execute(
+                    "INSERT OR IGNORE INTO primary_queue (internal_id, message_id, mail_from, rcpts, content,"
+                    " received_ms, submitted_at_ms, shadow_server, origin_primary, due_ms)"
+                    " VALUES (?,?,?,?,?,?,?,NULL,?,?)",
+                    (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, now_ms,
+                     m.submitted_at_ms, primary, now_ms))
+        return moved
+
+    # ---- commands ---------------------------------------------------------------------
+
+    def command_seen(self, command_id: str, now_ms: int) -> bool:
+        """Record a command id; True if it was already there (a repeat)."""
+        with self._tx() as db:
+            cursor = db.execute("INSERT OR IGNORE INTO commands_done VALUES (?,?)", (command_id, now_ms))
+            return cursor.rowcount == 0
+
+    # ---- inspection -------------------------------------------------------------------
+
+    def counts(self) -> Counts:
+        with self._tx() as db:
+            one = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
+            return Counts(one("SELECT count(*) FROM primary_queue"), one("SELECT count(*) FROM shadow_queue"),
+                          one("SELECT count(*) FROM discard_status"), one("SELECT count(*) FROM safety_net"))
+
+
+def read_counts(path: Path) -> tuple[str, Counts] | None:
+    """(queue-db id, counts) of a database file, read-only; None if there is none."""
+    if not Path(path).exists():
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        qdb = db.execute("SELECT value FROM meta WHERE key='queue_db_id'").fetchone()[0]
+        one = lambda sql: db.execute(sql).fetchone()[0]  # noqa: E731
+        return qdb, Counts(one("SELECT count(*) FROM primary_queue"), one("SELECT count(*) FROM shadow_queue"),
+                           one("SELECT count(*) FROM discard_status"), one("SELECT count(*) FROM safety_net"))
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()

@@ -1,0 +1,156 @@
+"""A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
+
+- EHLO advertises `XSHADOW` and `XQDISCARD` (and AUTH LOGIN/PLAIN; loopback lab, no TLS);
+- AUTH checks the login against the nodes' credentials (`NodeAuthenticator`);
+- `XSHADOW`/`XQDISCARD` on a session that has not authenticated get
+  `530 5.7.0 Authentication required for <verb>` and a warning in the log naming the peer's
+  address and the verb, never a credential; a peer may only shadow as itself (PRIMARY=) and
+  ask for its own discards (SHADOW=);
+- the work itself (accepting a message, storing a shadow copy, answering a discard query) is
+  the node's (`RelayBackend`), run in worker threads so the event loop never blocks.
+
+aiosmtpd logs every command line at INFO on `mail.log`, AUTH PLAIN's base64 credentials
+included; `quiet_library_logs()` keeps that logger at WARNING, and nodes call it at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import logging
+from typing import Protocol
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
+
+from producers.relay import protocol
+
+log = logging.getLogger("shadowtwin.relay.server")
+
+
+class _NoDeprecationNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "deprecated" not in str(record.msg)
+
+
+def quiet_library_logs() -> None:
+    library = logging.getLogger("mail.log")
+    library.setLevel(logging.WARNING)
+    if not any(isinstance(f, _NoDeprecationNoise) for f in library.filters):
+        library.addFilter(_NoDeprecationNoise())
+
+
+class RelayBackend(Protocol):
+    def accept(self, peer: str, helo: str, envelope: Envelope) -> str: ...
+    def store_shadow(self, login: str, request: protocol.ShadowRequest, envelope: Envelope) -> str: ...
+    def answer_discards(self, query: protocol.DiscardQuery) -> protocol.DiscardAnswer: ...
+
+
+class NodeAuthenticator:
+    """AUTH LOGIN/PLAIN against the nodes' passwords; the session's auth data is the node's name."""
+
+    def __init__(self, passwords: dict[str, str], allowed: set[str]):
+        self._passwords = {name: passwords[name].encode() for name in allowed if name in passwords}
+
+    def __call__(self, server, session: Session, envelope, mechanism: str, auth_data) -> AuthResult:
+        login = bytes(getattr(auth_data, "login", b"") or b"").decode(errors="replace")
+        password = bytes(getattr(auth_data, "password", b"") or b"")
+        expected = self._passwords.get(login)
+        if expected is not None and hmac.compare_digest(expected, password):
+            log.debug("AUTH %s: %s authenticated from %s", mechanism, login, _peer(session))
+            return AuthResult(success=True, auth_data=login)
+        who = login if login in self._passwords else "an unknown login"
+        log.warning("AUTH %s refused for %s from %s", mechanism, who, _peer(session))
+        return AuthResult(success=False, handled=False)
+
+
+def _peer(session: Session) -> str:
+    peer = session.peer
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+
+
+class RelaySMTP(SMTP):
+    """aiosmtpd's SMTP with the two shadow-redundancy verbs (syntax: producers/relay/protocol.py)."""
+
+    def _authenticated_as(self) -> str | None:
+        return self.session.auth_data if self.session.authenticated else None
+
+    async def _refuse_unauthenticated(self, verb: str) -> bool:
+        if self._authenticated_as() is not None:
+            return False
+        log.warning("refused %s from %s: session not authenticated", verb, _peer(self.session))
+        await self.push(protocol.NOT_AUTHENTICATED.format(verb=verb))
+        return True
+
+    @syntax("XSHADOW PRIMARY=<name> QDB=<queue-db id> ID=<internal id>")
+    async def smtp_XSHADOW(self, arg: str | None) -> None:
+        if await self.check_helo_needed("EHLO") or await self._refuse_unauthenticated(protocol.XSHADOW):
+            return
+        if self.envelope.mail_from is not None:
+            await self.push("503 5.5.1 XSHADOW must come before MAIL FROM")
+            return
+        try:
+            request = protocol.parse_xshadow(arg)
+        except protocol.ProtocolError as exc:
+            await self.push(f"501 5.5.4 {exc}")
+            return
+        if request.primary != self._authenticated_as():
+            log.warning("refused XSHADOW from %s: authenticated as %s but claims PRIMARY=%s", _peer(self.session),
+                        self._authenticated_as(), request.primary)
+            await self.push("550 5.7.1 a peer may only shadow its own messages")
+            return
+        self.session.shadow_request = request
+        await self.push(protocol.ACCEPTED)
+
+    @syntax("XQDISCARD SHADOW=<name> QDB=<queue-db id>")
+    async def smtp_XQDISCARD(self, arg: str | None) -> None:
+        if await self.check_helo_needed("EHLO") or await self._refuse_unauthenticated(protocol.XQDISCARD):
+            return
+        try:
+            query = protocol.parse_xqdiscard(arg)
+        except protocol.ProtocolError as exc:
+            await self.push(f"501 5.5.4 {exc}")
+            return
+        if query.shadow != self._authenticated_as():
+            log.warning("refused XQDISCARD from %s: authenticated as %s but asks for SHADOW=%s", _peer(self.session),
+                        self._authenticated_as(), query.shadow)
+            await self.push("550 5.7.1 a peer may only ask for its own discard notifications")
+            return
+        answer = await self.loop.run_in_executor(None, self.event_handler.backend.answer_discards, query)
+        for line in answer.reply_lines():
+            await self.push(line)
+
+
+class RelayHandler:
+    """aiosmtpd hooks: EHLO advertising, and DATA for mail and for shadow copies."""
+
+    def __init__(self, backend: RelayBackend):
+        self.backend = backend
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        session.host_name = hostname
+        return responses[:-1] + [f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"] + responses[-1:]
+
+    async def handle_DATA(self, server: RelaySMTP, session: Session, envelope: Envelope) -> str:
+        request = getattr(session, "shadow_request", None)
+        session.shadow_request = None
+        loop = asyncio.get_running_loop()
+        if request is not None:
+            return await loop.run_in_executor(None, self.backend.store_shadow, session.auth_data, request, envelope)
+        return await loop.run_in_executor(None, self.backend.accept, _peer(session), session.host_name or "", envelope)
+
+
+class RelayController(Controller):
+    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work."""
+
+    def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
+                 peers: set[str], workers: int = 16):
+        loop = asyncio.new_event_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
+        super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
+                         authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=False,
+                         enable_SMTPUTF8=False, timeout=60)
+
+    def factory(self):
+        return RelaySMTP(self.handler, **self.SMTP_kwargs)

@@ -1,0 +1,140 @@
+"""The lab's topology file (`conf/lab.toml`) as typed, frozen settings, and the nodes' secrets.
+
+    topology = load_topology("conf/lab.toml")
+    topology.node("n1").port; topology.peers("n1"); topology.parameters("n1").shadow_heartbeat_frequency
+
+Every relay node of the lab and the mailbox sink listen on `host` (loopback). The nodes'
+shadow-redundancy parameters come from the file's `[shadow_redundancy]` table, in the same
+notation as `conf/shadowtwin.toml` (a twin watching the lab must use the same values).
+Unknown keys and wrong types are refused with the key's name.
+
+Credentials are never in the topology file: each node has a password in a secrets file
+(JSON, mode 0600) that the lab generates under its run folder; nodes read it, nobody prints it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shadowtwin.config import PROJECT_ROOT, ConfigError, build
+from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
+
+DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "lab.toml"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    port: int
+    ad_site: str = "site1"
+    dag: str | None = "dag1"
+
+    @property
+    def boundary(self) -> str:
+        """The transport high-availability boundary: the DAG, else the AD site."""
+        return self.dag or self.ad_site
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    name: str = "mailbox01"
+    port: int = 12525
+
+
+@dataclass(frozen=True)
+class LabTopology:
+    host: str = "127.0.0.1"
+    run_dir: Path = PROJECT_ROOT / ".run/lab"
+    # How long a primary keeps a message before relaying it (a slow next hop), so that a node
+    # killed in the middle of a stream has mail in its queue.
+    next_hop_delay_seconds: float = 2.0
+    # Timeout of every outgoing SMTP session (shadow copy, relay, discard query).
+    smtp_timeout_seconds: float = 3.0
+    # Exchange promotes its shadows on its own after ShadowResubmitTimeSpan without an answer;
+    # false leaves that to the twin's redelivery commands (a queue-db change still promotes at once).
+    promote_on_own_timeout: bool = True
+    internal_domains: tuple[str, ...] = ("contoso.com",)
+    sink: SinkSpec = field(default_factory=SinkSpec)
+    nodes: tuple[NodeSpec, ...] = ()
+    shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)
+
+    def node(self, name: str) -> NodeSpec:
+        for spec in self.nodes:
+            if spec.name == name:
+                return spec
+        raise KeyError(f"no node {name!r} in the topology (nodes: {', '.join(n.name for n in self.nodes)})")
+
+    def peers(self, name: str) -> list[NodeSpec]:
+        """The other nodes of `name`'s boundary: where its shadow copies may go."""
+        me = self.node(name)
+        return [n for n in self.nodes if n.name != name and n.boundary == me.boundary]
+
+    def parameters(self, name: str) -> ShadowRedundancyParameters:
+        return self.shadow_redundancy.for_node(name)
+
+    def secrets_path(self) -> Path:
+        return self.run_dir / "secrets.json"
+
+
+def load_topology(path: Path | str | None = None) -> LabTopology:
+    path = Path(path or DEFAULT_TOPOLOGY)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"topology file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return topology_from(raw, where=str(path))
+
+
+def topology_from(raw: dict, where: str = "topology") -> LabTopology:
+    raw = dict(raw)
+    nodes_raw = raw.pop("nodes", [])
+    sink_raw = raw.pop("sink", {})
+    sr_raw = raw.pop("shadow_redundancy", {})
+    domains = raw.pop("internal_domains", list(LabTopology.internal_domains))
+    if not isinstance(nodes_raw, list) or not nodes_raw:
+        raise ConfigError(f"{where}: [[nodes]] must list at least one node")
+    if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+        raise ConfigError(f"{where}:internal_domains: expected a list of domain names")
+    nodes = tuple(build(NodeSpec, n, where=f"{where}:nodes[{i}]") for i, n in enumerate(nodes_raw))
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: node names must be unique, got {names}")
+    try:
+        model = model_config_from(sr_raw)
+    except ValueError as exc:
+        raise ConfigError(f"{where}:shadow_redundancy: {exc}") from None
+    topology = dataclasses.replace(build(LabTopology, raw, where=where), nodes=nodes,
+                                   sink=build(SinkSpec, sink_raw, where=f"{where}:sink"), shadow_redundancy=model,
+                                   internal_domains=tuple(d.lower() for d in domains))
+    ports = [n.port for n in nodes] + [topology.sink.port]
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"{where}: ports must be distinct, got {ports}")
+    return topology
+
+
+def ensure_secrets(path: Path, names: list[str]) -> dict[str, str]:
+    """The nodes' passwords, generated (mode 0600) for names that have none yet."""
+    current = read_secrets(path) if path.exists() else {}
+    missing = [n for n in names if n not in current]
+    if missing:
+        current.update({n: secrets.token_urlsafe(18) for n in missing})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(current, out)
+    return current
+
+
+def read_secrets(path: Path) -> dict[str, str]:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        raise ConfigError(f"{path}: expected a JSON object of node name -> password")
+    return data

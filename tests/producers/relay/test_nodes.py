@@ -1,0 +1,148 @@
+"""Relay nodes as real processes on loopback, with the real broker: SMTP sessions, auth, 451, commands.
+
+No mocks: every message goes through real SMTP sockets, every event through Kafka, and the
+events are checked against the shadow-redundancy model itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import smtplib
+import time
+
+import pytest
+
+from producers.relay.sink import read_deliveries
+from producers.relay.topology import read_secrets
+from schemas import events as ev
+from schemas.codec import encode
+from schemas.events import AlertType, CommandReason, RedeliveryCommand
+from shadowtwin.kafka_clients import producer
+from tests.producers.relay.conftest import raw_topic_bytes, read_topic, settled, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def idle(lab) -> bool:
+    return all(s.queued == 0 and s.shadows == 0 for s in (lab.node_status(n.name) for n in lab.topology.nodes))
+
+
+def test_a_message_is_shadowed_delivered_and_released_and_the_model_agrees(make_lab, kafka_bootstrap, topics):
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1", "ex03": "dag1"})
+    lab.up()
+    sent = lab.send(6)
+    assert len(sent.accepted) == 6, sent.describe()
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 6 and idle(lab), 30)
+    deliveries = read_deliveries(lab.mailbox_path())
+    assert {d.message_id for d in deliveries} == {m for m, _ in sent.accepted}
+    assert not any(d.duplicate or d.resubmitted for d in deliveries)
+    assert {d.relay for d in deliveries} == {"ex01", "ex02", "ex03"}, "round robin: each node was a primary"
+
+    events = read_topic(kafka_bootstrap, topics.events)
+    assert len({e.event_id for e in events}) == len(events), "event ids are unique"
+    kinds = [e.kind for e in events]
+    for kind in ("MessageReceived", "ShadowCopyRequested", "ShadowCopyStored", "ShadowCopyAcknowledged",
+                 "AcknowledgedToSender", "SentToNextHop", "NextHopAcknowledged", "DeliveredToMailbox",
+                 "DiscardStatusSet", "MovedToSafetyNet", "ShadowDiscarded"):
+        assert kinds.count(kind) == 6, kind
+    assert kinds.count("NodeStarted") == 3
+    stored = [e for e in events if isinstance(e, ev.ShadowCopyStored)]
+    assert all(e.node != e.primary_server for e in stored), "the copy is on a peer"
+    answered = [e for e in events if isinstance(e, ev.DiscardQueryAnswered)]
+    assert sum(len(e.discarded) for e in answered) == 6
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.alerts == [] and result.commands == []
+    assert all(state.holds_nothing() for state in result.states.values()), "the model keeps nothing once all is done"
+
+
+def test_only_authenticated_peers_may_shadow_or_query_and_no_credential_leaks(make_lab, kafka_bootstrap, topics):
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    host, port = lab.topology.host, lab.topology.node("ex01").port
+    passwords = read_secrets(lab.topology.secrets_path())
+    with smtplib.SMTP(host, port, local_hostname="intruder.example") as smtp:
+        smtp.ehlo()
+        advertised = smtp.ehlo_resp.decode()
+        assert "XSHADOW" in advertised and "XQDISCARD" in advertised and "AUTH" in advertised
+        assert smtp.docmd("XSHADOW", "PRIMARY=ex02 QDB=x ID=ex02.x.1")[0] == 530
+        assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530
+        with pytest.raises(smtplib.SMTPAuthenticationError):
+            smtp.login("ex02", passwords["ex02"] + "-wrong")
+        assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530, "a failed AUTH authenticates nothing"
+    with smtplib.SMTP(host, port, local_hostname="ex02") as smtp:
+        smtp.login("ex02", passwords["ex02"])
+        code, text = smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")
+        assert code == 250 and text.decode().startswith(f"QDB={lab.node_status('ex01').queue_db_id}")
+        assert smtp.docmd("XQDISCARD", "SHADOW=ex01 QDB=x")[0] == 550, "only its own discard notifications"
+        assert smtp.docmd("XSHADOW", "PRIMARY=ex01 QDB=x ID=ex01.x.1")[0] == 550, "only its own messages"
+        assert smtp.docmd("XSHADOW", "PRIMARY=ex02")[0] == 501
+    sent = lab.send(4)
+    assert len(sent.accepted) == 4
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 4 and idle(lab), 30)
+
+    log = lab.log_path("ex01").read_text()
+    assert "refused XSHADOW from 127.0.0.1:" in log and "refused XQDISCARD from 127.0.0.1:" in log
+    assert "AUTH LOGIN refused for ex02" in log or "AUTH PLAIN refused for ex02" in log
+    secrets = []
+    for name, password in passwords.items():
+        secrets += [password, base64.b64encode(password.encode()).decode(),
+                    base64.b64encode(f"\0{name}\0{password}".encode()).decode()]
+    logs = "".join(p.read_text() for p in (lab.run_dir / "logs").iterdir())
+    published = raw_topic_bytes(kafka_bootstrap, topics.events)
+    assert len(published) > 1000
+    for secret in secrets:
+        assert secret not in logs and secret.encode() not in published
+
+
+def test_451_when_no_shadow_can_be_made_and_the_switch_is_on_else_250_not_redundant(make_lab, kafka_bootstrap,
+                                                                                     topics):
+    parameters = {"nodes": {"a1": {"reject_message_on_shadow_failure": True}}}
+    lab = make_lab({"a1": "dagA", "a2": "dagA", "b1": "dagB", "b2": "dagB"}, parameters)
+    lab.up(nodes=["a1", "b1"])  # their only peers, a2 and b2, never come up
+    rejected = lab.send(1, nodes=["a1"])
+    assert [reply[:9] for _, _, reply in rejected.temporary] == ["451 4.4.0"], rejected.describe()
+    assert "failed to be made redundant" in rejected.temporary[0][2]
+    accepted = lab.send(1, nodes=["b1"])
+    assert len(accepted.accepted) == 1
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 1, 20)
+    assert read_deliveries(lab.mailbox_path())[0].message_id == accepted.accepted[0][0]
+
+    events = read_topic(kafka_bootstrap, topics.events)
+    failed = [e for e in events if isinstance(e, ev.ShadowCopyFailed)]
+    assert sorted((e.node, e.candidate, e.attempt, e.reason.value) for e in failed) == [
+        ("a1", "a2", 1, "REFUSED"), ("a1", "a2", 2, "REFUSED"), ("b1", "b2", 1, "REFUSED"), ("b1", "b2", 2, "REFUSED")]
+    assert [e.node for e in events if isinstance(e, ev.RejectedToSender)] == ["a1"]
+    acks = [e for e in events if isinstance(e, ev.AcknowledgedToSender)]
+    assert [(e.node, e.redundant) for e in acks] == [("b1", False)]
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert sorted((a.type, a.servers) for a in result.alerts) == [
+        (AlertType.NOT_REDUNDANT, ("b1",)), (AlertType.REJECTED_NO_SHADOW, ("a1",))]
+
+
+def test_a_node_obeys_a_redelivery_command_once(make_lab, kafka_bootstrap, topics):
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, next_hop_delay_seconds=120.0)
+    lab.up()
+    sent = lab.send(1, nodes=["ex01"])
+    assert len(sent.accepted) == 1
+    stored = [e for e in read_topic(kafka_bootstrap, topics.events, until=lambda r: any(
+        isinstance(e, ev.ShadowCopyStored) for e in r), max_s=10) if isinstance(e, ev.ShadowCopyStored)]
+    assert [(e.node, e.primary_server) for e in stored] == [("ex02", "ex01")]
+    command = RedeliveryCommand(command_id="cmd-1", holder="ex02", primary_server="ex01", message=stored[0].message,
+                                reason=CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, decided_at_ms=int(time.time() * 1000))
+    elsewhere = RedeliveryCommand(command_id="cmd-2", holder="ex01", primary_server="ex02",
+                                  message=ev.MessageRef("<x@y>", "ex02.none.1"),
+                                  reason=CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, decided_at_ms=1)
+    out = producer(kafka_bootstrap)
+    for record in (command, command, elsewhere):
+        out.produce(topics.commands, key=record.primary_server.encode(), value=encode(record))
+    assert out.flush(10) == 0
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) >= 1, 30)
+    time.sleep(2)  # a repeat would arrive by now
+    deliveries = read_deliveries(lab.mailbox_path())
+    assert [(d.message_id, d.relay, d.resubmitted) for d in deliveries] == [(sent.accepted[0][0], "ex02", True)]
+    promoted = [e for e in read_topic(kafka_bootstrap, topics.events, max_s=8) if isinstance(e, ev.ShadowPromoted)]
+    assert [(e.node, e.primary_server, e.message.internal_id) for e in promoted] == [
+        ("ex02", "ex01", stored[0].message.internal_id)]
+    assert "cmd-1" in promoted[0].reason
+    assert lab.node_status("ex02").shadows == 0 and lab.node_status("ex01").queued == 1
+    assert "command cmd-1 repeated: ignored" in lab.log_path("ex02").read_text()

@@ -1,0 +1,62 @@
+"""The queue database: ids across restarts and wipes, primary queue, discard status, shadow queue."""
+
+from producers.relay.queue_db import QueueDB, StoredMessage, read_counts, wipe
+
+
+def message(internal_id: str, primary: str = "ex01", **kw) -> StoredMessage:
+    return StoredMessage(internal_id, f"<{internal_id}@x>", "a@fabrikam.example", ("u@contoso.com",), b"body",
+                         1_000, primary, **kw)
+
+
+def test_the_id_survives_a_restart_and_a_wipe_gives_a_new_one(tmp_path):
+    path = tmp_path / "ex01.sqlite"
+    db = QueueDB(path, "ex01")
+    first_id, m1 = db.queue_db_id, db.new_internal_id()
+    db.enqueue(message(m1), 0, 0)
+    db.close()
+    db = QueueDB(path, "ex01")
+    assert db.queue_db_id == first_id and len(db.due(10)) == 1, "same database after a restart"
+    m2 = db.new_internal_id()
+    db.close()
+    wipe(path)
+    db = QueueDB(path, "ex01")
+    assert db.queue_db_id != first_id and db.due(10) == [], "a wiped database is new and empty"
+    m3 = db.new_internal_id()
+    assert len({m1, m2, m3}) == 3 and m3.startswith(f"ex01.{db.queue_db_id}.")
+
+
+def test_delivery_sets_discard_status_for_the_shadow_once(tmp_path):
+    db = QueueDB(tmp_path / "p.sqlite", "ex01")
+    db.enqueue(message("ex01.a.1", shadow_server="ex02"), 0, 5)
+    db.enqueue(message("ex01.a.2"), 0, 50)
+    assert [m.internal_id for m in db.due(10)] == ["ex01.a.1"], "only what is due"
+    db.delivered(db.due(10)[0], 20)
+    assert db.take_discards("ex03") == []
+    assert db.take_discards("ex02") == ["ex01.a.1"]
+    assert db.take_discards("ex02") == [], "handed over once"
+    db.retry_later("ex01.a.2", 100)
+    assert db.due(60) == [] and len(db.due(100)) == 1
+    assert db.expire_discards(10**9) == 0
+    counts = db.counts()
+    assert (counts.queued, counts.safety_net) == (1, 1)
+
+
+def test_shadow_copies_are_discarded_or_promoted_never_both(tmp_path):
+    db = QueueDB(tmp_path / "s.sqlite", "ex02")
+    for i in (1, 2, 3):
+        db.store_shadow(message(f"ex01.a.{i}", primary_qdb="a"), 100 * i)
+    assert db.shadow_primaries() == {"ex01": 300}, "storing a copy is a contact with the primary"
+    gone = db.discard_shadows("ex01", ["ex01.a.1", "ex01.a.9"], 400)
+    assert [m.internal_id for m in gone] == ["ex01.a.1"]
+    moved = db.promote("ex01", ["ex01.a.1", "ex01.a.2"], 500)
+    assert [m.internal_id for m in moved] == ["ex01.a.2"], "a discarded copy cannot be promoted"
+    due = db.due(500)
+    assert [(m.internal_id, m.resubmitted, m.primary, m.shadow_server) for m in due] == [("ex01.a.2", True, "ex01", None)]
+    assert [m.internal_id for m in db.shadows("ex01")] == ["ex01.a.3"]
+    db.delivered(due[0], 600)
+    assert db.take_discards("ex02") == [], "a resubmitted message has no shadow to notify"
+    assert db.command_seen("c1", 1) is False and db.command_seen("c1", 2) is True
+    db.close()
+    qdb, counts = read_counts(tmp_path / "s.sqlite")
+    assert qdb and (counts.queued, counts.shadows, counts.safety_net) == (0, 1, 2)
+    assert read_counts(tmp_path / "missing.sqlite") is None

@@ -1,0 +1,43 @@
+"""The lab's topology file: the shipped one loads; mistakes are refused with the key's name."""
+
+import stat
+
+import pytest
+
+from producers.relay.topology import ensure_secrets, load_topology, topology_from
+from shadowtwin.config import ConfigError
+
+
+def test_the_shipped_lab_topology():
+    topology = load_topology()
+    assert [n.name for n in topology.nodes] == ["ex01", "ex02", "ex03"]
+    assert [p.name for p in topology.peers("ex02")] == ["ex01", "ex03"]
+    assert topology.parameters("ex01").shadow_heartbeat_frequency.total_seconds() == 1
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"nodes": []}, "at least one node"),
+    ({"nodes": [{"name": "a", "port": 1, "colour": "red"}]}, r"nodes\[0\]: unknown key\(s\) colour"),
+    ({"nodes": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]}, "unique"),
+    ({"nodes": [{"name": "a", "port": 1}], "sink": {"port": 1}}, "distinct"),
+    ({"nodes": [{"name": "a", "port": 1}], "shadow_redundancy": {"shadow_heartbeat_frequency": "soon"}},
+     "shadow_redundancy"),
+])
+def test_mistakes_are_refused(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        topology_from(raw)
+
+
+def test_boundaries_decide_the_peers():
+    topology = topology_from({"nodes": [{"name": "a", "port": 1, "dag": "d1"}, {"name": "b", "port": 2, "dag": "d2"},
+                                        {"name": "c", "port": 3, "dag": "d1"}]})
+    assert [p.name for p in topology.peers("a")] == ["c"]
+    assert topology.peers("b") == []
+
+
+def test_secrets_are_generated_once_and_private(tmp_path):
+    path = tmp_path / "lab" / "secrets.json"
+    first = ensure_secrets(path, ["a", "b"])
+    assert ensure_secrets(path, ["a", "b"]) == first
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(set(first.values())) == 2 and all(len(v) >= 20 for v in first.values())
