@@ -22,7 +22,7 @@ import itertools
 import math
 import queue
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from producers.simulator.nodes import Copy, Mail, Node
@@ -30,7 +30,7 @@ from producers.simulator.topology import Fault, Topology
 from producers.simulator.truth import GroundTruth
 from schemas import events as ev
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
-from state.parameters import ShadowMessagePreference
+from state.parameters import ShadowMessagePreference, ms
 
 RETRY_MS = 5 * 60_000  # a deferred next hop is tried again after this long
 SENDER_RETRY_MS = 60_000  # an outside sender retries a 4xx or an unreachable server after this long
@@ -267,7 +267,7 @@ class Simulation:
             node = self.rng.choice(candidates)
             if self._receive(node, mail, sender, source, sender_node=None):
                 return
-        if self.now - mail.submitted_ms < self.model.defaults.message_expiration_timeout.total_seconds() * 1000:
+        if self.now - mail.submitted_ms < ms(self.model.defaults.message_expiration_timeout):
             self._at(self.now + SENDER_RETRY_MS, self._submit, mail, sender, source, boundary)
         else:
             self.truth.expired(mail.message_id, tuple(r.address for r in mail.recipients), self.now)
