@@ -20,6 +20,8 @@ from producers.simulator.engine import Simulation
 from producers.simulator.run import to_file, to_kafka
 from producers.simulator.topology import load_topology
 from shadowtwin.simulate_cmd import DEFAULT_TOPOLOGY
+from infra.settings import load_settings
+from infra.broker import start_if_needed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -45,8 +47,6 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.no_kafka:
         return
-    from shadowtwin.broker import start_if_needed
-    from shadowtwin.config import load_settings
     from confluent_kafka.admin import AdminClient, NewTopic
 
     settings = load_settings()

@@ -26,9 +26,9 @@ import uuid
 from producers.publisher import Publisher
 from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
-from shadowtwin.broker import start_if_needed
-from shadowtwin.config import TopicSettings, load_settings
-from shadowtwin.topics import create_topics
+from infra.broker import start_if_needed
+from infra.settings import TopicSettings, load_settings
+from infra.topics import create_topics
 from state.parameters import model_config_from
 from streaming.decode import classify_events
 from streaming.session import build_spark

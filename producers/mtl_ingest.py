@@ -26,6 +26,7 @@ from producers.log_tail import Line, LogTail
 from producers.mtl_events import MtlMapper, Skip, Unmappable
 from producers.mtl_log import BadLine, MtlReader
 from schemas.events import DeadLetter, Event
+from infra.kafka import producer
 
 
 class Sink(Protocol):
@@ -102,8 +103,6 @@ class KafkaSink:
     """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic."""
 
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str):
-        from shadowtwin.kafka_clients import producer
-
         self.producer = producer(bootstrap)
         self.topics = (events_topic, dead_letters_topic)
         self.failed = 0

@@ -18,13 +18,13 @@ from confluent_kafka import Producer
 
 from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
+from infra.kafka import producer
 
 
 class Publisher(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, events: Iterable[Event], speed: float | None = None,
                  clock: Callable[[], float] = time.monotonic):
         super().__init__(name="shadowtwin-publisher", daemon=True)
-        from shadowtwin.kafka_clients import producer
 
         self._producer = producer(bootstrap_servers)
         self._topic = topic

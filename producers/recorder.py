@@ -31,6 +31,7 @@ from producers.recording import write_events
 from schemas.codec import decode_event
 from schemas.events import Event
 from schemas.wire import DecodeError
+from infra.kafka import consumer
 
 
 @dataclass
@@ -60,7 +61,6 @@ def record(bootstrap: str, topic: str, path: Path, *, from_beginning: bool = Fal
 
 def _events(bootstrap: str, topic: str, outcome: RecordOutcome, from_beginning: bool, seconds: float | None,
             count: int | None, stop: threading.Event) -> Iterator[Event]:
-    from shadowtwin.kafka_clients import consumer
 
     client = consumer(bootstrap, f"shadowtwin-record-{uuid.uuid4().hex}")
     try:

@@ -6,11 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from shadowtwin.config import ConfigError, Settings, load_settings
+from infra.settings import ConfigError, Settings, load_settings
 
 
 def _kafka(settings: Settings, args: argparse.Namespace) -> int:
-    from shadowtwin.broker import EmbeddedKafka
+    from infra.broker import EmbeddedKafka
 
     broker = EmbeddedKafka(settings.kafka.embedded, settings.jars.cache_dir)
     if args.action == "start":
@@ -25,7 +25,7 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _topics(settings: Settings, args: argparse.Namespace) -> int:
-    from shadowtwin.topics import create_topics
+    from infra.topics import create_topics
 
     for outcome in create_topics(args.bootstrap or settings.kafka.bootstrap_servers, settings.topics):
         print(outcome.describe())
@@ -33,7 +33,7 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _jars(settings: Settings, args: argparse.Namespace) -> int:
-    from shadowtwin import jars
+    from infra import jars
 
     for jar_set in (jars.kafka_broker_jars(settings.kafka.embedded.version), jars.spark_connector_jars()):
         paths = jars.ensure(jar_set, settings.jars.cache_dir)

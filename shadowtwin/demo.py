@@ -16,9 +16,9 @@ import tempfile
 import time
 from typing import Callable
 
-from shadowtwin.broker import start_if_needed
-from shadowtwin.config import Settings
-from shadowtwin.topics import create_topics
+from infra.broker import start_if_needed
+from infra.settings import Settings
+from infra.topics import create_topics
 
 
 def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[str], None] = print) -> int:

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shadowtwin.config import ConfigError, Settings
+from infra.settings import ConfigError, Settings
 
 
 def add_lab_parser(commands) -> None:
@@ -66,8 +66,8 @@ def run_lab(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _up(lab, settings: Settings, args) -> int:
-    from shadowtwin.broker import start_if_needed
-    from shadowtwin.topics import create_topics
+    from infra.broker import start_if_needed
+    from infra.topics import create_topics
 
     broker = start_if_needed(settings, print)
     if broker is not None:
@@ -117,7 +117,7 @@ def _status(lab, settings: Settings, args) -> int:
 
 
 def _down(lab, settings: Settings, args) -> int:
-    from shadowtwin.broker import EmbeddedKafka
+    from infra.broker import EmbeddedKafka
 
     broker_started = lab._state().get("broker_started", False)
     stopped = lab.down()

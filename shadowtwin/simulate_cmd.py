@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from shadowtwin.config import PROJECT_ROOT, Settings
+from infra.settings import PROJECT_ROOT, Settings
 
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "topology.toml"
 

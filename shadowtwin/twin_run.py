@@ -3,7 +3,7 @@
 On the embedded default it starts the local broker (when nothing listens at the configured
 address), creates the topics, starts Spark (local mode unless `--master` says otherwise),
 the streaming twin, its clock ticks and the console progress, and runs until Ctrl-C or
-`--seconds`. The same entry point runs under spark-submit (streaming/main.py).
+`--seconds`. The same entry point runs under spark-submit (shadowtwin/__main__.py).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from shadowtwin.broker import start_if_needed
-from shadowtwin.config import Settings
-from shadowtwin.topics import create_topics
+from infra.broker import start_if_needed
+from infra.settings import Settings
+from infra.topics import create_topics
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def twin_config(settings: Settings, checkpoint_dir: Path | None = None):
 
 def run_twin(settings: Settings, options: RunOptions = RunOptions(), say: Callable[[str], None] = print) -> int:
     from schemas.codec import encode, kafka_key
-    from shadowtwin.kafka_clients import producer
+    from infra.kafka import producer
     from streaming.progress import ProgressReporter
     from streaming.session import build_spark
     from streaming.ticker import Ticker

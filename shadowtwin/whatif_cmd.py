@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from shadowtwin.config import Settings
+from infra.settings import Settings
 from state.parameters import ModelConfig
 
 

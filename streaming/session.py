@@ -12,8 +12,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from shadowtwin import jars
-from shadowtwin.config import PROJECT_ROOT, Settings
+from infra import jars
+from infra.settings import PROJECT_ROOT, Settings
 
 LOG_CONFIG = PROJECT_ROOT / "conf" / "spark-log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -16,6 +16,7 @@ import uuid
 from typing import Callable
 
 from schemas.events import ClockTick
+from infra.kafka import producer
 
 TWIN_NODE = "shadowtwin"
 
@@ -23,7 +24,6 @@ TWIN_NODE = "shadowtwin"
 class Ticker(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, interval_s: float, clock: Callable[[], float] = time.time):
         super().__init__(name="shadowtwin-ticker", daemon=True)
-        from shadowtwin.kafka_clients import producer
 
         self._producer = producer(bootstrap_servers)
         self._topic = topic

@@ -15,8 +15,9 @@ import uuid
 
 import pytest
 
-from shadowtwin.config import Settings, TopicSettings, load_settings
-from shadowtwin.topics import create_topics
+from infra.settings import Settings, TopicSettings, load_settings
+from infra.topics import create_topics
+from infra.broker import EmbeddedKafka
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +36,6 @@ def kafka_bootstrap(settings: Settings, tmp_path_factory: pytest.TempPathFactory
         with KafkaContainer() as container:
             yield container.get_bootstrap_server()
         return
-    from shadowtwin.broker import EmbeddedKafka
 
     embedded = dataclasses.replace(
         settings.kafka.embedded,

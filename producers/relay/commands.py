@@ -12,6 +12,7 @@ import logging
 import threading
 
 from schemas.events import RedeliveryCommand
+from infra.kafka import consumer
 
 log = logging.getLogger("shadowtwin.relay.commands")
 
@@ -25,7 +26,6 @@ class CommandFollower:
 
     def run(self, stopping: threading.Event) -> None:
         from schemas.codec import default_codec
-        from shadowtwin.kafka_clients import consumer
 
         codec = default_codec()
         reader = consumer(self.bootstrap, f"shadowtwin-relay-{self.node.name}-{self.topic}", [self.topic],

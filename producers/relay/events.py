@@ -20,14 +20,13 @@ import uuid
 
 from schemas import events as ev
 from schemas.events import MessageRef
+from infra.kafka import producer
 
 log = logging.getLogger("shadowtwin.relay.events")
 
 
 class NodeEvents:
     def __init__(self, node: str, bootstrap: str, topic: str):
-        from shadowtwin.kafka_clients import producer
-
         self.node = node
         self.topic = topic
         self._producer = producer(bootstrap, **{"linger.ms": 2})

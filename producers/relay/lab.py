@@ -30,7 +30,7 @@ from pathlib import Path
 from producers.relay import queue_db
 from producers.relay.sink import read_deliveries
 from producers.relay.topology import LabTopology, ensure_secrets
-from shadowtwin.config import PROJECT_ROOT, TopicSettings
+from infra.settings import PROJECT_ROOT, TopicSettings
 
 SINK = "sink"
 TWIN = "twin"

@@ -22,7 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shadowtwin.config import PROJECT_ROOT, ConfigError, build
+from infra.settings import PROJECT_ROOT, ConfigError, build
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
 
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "lab.toml"

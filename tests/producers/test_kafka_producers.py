@@ -15,7 +15,7 @@ from producers.recording import read_events, write_events
 from producers.replayer import replay
 from producers.synthetic import Workload, generate
 from schemas.codec import decode
-from shadowtwin import kafka_clients
+from infra import kafka as kafka_clients
 from tests.producers.test_mtl import EX01, EX02, GARBLED, run, wait_for
 
 

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from schemas.events import NodeMode
+from infra.settings import load_settings
 from state.parameters import (
     ModelConfig, ShadowMessagePreference, ShadowRedundancyParameters, model_config_from, parameters_from,
     parse_duration,
@@ -75,5 +76,4 @@ def test_what_if_overrides_reach_every_node():
 
 
 def test_shipped_configuration_states_the_defaults():
-    from shadowtwin.config import load_settings
     assert load_settings(env={}).shadow_redundancy == ModelConfig()

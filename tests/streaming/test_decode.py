@@ -23,7 +23,7 @@ from schemas import catalogue, codec, wire
 from schemas.codec import Codec, DecodeError
 from schemas.datum import to_datum
 from schemas.events import EVENT_TYPES, ClockTick, SiteLocality
-from shadowtwin import kafka_clients
+from infra import kafka as kafka_clients
 from streaming.decode import decode_events, decode_records
 from streaming.encode import to_kafka
 from tests.schemas.samples import T0, sample_events, sample_outputs

@@ -15,7 +15,7 @@ import pytest
 
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived
-from shadowtwin.kafka_clients import producer
+from infra.kafka import producer
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
 from streaming.twin import TwinConfig, start_twin

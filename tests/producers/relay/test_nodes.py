@@ -17,7 +17,7 @@ from producers.relay.topology import read_secrets
 from schemas import events as ev
 from schemas.codec import encode
 from schemas.events import AlertType, CommandReason, RedeliveryCommand
-from shadowtwin.kafka_clients import producer
+from infra.kafka import producer
 from tests.producers.relay.conftest import raw_topic_bytes, read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ import stat
 import pytest
 
 from producers.relay.topology import ensure_secrets, load_topology, topology_from
-from shadowtwin.config import ConfigError
+from infra.settings import ConfigError
 
 
 def test_the_shipped_lab_topology():

@@ -13,7 +13,7 @@ from producers.simulator.engine import Simulation
 from producers.simulator.run import live, to_kafka
 from schemas import events as ev
 from schemas.codec import default_codec
-from shadowtwin import kafka_clients
+from infra import kafka as kafka_clients
 from tests.producers.simulator.scenarios import topology
 
 pytestmark = pytest.mark.integration

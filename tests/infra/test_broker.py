@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shadowtwin.broker import BrokerError, EmbeddedKafka
+from infra.broker import BrokerError, EmbeddedKafka
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration

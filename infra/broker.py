@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from shadowtwin import jars
-from shadowtwin.config import EmbeddedKafkaSettings
+from infra import jars
+from infra.settings import EmbeddedKafkaSettings
 
 _LOG4J = """\
 status = warn

@@ -111,6 +111,6 @@ def _pom(jar_set: JarSet) -> str:
         )
     return (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
-        f"<groupId>shadowtwin.jars</groupId><artifactId>{jar_set.name}</artifactId><version>1</version>"
+        f"<groupId>infra.jars</groupId><artifactId>{jar_set.name}</artifactId><version>1</version>"
         f"<packaging>pom</packaging><dependencies>{''.join(deps)}</dependencies></project>\n"
     )

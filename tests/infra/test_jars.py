@@ -1,6 +1,6 @@
 """The jar cache: a completed folder is used as it is, without Maven or a network."""
 
-from shadowtwin import jars
+from infra import jars
 
 
 def test_artifact_names_are_read_from_jar_file_names():

@@ -4,8 +4,8 @@ import uuid
 
 from confluent_kafka.admin import AdminClient
 
-from shadowtwin.config import TopicSettings
-from shadowtwin.topics import create_topics
+from infra.settings import TopicSettings
+from infra.topics import create_topics
 
 
 def test_creates_then_leaves_existing_topics_alone(kafka_bootstrap):

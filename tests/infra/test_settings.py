@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from shadowtwin.config import PROJECT_ROOT, ConfigError, Settings, load_settings
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 
 
 def write(tmp_path, text):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from shadowtwin.config import TopicSettings
+from infra.settings import TopicSettings
 
 
 @dataclass(frozen=True)
