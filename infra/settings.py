@@ -1,8 +1,10 @@
-"""Typed, frozen settings for the whole tool, loaded from `conf/shadowtwin.toml`.
+"""The tool's settings, typed and frozen, loaded from `conf/shadowtwin.toml` and the environment.
 
-Every field has the default the project documents; the TOML file only overrides. Unknown
-keys and values of the wrong type are refused with the dotted name of the offending key,
-so a typo never silently falls back to a default.
+Every field has the default the project documents; the TOML file only overrides, and an
+environment variable named after a key overrides the file (`SHADOWTWIN_TWIN_WATERMARK_DELAY`
+for `[twin] watermark_delay`; `KAFKA_BOOTSTRAP_SERVERS` too, for the broker). Names, types and
+values are checked by `infra.config`: a refused value gets one line naming the file, the key,
+the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -10,29 +12,35 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-import types
 import typing
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
-from state.parameters import ModelConfig, model_config_from
+from infra.config import (
+    ConfigError, SparkInterval, at_least, build, env_overlay, matching, merge, more_than, one_of, port as port_number,
+    positive_duration,
+)
+from state.parameters import ModelConfig, model_config_from, table_keys
+
+__all__ = ["ConfigError", "PROJECT_ROOT", "DEFAULT_CONF", "Settings", "load_settings", "settings_from"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONF = PROJECT_ROOT / "conf" / "shadowtwin.toml"
-
-
-class ConfigError(ValueError):
-    """A configuration file or override that cannot be used as it stands."""
+ENV_PREFIX = "SHADOWTWIN"
+_MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
+_TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
+_LOG_LEVELS = one_of("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 
 
 @dataclass(frozen=True)
 class EmbeddedKafkaSettings:
     version: str = "4.3.1"
-    port: int = 19092
-    controller_port: int = 19093
+    port: int = field(default=19092, metadata=port_number())
+    controller_port: int = field(default=19093, metadata=port_number())
     data_dir: Path = PROJECT_ROOT / ".run/kafka"
-    heap: str = "512m"
-    start_timeout_seconds: int = 60
+    heap: str = field(default="512m", metadata=_MEMORY)
+    start_timeout_seconds: int = field(default=60, metadata=at_least(1))
 
 
 @dataclass(frozen=True)
@@ -43,15 +51,15 @@ class KafkaSettings:
 
 @dataclass(frozen=True)
 class TopicSettings:
-    events: str = "shadowtwin.events"
-    alerts: str = "shadowtwin.alerts"
-    commands: str = "shadowtwin.commands"
-    dead_letters: str = "shadowtwin.dead-letters"
-    events_partitions: int = 4
-    alerts_partitions: int = 1
-    commands_partitions: int = 4
-    dead_letters_partitions: int = 1
-    replication_factor: int = 1
+    events: str = field(default="shadowtwin.events", metadata=_TOPIC)
+    alerts: str = field(default="shadowtwin.alerts", metadata=_TOPIC)
+    commands: str = field(default="shadowtwin.commands", metadata=_TOPIC)
+    dead_letters: str = field(default="shadowtwin.dead-letters", metadata=_TOPIC)
+    events_partitions: int = field(default=4, metadata=at_least(1))
+    alerts_partitions: int = field(default=1, metadata=at_least(1))
+    commands_partitions: int = field(default=4, metadata=at_least(1))
+    dead_letters_partitions: int = field(default=1, metadata=at_least(1))
+    replication_factor: int = field(default=1, metadata=at_least(1))
 
     def partitions(self) -> dict[str, int]:
         """Topic name -> partition count, for every topic the twin uses."""
@@ -65,27 +73,28 @@ class TopicSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str = "local[2]"
+    master: str = field(default="local[2]", metadata=matching(r"\S+", "a Spark master URL"))
     app_name: str = "shadowtwin"
-    shuffle_partitions: int = 4
-    driver_memory: str = "2g"
+    shuffle_partitions: int = field(default=4, metadata=at_least(1))
+    driver_memory: str = field(default="2g", metadata=_MEMORY)
     checkpoint_dir: Path = PROJECT_ROOT / ".run/checkpoints"
-    trigger_interval: str = "2 seconds"
+    trigger_interval: SparkInterval = SparkInterval("2 seconds")
     ui_enabled: bool = False
-    log_level: str = "WARN"
+    log_level: str = field(default="WARN", metadata=_LOG_LEVELS)
 
 
 @dataclass(frozen=True)
 class TwinSettings:
     """The streaming twin's event-time settings (see streaming/twin.py)."""
 
-    watermark_delay: str = "30 seconds"
-    max_clock_skew_seconds: int = 300
-    tick_interval_seconds: float = 1.0
+    watermark_delay: SparkInterval = SparkInterval("30 seconds")
+    max_clock_skew_seconds: int = field(default=300, metadata=at_least(1))
+    tick_interval_seconds: float = field(default=1.0, metadata=more_than(0))
     ticks: bool = True
-    late_alert_threshold: int = 1
-    max_offsets_per_trigger: int = 0
-    starting_offsets: str = "earliest"
+    late_alert_threshold: int = field(default=1, metadata=at_least(1))
+    max_offsets_per_trigger: int = field(default=0, metadata=at_least(0))
+    starting_offsets: str = field(default="earliest", metadata=matching(
+        r"earliest|latest|\{.*\}", 'earliest, latest, or Spark\'s JSON of offsets per partition'))
 
 
 @dataclass(frozen=True)
@@ -97,17 +106,17 @@ class JarSettings:
 class DemoSettings:
     """`shadowtwin demo`: a live DAG of simulated servers, one of which crashes and comes back."""
 
-    servers: int = 4
-    messages_per_second: float = 5.0
+    servers: int = field(default=4, metadata=at_least(2))
+    messages_per_second: float = field(default=5.0, metadata=more_than(0))
     crash_server: str = "mbx02"
-    crash_after_seconds: int = 15
-    crash_for_seconds: int = 40
-    backlog_seconds: int = 10
+    crash_after_seconds: int = field(default=15, metadata=at_least(1))
+    crash_for_seconds: int = field(default=40, metadata=at_least(1))
+    backlog_seconds: int = field(default=10, metadata=at_least(0))
     new_database: bool = False
-    shadow_heartbeat_frequency: str = "00:00:02"
-    shadow_resubmit_time_span: str = "00:00:15"
-    watermark_delay: str = "2 seconds"
-    run_seconds: int = 150
+    shadow_heartbeat_frequency: timedelta = field(default=timedelta(seconds=2), metadata=positive_duration())
+    shadow_resubmit_time_span: timedelta = field(default=timedelta(seconds=15), metadata=positive_duration())
+    watermark_delay: SparkInterval = SparkInterval("2 seconds")
+    run_seconds: int = field(default=150, metadata=at_least(1))
 
 
 @dataclass(frozen=True)
@@ -122,63 +131,34 @@ class Settings:
 
 
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:
-    """Read settings from `path`, else `$SHADOWTWIN_CONF`, else `conf/shadowtwin.toml`.
+    """Read settings from `path`, else `$SHADOWTWIN_CONF`, else `conf/shadowtwin.toml`; then the environment.
 
-    `$KAFKA_BOOTSTRAP_SERVERS`, when set, replaces `kafka.bootstrap_servers`.
-    Relative paths in the file are made absolute against the project's top-level folder.
+    Relative paths in the file are taken from the project's top-level folder.
     """
     env = os.environ if env is None else env
     conf_path = Path(path or env.get("SHADOWTWIN_CONF") or DEFAULT_CONF)
     try:
         raw = tomllib.loads(conf_path.read_text())
-    except FileNotFoundError as exc:
-        raise ConfigError(f"configuration file not found: {conf_path}") from exc
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {conf_path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{conf_path}: cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{conf_path}: {exc}") from exc
-    settings = build(Settings, raw, where=str(conf_path))
+        raise ConfigError(f"{conf_path}: not valid TOML ({exc})") from None
+    settings = settings_from(raw, where=str(conf_path))
+    from_env = env_overlay(Settings, env, ENV_PREFIX, extra_keys={"shadow_redundancy": table_keys})
     if env.get("KAFKA_BOOTSTRAP_SERVERS"):
-        settings = dataclasses.replace(
-            settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"])
-        )
+        from_env = merge(from_env, {"kafka": {"bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"]}})
+    if from_env:
+        settings = settings_from(merge(raw, from_env), where=f"{conf_path} with the environment")
     return settings
 
 
-def build(cls: type, raw: typing.Mapping[str, object], *, where: str = "settings"):
-    """Build the frozen dataclass `cls` from a mapping, checking names and types."""
-    if not isinstance(raw, typing.Mapping):
-        raise ConfigError(f"{where}: expected a table, got {type(raw).__name__}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    values = {name: _coerce(hints[name], value, f"{where}:{name}") for name, value in raw.items()}
-    return cls(**values)
-
-
-def _coerce(hint: object, value: object, where: str) -> object:
-    if hint is ModelConfig:
-        try:
-            return model_config_from(value)  # type: ignore[arg-type]
-        except ValueError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
-    if dataclasses.is_dataclass(hint):
-        return build(hint, value, where=where)  # type: ignore[arg-type]
-    if hint is Path:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a path string, got {value!r}")
-        path = Path(value)
-        return path if path.is_absolute() else PROJECT_ROOT / path
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        hint = next(o for o in options if o is not type(None))
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is int and isinstance(value, bool):
-        raise ConfigError(f"{where}: expected int, got {value!r}")
-    if isinstance(hint, type) and not isinstance(value, hint):
-        raise ConfigError(f"{where}: expected {hint.__name__}, got {value!r}")
-    return value
-
+def settings_from(raw: typing.Mapping[str, object], where: str = "settings") -> Settings:
+    """Settings from a raw table as in the file (the `[shadow_redundancy]` table by the model's own rules)."""
+    raw = dict(raw)
+    model_raw = raw.pop("shadow_redundancy", {})
+    settings = build(Settings, raw, where, root=PROJECT_ROOT)
+    if not isinstance(model_raw, typing.Mapping):
+        raise ConfigError(f"{where}: shadow_redundancy = {model_raw!r}: expected a table")
+    return dataclasses.replace(settings, shadow_redundancy=model_config_from(model_raw, f"{where}: shadow_redundancy"))

@@ -12,9 +12,15 @@ import enum
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Mapping
+from typing import Iterable, Mapping
 
+from infra.config import (
+    ConfigError, at_least, build, non_negative_duration, parse_duration, positive_duration,
+)
 from schemas.events import NodeMode
+
+__all__ = ["ModelConfig", "ShadowRedundancyParameters", "ShadowMessagePreference", "Timing", "ms",
+           "model_config_from", "parameters_from", "parse_duration", "snake_case", "table_keys"]
 
 
 class ShadowMessagePreference(str, enum.Enum):
@@ -31,17 +37,17 @@ class ShadowRedundancyParameters:
     shadow_redundancy_enabled: bool = True
     reject_message_on_shadow_failure: bool = False
     shadow_message_preference_setting: ShadowMessagePreference = ShadowMessagePreference.PREFER_REMOTE
-    max_retries_for_remote_site_shadow: int = 4
-    max_retries_for_local_site_shadow: int = 2
-    shadow_heartbeat_frequency: timedelta = timedelta(minutes=2)
-    shadow_resubmit_time_span: timedelta = timedelta(hours=3)
-    shadow_message_auto_discard_interval: timedelta = timedelta(days=2)
-    safety_net_hold_time: timedelta = timedelta(days=2)
-    message_expiration_timeout: timedelta = timedelta(days=2)
+    max_retries_for_remote_site_shadow: int = field(default=4, metadata=at_least(0))
+    max_retries_for_local_site_shadow: int = field(default=2, metadata=at_least(0))
+    shadow_heartbeat_frequency: timedelta = field(default=timedelta(minutes=2), metadata=positive_duration())
+    shadow_resubmit_time_span: timedelta = field(default=timedelta(hours=3), metadata=positive_duration())
+    shadow_message_auto_discard_interval: timedelta = field(default=timedelta(days=2), metadata=positive_duration())
+    safety_net_hold_time: timedelta = field(default=timedelta(days=2), metadata=non_negative_duration())
+    message_expiration_timeout: timedelta = field(default=timedelta(days=2), metadata=positive_duration())
     # Exchange 2010 mode
-    shadow_heartbeat_timeout_interval: timedelta = timedelta(seconds=300)
-    shadow_heartbeat_retry_count: int = 3
-    max_acknowledgement_delay: timedelta = timedelta(seconds=30)
+    shadow_heartbeat_timeout_interval: timedelta = field(default=timedelta(seconds=300), metadata=positive_duration())
+    shadow_heartbeat_retry_count: int = field(default=3, metadata=at_least(1))
+    max_acknowledgement_delay: timedelta = field(default=timedelta(seconds=30), metadata=non_negative_duration())
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,8 @@ class ModelConfig:
     # How far apart node clocks may be (the twin's own): a closed message is remembered this
     # long, so that events about it stamped by a slower clock do not open it again.
     clock_skew_allowance_ms: int = 300_000
+    # Servers declared in the configuration (per-node overrides may name them).
+    servers: tuple[str, ...] = ()
 
     def for_node(self, node: str) -> ShadowRedundancyParameters:
         return self.nodes.get(node, self.defaults)
@@ -108,42 +116,10 @@ def ms(duration: timedelta) -> int:
     return int(duration.total_seconds() * 1000)
 
 
-_EXCHANGE_SPAN = re.compile(r"^(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)$")
-_SHORT_SPAN = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|min|h|d)$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(value: object) -> timedelta:
-    """"03:00:00", "2.00:00:00", "3h", "90s", "500ms", 180 (seconds), or a timedelta."""
-    if isinstance(value, timedelta):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    if isinstance(value, str):
-        text = value.strip()
-        if match := _EXCHANGE_SPAN.match(text):
-            return timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
-                             seconds=float(match["s"]))
-        if match := _SHORT_SPAN.match(text):
-            return timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]])
-    raise ValueError(f"not a duration: {value!r} (use e.g. \"03:00:00\", \"2.00:00:00\", \"3h\", \"90s\")")
-
-
-def parameters_from(values: Mapping[str, object], base: ShadowRedundancyParameters | None = None) -> ShadowRedundancyParameters:
-    """Parameters from a mapping of snake-case or Exchange (CamelCase) names; errors name the key."""
-    base = base or ShadowRedundancyParameters()
-    fields = {f.name: f for f in dataclasses.fields(ShadowRedundancyParameters)}
-    changes: dict[str, object] = {}
-    for raw_name, raw_value in values.items():
-        name = snake_case(raw_name)
-        if name not in fields:
-            raise ValueError(f"unknown shadow-redundancy parameter {raw_name!r}; known: {', '.join(sorted(fields))}")
-        default = getattr(ShadowRedundancyParameters(), name)
-        try:
-            changes[name] = _convert(default, raw_value)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{raw_name}: {exc}") from None
-    return dataclasses.replace(base, **changes)
+def parameters_from(values: Mapping[str, object], base: ShadowRedundancyParameters | None = None,
+                    where: str = "parameters") -> ShadowRedundancyParameters:
+    """Parameters from a mapping of snake-case or Exchange (CamelCase) names; errors name the key and value."""
+    return build(ShadowRedundancyParameters, values, where, key=snake_case, base=base or ShadowRedundancyParameters())
 
 
 def snake_case(name: str) -> str:
@@ -151,49 +127,44 @@ def snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if not name.islower() else name
 
 
-def _convert(default: object, value: object) -> object:
-    if isinstance(default, timedelta):
-        return parse_duration(value)
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower().lstrip("$") in ("true", "false"):
-            return value.strip().lower().lstrip("$") == "true"
-        raise ValueError(f"expected true or false (or $true/$false), got {value!r}")
-    if isinstance(default, enum.Enum):
-        enum_type = type(default)
-        for member in enum_type:
-            if str(value).lower() in (member.value.lower(), member.name.lower()):
-                return member
-        raise ValueError(f"expected one of {', '.join(m.value for m in enum_type)}, got {value!r}")
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).lstrip("-").isdigit():
-            raise ValueError(f"expected a whole number, got {value!r}")
-        return int(value)
-    return value
+@dataclass(frozen=True)
+class TwinParameters:
+    """The twin's own parameters, in the same table as Exchange's (`[shadow_redundancy]`)."""
+
+    shadow_silence_heartbeats: int = field(default=3, metadata=at_least(0))
+    clock_skew_allowance: timedelta = field(default=timedelta(minutes=5), metadata=non_negative_duration())
+    # Every server the per-node overrides may name (besides those of a topology file).
+    servers: tuple[str, ...] = ()
 
 
-def model_config_from(raw: Mapping[str, object]) -> ModelConfig:
-    """ModelConfig from a settings table: parameters, `nodes.<name>` overrides, twin parameters."""
+def table_keys() -> list[str]:
+    """Every key `[shadow_redundancy]` accepts besides `nodes`."""
+    return [f.name for f in dataclasses.fields(ShadowRedundancyParameters)] + \
+        [f.name for f in dataclasses.fields(TwinParameters)]
+
+
+def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy",
+                      known_servers: Iterable[str] = ()) -> ModelConfig:
+    """ModelConfig from a `[shadow_redundancy]` table: parameters, `nodes.<name>` overrides, the twin's own.
+
+    A per-node override must name a server of `known_servers` (a topology's) or one the table
+    declares in `servers`: a misspelt node name would otherwise change nothing, silently.
+    """
     values = dict(raw)
     nodes_raw = values.pop("nodes", {})
-    silence = values.pop("shadow_silence_heartbeats", ModelConfig.shadow_silence_heartbeats)
+    twin_raw = {k: values.pop(k) for k in [f.name for f in dataclasses.fields(TwinParameters)] if k in values}
+    twin = build(TwinParameters, twin_raw, where)
+    defaults = parameters_from(values, where=where)
     if not isinstance(nodes_raw, Mapping):
-        raise ValueError("nodes: expected a table of node name -> parameters")
-    if isinstance(silence, bool) or not isinstance(silence, int) or silence < 0:
-        raise ValueError(f"shadow_silence_heartbeats: expected a whole number >= 0, got {silence!r}")
-    allowance = values.pop("clock_skew_allowance", None)
-    defaults = parameters_from(values)
+        raise ConfigError(f"{where}: nodes = {nodes_raw!r}: expected a table of node name -> parameters")
+    known = set(known_servers) | set(twin.servers)
     nodes = {}
     for name, overrides in nodes_raw.items():
-        try:
-            nodes[name] = parameters_from(overrides, base=defaults)
-        except ValueError as exc:
-            raise ValueError(f"nodes.{name}: {exc}") from None
-    config = ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=silence)
-    if allowance is not None:
-        try:
-            config = dataclasses.replace(config, clock_skew_allowance_ms=ms(parse_duration(allowance)))
-        except ValueError as exc:
-            raise ValueError(f"clock_skew_allowance: {exc}") from None
-    return config
+        if name not in known:
+            raise ConfigError(f"{where}: nodes.{name}: no such server; known: {', '.join(sorted(known)) or 'none'}"
+                              f" (declare it in [shadow_redundancy] servers)")
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"{where}: nodes.{name} = {overrides!r}: expected a table of parameters")
+        nodes[name] = parameters_from(overrides, base=defaults, where=f"{where}: nodes.{name}")
+    return ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=twin.shadow_silence_heartbeats,
+                       clock_skew_allowance_ms=ms(twin.clock_skew_allowance), servers=twin.servers)

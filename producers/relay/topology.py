@@ -22,7 +22,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.settings import PROJECT_ROOT, ConfigError, build
+from infra.config import ConfigError, build, port as port_number
+from infra.settings import PROJECT_ROOT
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
 
 DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "lab.toml"
@@ -31,7 +32,7 @@ DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "lab.toml"
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
-    port: int
+    port: int = field(metadata=port_number())
     ad_site: str = "site1"
     dag: str | None = "dag1"
 
@@ -44,7 +45,7 @@ class NodeSpec:
 @dataclass(frozen=True)
 class SinkSpec:
     name: str = "mailbox01"
-    port: int = 12525
+    port: int = field(default=12525, metadata=port_number())
 
 
 @dataclass(frozen=True)
@@ -103,16 +104,13 @@ def topology_from(raw: dict, where: str = "topology") -> LabTopology:
         raise ConfigError(f"{where}: [[nodes]] must list at least one node")
     if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
         raise ConfigError(f"{where}:internal_domains: expected a list of domain names")
-    nodes = tuple(build(NodeSpec, n, where=f"{where}:nodes[{i}]") for i, n in enumerate(nodes_raw))
+    nodes = tuple(build(NodeSpec, n, f"{where}: nodes[{i}]") for i, n in enumerate(nodes_raw))
     names = [n.name for n in nodes]
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: node names must be unique, got {names}")
-    try:
-        model = model_config_from(sr_raw)
-    except ValueError as exc:
-        raise ConfigError(f"{where}:shadow_redundancy: {exc}") from None
-    topology = dataclasses.replace(build(LabTopology, raw, where=where), nodes=nodes,
-                                   sink=build(SinkSpec, sink_raw, where=f"{where}:sink"), shadow_redundancy=model,
+    model = model_config_from(sr_raw, f"{where}: shadow_redundancy", known_servers=names)
+    topology = dataclasses.replace(build(LabTopology, raw, where, root=PROJECT_ROOT), nodes=nodes,
+                                   sink=build(SinkSpec, sink_raw, f"{where}: sink"), shadow_redundancy=model,
                                    internal_domains=tuple(d.lower() for d in domains))
     ports = [n.port for n in nodes] + [topology.sink.port]
     if len(set(ports)) != len(ports):

@@ -1,8 +1,9 @@
 """The simulator's input, typed and frozen: servers, boundaries, mailboxes, workload, faults.
 
-`load_topology(path)` reads a TOML file such as `conf/topology.toml` and checks it as a
-whole (unknown keys, servers that do not exist, a DAG with one member, ...), naming the
-offending key in every error. Times in the fault schedule are offsets from the start.
+`load_topology(path)` reads a TOML file such as `conf/topology.toml` with the project's one
+configuration mechanism (`infra.config`: names, types and values checked, each refusal naming
+the file, the key, the value and what is allowed), then checks it as a whole (servers that do
+not exist, a boundary nobody is in, ...). Times in the fault schedule are offsets from the start.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping
 
+from infra.config import ConfigError, Milliseconds, allowed, at_least, build, more_than, one_of, written_as
 from schemas.events import NodeMode
-from state.parameters import ModelConfig, ms, parse_duration, model_config_from
+from state.parameters import ModelConfig, model_config_from
 
 
-class TopologyError(ValueError):
+class TopologyError(ConfigError):
     """A topology file that cannot be simulated as it stands."""
+
+
+_SHARE = allowed("a share from 0 to 1", lambda v: 0 <= v <= 1)
+_NON_NEGATIVE_SPAN = allowed("a duration of zero or more", lambda v: v >= 0)
 
 
 @dataclass(frozen=True)
@@ -50,32 +56,48 @@ class Internet:
 
 @dataclass(frozen=True)
 class Workload:
-    messages_per_second: float = 2.0
-    daily_curve: tuple[float, ...] = (1.0,) * 24
-    internal_submission_share: float = 0.6
-    recipients_weights: tuple[float, ...] = (70, 20, 7, 3)
-    external_recipient_share: float = 0.25
-    size_bytes_median: int = 40_000
-    queue_time_ms: int = 2_000
+    messages_per_second: float = field(default=2.0, metadata=more_than(0))
+    daily_curve: tuple[float, ...] = field(default=(1.0,) * 24, metadata=allowed(
+        "24 multipliers >= 0, one per hour", lambda v: len(v) == 24 and min(v) >= 0))
+    internal_submission_share: float = field(default=0.6, metadata=_SHARE)
+    recipients_weights: tuple[float, ...] = field(default=(70, 20, 7, 3), metadata=allowed(
+        "weights >= 0 for 1, 2, 3, ... recipients, at least one above 0", lambda v: min(v) >= 0 and sum(v) > 0))
+    external_recipient_share: float = field(default=0.25, metadata=_SHARE)
+    size_bytes_median: int = field(default=40_000, metadata=at_least(1))
+    queue_time_ms: Milliseconds = field(default=Milliseconds("2s"), metadata=written_as("queue_time", **allowed(
+        "a duration longer than zero", lambda v: v > 0)))
+
+
+KINDS = ("crash", "partition", "slow_next_hop", "refusing_next_hop", "clock_skew", "shadow_failure")
+RESTARTS = ("same_database", "new_database", "never")
 
 
 @dataclass(frozen=True)
 class Fault:
     """One entry of the fault schedule; which fields matter depends on `kind`."""
 
-    kind: str
-    at_ms: int  # offset from the start
-    duration_ms: int
+    kind: str = field(metadata=one_of(*KINDS))
+    at_ms: Milliseconds = field(default=Milliseconds(0), metadata=written_as("at", **_NON_NEGATIVE_SPAN))
+    duration_ms: Milliseconds = field(default=Milliseconds(0), metadata=written_as("duration", **_NON_NEGATIVE_SPAN))
     server: str | None = None
     servers: tuple[str, ...] = ()
     next_hop: str | None = None
-    restart: str = "same_database"
-    backlog_ms: int = 0
-    delay_ms: int = 0
-    offset_ms: int = 0
+    restart: str = field(default="same_database", metadata=one_of(*RESTARTS))
+    backlog_ms: Milliseconds = field(default=Milliseconds(0), metadata=written_as("backlog", **_NON_NEGATIVE_SPAN))
+    delay_ms: Milliseconds = field(default=Milliseconds(0), metadata=written_as("delay", **_NON_NEGATIVE_SPAN))
+    offset_ms: Milliseconds = field(default=Milliseconds(0), metadata=written_as("offset"))  # + ahead, - behind
 
-    KINDS = ("crash", "partition", "slow_next_hop", "refusing_next_hop", "clock_skew", "shadow_failure")
-    RESTARTS = ("same_database", "new_database", "never")
+
+@dataclass(frozen=True)
+class Organisation:
+    """The `[organisation]` table."""
+
+    domain: str = "contoso.com"
+    start: object = field(default="2026-01-05T00:00:00Z", metadata=allowed(
+        "an ISO date and time such as 2026-01-05T00:00:00Z", lambda v: _instant(v) is not None))
+    duration_ms: Milliseconds = field(default=Milliseconds("1.00:00:00"), metadata=written_as("duration", **allowed(
+        "a duration longer than zero", lambda v: v > 0)))
+    users_per_database: int = field(default=500, metadata=at_least(1))
 
 
 @dataclass(frozen=True)
@@ -115,6 +137,19 @@ class Topology:
 
 # ---- loading ----------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _TopologyFile:
+    """The file's tables as written; `topology_from` checks them as a whole."""
+
+    organisation: Organisation = field(default_factory=Organisation)
+    servers: tuple[Server, ...] = ()
+    mailbox_databases: tuple[MailboxDatabase, ...] = ()
+    internet: Mapping[str, object] = field(default_factory=dict)
+    workload: Workload = field(default_factory=Workload)
+    shadow_redundancy: Mapping[str, object] = field(default_factory=dict)
+    faults: tuple[Fault, ...] = ()
+
+
 def load_topology(path: Path | str, overrides: Mapping[str, object] | None = None) -> Topology:
     """The topology in `path`; `overrides` replaces top-level tables (for tests and what-ifs)."""
     path = Path(path)
@@ -122,161 +157,69 @@ def load_topology(path: Path | str, overrides: Mapping[str, object] | None = Non
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TopologyError(f"{path}: no such topology file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
-        raise TopologyError(f"{path}: {exc}") from None
+        raise TopologyError(f"{path}: not valid TOML ({exc})") from None
     raw.update(overrides or {})
+    return topology_from(raw, where=str(path))
+
+
+def topology_from(raw: Mapping[str, object], where: str = "topology") -> Topology:
     try:
-        return topology_from(raw)
-    except TopologyError as exc:
-        raise TopologyError(f"{path}: {exc}") from None
+        return _topology(build(_TopologyFile, raw, where), where)
+    except TopologyError:
+        raise
+    except ConfigError as exc:
+        raise TopologyError(str(exc)) from None
 
 
-def topology_from(raw: Mapping[str, object]) -> Topology:
-    raw = dict(raw)
-    _known(raw, "", {"organisation", "servers", "mailbox_databases", "internet", "workload", "shadow_redundancy",
-                     "faults"})
-    org = _table(raw, "organisation")
-    _known(org, "organisation", {"domain", "start", "duration", "users_per_database"})
-    servers = tuple(_server(s, i) for i, s in enumerate(_list(raw, "servers")))
+def _topology(file: _TopologyFile, where: str) -> Topology:
+    def refuse(text: str) -> TopologyError:
+        return TopologyError(f"{where}: {text}")
+
+    servers = file.servers
     names = [s.name for s in servers]
-    if len(set(names)) != len(names):
-        raise TopologyError(f"servers: a name appears twice in {names}")
     if not servers:
-        raise TopologyError("servers: at least one server is needed")
+        raise refuse("servers: at least one server is needed ([[servers]] with name and site)")
+    if len(set(names)) != len(names):
+        raise refuse(f"servers: a name appears twice in {names}")
     dags = {s.dag for s in servers if s.dag}
-    databases = []
-    for i, d in enumerate(_list(raw, "mailbox_databases")):
-        _known(d, f"mailbox_databases[{i}]", {"name", "dag"})
-        if d.get("dag") not in dags:
-            raise TopologyError(f"mailbox_databases[{i}].dag: {d.get('dag')!r} is not the DAG of any server")
-        databases.append(MailboxDatabase(str(d["name"]), str(d["dag"])))
+    for i, d in enumerate(file.mailbox_databases):
+        if d.dag not in dags:
+            raise refuse(f"mailbox_databases[{i}].dag = {d.dag!r}: expected the DAG of a server ({', '.join(sorted(dags))})")
     boundaries = {s.boundary for s in servers}
-    net = _table(raw, "internet")
-    _known(net, "internet", {"inbound_boundary", "outbound_boundary", "senders", "receivers"})
-    internet = Internet(
-        inbound_boundary=str(net.get("inbound_boundary", servers[0].boundary)),
-        outbound_boundary=str(net.get("outbound_boundary", servers[0].boundary)),
-        senders=tuple(net.get("senders", Internet.senders)),
-        receivers=tuple(net.get("receivers", Internet.receivers)),
-    )
+    internet = build(Internet, {"inbound_boundary": servers[0].boundary, "outbound_boundary": servers[0].boundary,
+                                **file.internet}, f"{where}: internet")
     for key in ("inbound_boundary", "outbound_boundary"):
         if getattr(internet, key) not in boundaries:
-            raise TopologyError(f"internet.{key}: {getattr(internet, key)!r} is not a boundary; boundaries:"
-                                f" {', '.join(sorted(boundaries))}")
-    try:
-        model = model_config_from(_table(raw, "shadow_redundancy"))
-    except ValueError as exc:
-        raise TopologyError(f"shadow_redundancy: {exc}") from None
-    unknown_nodes = set(model.nodes) - set(names)
-    if unknown_nodes:
-        raise TopologyError(f"shadow_redundancy.nodes: no such server {', '.join(sorted(unknown_nodes))}")
-    faults = tuple(_fault(f, i, set(names), {d.name for d in databases} | set(internet.receivers) | set(names))
-                   for i, f in enumerate(_list(raw, "faults")))
+            raise refuse(f"internet.{key} = {getattr(internet, key)!r}: expected a boundary"
+                         f" ({', '.join(sorted(boundaries))})")
+    model = model_config_from(file.shadow_redundancy, f"{where}: shadow_redundancy", known_servers=names)
+    hops = {d.name for d in file.mailbox_databases} | set(internet.receivers) | set(names)
+    for i, fault in enumerate(file.faults):
+        _check_fault(fault, f"faults[{i}]", set(names), hops, refuse)
+    org = file.organisation
     return Topology(
-        domain=str(org.get("domain", "contoso.com")),
-        start_ms=_instant(org.get("start", "2026-01-05T00:00:00Z"), "organisation.start"),
-        duration_ms=_duration(org.get("duration", "1.00:00:00"), "organisation.duration"),
-        servers=servers, mailbox_databases=tuple(databases), internet=internet,
-        workload=_workload(_table(raw, "workload")), model=model, faults=faults,
-        users_per_database=int(org.get("users_per_database", 500)),
+        domain=org.domain, start_ms=_instant(org.start), duration_ms=int(org.duration_ms),
+        servers=servers, mailbox_databases=file.mailbox_databases, internet=internet,
+        workload=file.workload, model=model, faults=file.faults, users_per_database=org.users_per_database,
     )
 
 
-def _server(raw: Mapping[str, object], i: int) -> Server:
-    where = f"servers[{i}]"
-    _known(raw, where, {"name", "site", "dag", "mode"})
-    if "name" not in raw or "site" not in raw:
-        raise TopologyError(f"{where}: name and site are required")
-    try:
-        mode = NodeMode(str(raw.get("mode", "EXCHANGE_2013")))
-    except ValueError:
-        raise TopologyError(f"{where}.mode: EXCHANGE_2013 or EXCHANGE_2010, not {raw.get('mode')!r}") from None
-    return Server(str(raw["name"]), str(raw["site"]), str(raw["dag"]) if raw.get("dag") else None, mode)
+def _check_fault(fault: Fault, at: str, servers: set[str], hops: set[str], refuse) -> None:
+    if fault.kind in ("crash", "clock_skew", "shadow_failure") and fault.server not in servers:
+        raise refuse(f"{at}.server = {fault.server!r}: expected a server of the topology")
+    if fault.kind == "partition" and (len(fault.servers) != 2 or not set(fault.servers) <= servers):
+        raise refuse(f"{at}.servers = {list(fault.servers)}: expected two servers of the topology")
+    if fault.kind in ("slow_next_hop", "refusing_next_hop") and fault.next_hop not in hops:
+        raise refuse(f"{at}.next_hop = {fault.next_hop!r}: expected a server, mailbox database or outside domain")
 
 
-def _workload(raw: Mapping[str, object]) -> Workload:
-    _known(raw, "workload", {"messages_per_second", "daily_curve", "internal_submission_share",
-                             "recipients_weights", "external_recipient_share", "size_bytes_median", "queue_time"})
-    curve = tuple(float(x) for x in raw.get("daily_curve", Workload.daily_curve))
-    if len(curve) != 24 or min(curve) < 0:
-        raise TopologyError("workload.daily_curve: 24 multipliers >= 0, one per hour")
-    return Workload(
-        messages_per_second=float(raw.get("messages_per_second", Workload.messages_per_second)),
-        daily_curve=curve,
-        internal_submission_share=float(raw.get("internal_submission_share", Workload.internal_submission_share)),
-        recipients_weights=tuple(float(x) for x in raw.get("recipients_weights", Workload.recipients_weights)),
-        external_recipient_share=float(raw.get("external_recipient_share", Workload.external_recipient_share)),
-        size_bytes_median=int(raw.get("size_bytes_median", Workload.size_bytes_median)),
-        queue_time_ms=_duration(raw.get("queue_time", "2s"), "workload.queue_time"),
-    )
-
-
-def _fault(raw: Mapping[str, object], i: int, servers: set[str], hops: set[str]) -> Fault:
-    where = f"faults[{i}]"
-    _known(raw, where, {"kind", "at", "duration", "server", "servers", "next_hop", "restart", "backlog", "delay",
-                        "offset"})
-    kind = raw.get("kind")
-    if kind not in Fault.KINDS:
-        raise TopologyError(f"{where}.kind: one of {', '.join(Fault.KINDS)}, not {kind!r}")
-    fault = Fault(
-        kind=str(kind), at_ms=_duration(raw.get("at", 0), f"{where}.at"),
-        duration_ms=_duration(raw.get("duration", 0), f"{where}.duration"),
-        server=raw.get("server"), servers=tuple(raw.get("servers", ())), next_hop=raw.get("next_hop"),
-        restart=str(raw.get("restart", "same_database")),
-        backlog_ms=_duration(raw.get("backlog", 0), f"{where}.backlog"),
-        delay_ms=_duration(raw.get("delay", 0), f"{where}.delay"),
-        offset_ms=_signed_duration(raw.get("offset", 0), f"{where}.offset"),
-    )
-    if kind in ("crash", "clock_skew", "shadow_failure") and fault.server not in servers:
-        raise TopologyError(f"{where}.server: {fault.server!r} is not a server")
-    if kind == "partition" and (len(fault.servers) != 2 or not set(fault.servers) <= servers):
-        raise TopologyError(f"{where}.servers: two servers of the topology, not {list(fault.servers)}")
-    if kind in ("slow_next_hop", "refusing_next_hop") and fault.next_hop not in hops:
-        raise TopologyError(f"{where}.next_hop: a server, mailbox database or outside domain, not {fault.next_hop!r}")
-    if fault.restart not in Fault.RESTARTS:
-        raise TopologyError(f"{where}.restart: one of {', '.join(Fault.RESTARTS)}, not {fault.restart!r}")
-    return fault
-
-
-def _known(raw: Mapping[str, object], where: str, keys: set[str]) -> None:
-    unknown = set(raw) - keys
-    if unknown:
-        prefix = f"{where}: " if where else ""
-        raise TopologyError(f"{prefix}unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(keys))}")
-
-
-def _table(raw: Mapping[str, object], key: str) -> dict:
-    value = raw.get(key, {})
-    if not isinstance(value, Mapping):
-        raise TopologyError(f"{key}: expected a table")
-    return dict(value)
-
-
-def _list(raw: Mapping[str, object], key: str) -> list[dict]:
-    value = raw.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise TopologyError(f"{key}: expected an array of tables ([[{key}]])")
-    return value
-
-
-def _duration(value: object, where: str) -> int:
-    try:
-        return ms(parse_duration(value))
-    except ValueError as exc:
-        raise TopologyError(f"{where}: {exc}") from None
-
-
-def _signed_duration(value: object, where: str) -> int:
-    if isinstance(value, str) and value.strip().startswith(("-", "+")):
-        sign = -1 if value.strip()[0] == "-" else 1
-        return sign * _duration(value.strip()[1:], where)
-    return _duration(value, where)
-
-
-def _instant(value: object, where: str) -> int:
+def _instant(value: object) -> int | None:
     if isinstance(value, datetime):
         return int(value.timestamp() * 1000)
     try:
         return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() * 1000)
     except ValueError:
-        raise TopologyError(f"{where}: an ISO date and time such as 2026-01-05T00:00:00Z, not {value!r}") from None
+        return None

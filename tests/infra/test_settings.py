@@ -1,9 +1,10 @@
-"""Settings: defaults, the shipped file, and refusals that name the key at fault."""
+"""Settings: defaults, the shipped file, the environment, and refusals that name file, key, value and what is allowed."""
 
 import dataclasses
 
 import pytest
 
+from infra.config import SparkInterval
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 
 
@@ -11,6 +12,14 @@ def write(tmp_path, text):
     path = tmp_path / "conf.toml"
     path.write_text(text)
     return path
+
+
+def refusal(tmp_path, text, env=None) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text), env=env or {})
+    message = str(caught.value)
+    assert "\n" not in message and str(tmp_path / "conf.toml") in message
+    return message
 
 
 def test_shipped_file_states_the_defaults():
@@ -42,20 +51,73 @@ def test_environment_names_the_file(tmp_path):
     assert load_settings(env={"SHADOWTWIN_CONF": str(path)}).spark.master == "spark://h:7077"
 
 
+def test_every_setting_can_come_from_an_environment_variable_named_after_it(tmp_path):
+    settings = load_settings(write(tmp_path, "[twin]\nwatermark_delay = \"10 seconds\"\n"), env={
+        "SHADOWTWIN_TWIN_WATERMARK_DELAY": "45 seconds",
+        "SHADOWTWIN_KAFKA_EMBEDDED_PORT": "29092",
+        "SHADOWTWIN_TWIN_TICKS": "false",
+        "SHADOWTWIN_DEMO_MESSAGES_PER_SECOND": "2.5",
+        "SHADOWTWIN_SHADOW_REDUNDANCY_SHADOW_RESUBMIT_TIME_SPAN": "01:00:00",
+        "SHADOWTWIN_SHADOW_REDUNDANCY_SERVERS": "mbx01, mbx02",
+    })
+    assert settings.twin.watermark_delay == "45 seconds"
+    assert settings.kafka.embedded.port == 29092
+    assert settings.twin.ticks is False
+    assert settings.demo.messages_per_second == 2.5
+    assert settings.shadow_redundancy.timing("any").resubmit_ms == 3_600_000
+    assert settings.shadow_redundancy.servers == ("mbx01", "mbx02")
+
+
+def test_a_bad_environment_variable_is_named_with_its_value(tmp_path):
+    message = refusal(tmp_path, "", env={"SHADOWTWIN_TOPICS_EVENTS_PARTITIONS": "zero"})
+    assert "with the environment" in message and "topics.events_partitions = 'zero'" in message
+
+
 def test_unknown_key_is_named(tmp_path):
-    with pytest.raises(ConfigError, match=r"kafka:embedded.*unknown key\(s\) prot"):
-        load_settings(write(tmp_path, "[kafka.embedded]\nprot = 1\n"), env={})
+    assert "kafka.embedded.prot: unknown key" in refusal(tmp_path, "[kafka.embedded]\nprot = 1\n")
 
 
 def test_wrong_type_is_named(tmp_path):
-    with pytest.raises(ConfigError, match=r"topics:events_partitions: expected int, got 'four'"):
-        load_settings(write(tmp_path, '[topics]\nevents_partitions = "four"\n'), env={})
+    assert "topics.events_partitions = 'four': expected a whole number" in refusal(
+        tmp_path, '[topics]\nevents_partitions = "four"\n')
 
 
 def test_whole_numbers_pass_for_floats_but_booleans_are_not_numbers(tmp_path):
     assert load_settings(write(tmp_path, "[demo]\nmessages_per_second = 5\n"), env={}).demo.messages_per_second == 5.0
-    with pytest.raises(ConfigError, match=r"demo:servers: expected int, got True"):
-        load_settings(write(tmp_path, "[demo]\nservers = true\n"), env={})
+    assert "demo.servers = True: expected a whole number" in refusal(tmp_path, "[demo]\nservers = true\n")
+
+
+@pytest.mark.parametrize("text, named", [
+    ("[shadow_redundancy]\nmax_retries_for_remote_site_shadow = -3\n",
+     "max_retries_for_remote_site_shadow = -3: expected a number >= 0"),
+    ('[shadow_redundancy]\nshadow_heartbeat_frequency = "00:00:00"\n',
+     "shadow_heartbeat_frequency = '00:00:00': expected a duration longer than zero"),
+    ('[shadow_redundancy]\nShadowResubmitTimeSpan = "soon"\n',
+     "ShadowResubmitTimeSpan = 'soon': expected a duration"),
+    ('[twin]\nwatermark_delay = "banana"\n', "twin.watermark_delay = 'banana': expected a Spark interval"),
+    ('[spark]\ntrigger_interval = "2 fortnights"\n', "spark.trigger_interval = '2 fortnights': expected a Spark"),
+    ("[topics]\nevents_partitions = -1\n", "topics.events_partitions = -1: expected a number >= 1"),
+    ("[kafka.embedded]\nport = 70000\n", "kafka.embedded.port = 70000: expected a port number"),
+    ('[topics]\nalerts = "no spaces allowed"\n', "topics.alerts = 'no spaces allowed': expected a Kafka topic name"),
+    ('[spark]\nlog_level = "LOUD"\n', "spark.log_level = 'LOUD': expected one of"),
+    ('[shadow_redundancy]\nmode = "EXCHANGE_2007"\n', "mode = 'EXCHANGE_2007': expected one of UNKNOWN, EXCHANGE_2013"),
+    ("[shadow_redundancy]\nshadow_silence_heartbeats = -1\n", "shadow_silence_heartbeats = -1: expected a number >= 0"),
+    ('[shadow_redundancy.nodes.hub09]\nmode = "EXCHANGE_2010"\n', "nodes.hub09: no such server"),
+])
+def test_values_outside_what_is_allowed_are_refused_in_one_line(tmp_path, text, named):
+    assert named in refusal(tmp_path, text)
+
+
+def test_a_per_node_override_names_a_declared_server(tmp_path):
+    settings = load_settings(write(tmp_path, '[shadow_redundancy]\nservers = ["hub01"]\n'
+                                             '[shadow_redundancy.nodes.hub01]\nmode = "EXCHANGE_2010"\n'), env={})
+    assert settings.shadow_redundancy.for_node("hub01").mode.value == "EXCHANGE_2010"
+
+
+def test_spark_intervals_are_parsed_when_loaded():
+    assert SparkInterval("30 seconds").ms == 30_000 and SparkInterval("500 milliseconds").ms == 500
+    with pytest.raises(ValueError):
+        SparkInterval("30")
 
 
 def test_missing_file_is_a_clear_error(tmp_path):

@@ -21,7 +21,7 @@ def test_a_bad_configuration_is_reported_not_raised(tmp_path):
     result = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "--conf", str(conf), "kafka", "status"],
                             capture_output=True, text=True)
     assert result.returncode == 2
-    assert "unknown key(s) bootstrap" in result.stderr
+    assert "kafka.bootstrap: unknown key" in result.stderr
 
 
 def test_demo_tells_the_outage_story_from_what_it_reads_back_from_kafka(kafka_bootstrap, tmp_path):

@@ -51,12 +51,12 @@ def test_exchange_names_and_powershell_booleans():
 def test_unknown_parameter_and_bad_value_are_named():
     with pytest.raises(ValueError, match="ShadowResubmitTimespam"):
         parameters_from({"ShadowResubmitTimespam": "1h"})
-    with pytest.raises(ValueError, match="shadow_heartbeat_retry_count: expected a whole number"):
+    with pytest.raises(ValueError, match="shadow_heartbeat_retry_count = 'often': expected a whole number"):
         parameters_from({"shadow_heartbeat_retry_count": "often"})
 
 
 def test_per_node_overrides_start_from_the_deployment_values():
-    config = model_config_from({"shadow_resubmit_time_span": "2h",
+    config = model_config_from({"shadow_resubmit_time_span": "2h", "servers": ["hub01"],
                                 "nodes": {"hub01": {"mode": "EXCHANGE_2010"}}})
     assert config.for_node("hub01").mode is NodeMode.EXCHANGE_2010
     assert config.for_node("hub01").shadow_resubmit_time_span == timedelta(hours=2)
@@ -65,7 +65,7 @@ def test_per_node_overrides_start_from_the_deployment_values():
 
 
 def test_what_if_overrides_reach_every_node():
-    config = model_config_from({"nodes": {"hub01": {"mode": "EXCHANGE_2010"}}})
+    config = model_config_from({"nodes": {"hub01": {"mode": "EXCHANGE_2010"}}}, known_servers=["hub01"])
     changed = config.with_overrides({"shadow_resubmit_time_span": "1h"})
     assert changed.for_node("hub01").shadow_resubmit_time_span == timedelta(hours=1)
     assert changed.for_node("hub01").mode is NodeMode.EXCHANGE_2010
@@ -77,3 +77,15 @@ def test_what_if_overrides_reach_every_node():
 
 def test_shipped_configuration_states_the_defaults():
     assert load_settings(env={}).shadow_redundancy == ModelConfig()
+
+
+def test_a_per_node_override_must_name_a_known_or_declared_server():
+    with pytest.raises(ValueError, match="nodes.hub09: no such server; known: hub01"):
+        model_config_from({"nodes": {"hub09": {"mode": "EXCHANGE_2010"}}}, known_servers=["hub01"])
+
+
+@pytest.mark.parametrize("name, value", [("ShadowHeartbeatFrequency", "00:00:00"), ("ShadowResubmitTimeSpan", "-1h"),
+                                         ("MaxRetriesForLocalSiteShadow", -3), ("ShadowHeartbeatRetryCount", 0)])
+def test_values_the_domain_cannot_have_are_refused(name, value):
+    with pytest.raises(ValueError, match=f"{name} = "):
+        parameters_from({name: value})

@@ -5,7 +5,7 @@ import stat
 import pytest
 
 from producers.relay.topology import ensure_secrets, load_topology, topology_from
-from infra.settings import ConfigError
+from infra.config import ConfigError
 
 
 def test_the_shipped_lab_topology():
@@ -17,11 +17,14 @@ def test_the_shipped_lab_topology():
 
 @pytest.mark.parametrize("raw, message", [
     ({"nodes": []}, "at least one node"),
-    ({"nodes": [{"name": "a", "port": 1, "colour": "red"}]}, r"nodes\[0\]: unknown key\(s\) colour"),
+    ({"nodes": [{"name": "a", "port": 1, "colour": "red"}]}, r"nodes\[0\]: colour: unknown key"),
     ({"nodes": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]}, "unique"),
     ({"nodes": [{"name": "a", "port": 1}], "sink": {"port": 1}}, "distinct"),
     ({"nodes": [{"name": "a", "port": 1}], "shadow_redundancy": {"shadow_heartbeat_frequency": "soon"}},
-     "shadow_redundancy"),
+     "shadow_redundancy: shadow_heartbeat_frequency = 'soon'"),
+    ({"nodes": [{"name": "a", "port": 1}], "shadow_redundancy": {"nodes": {"b": {"shadow_resubmit_time_span": "1h"}}}},
+     "nodes.b: no such server; known: a"),
+    ({"nodes": [{"name": "a", "port": 0}]}, r"nodes\[0\]: port = 0: expected a port number"),
 ])
 def test_mistakes_are_refused(raw, message):
     with pytest.raises(ConfigError, match=message):

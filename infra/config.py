@@ -1,0 +1,307 @@
+"""The one configuration mechanism: frozen dataclasses built from TOML tables and environment variables.
+
+Every settings class of the project (the tool's `infra.settings.Settings`, the model's
+`state.parameters.ShadowRedundancyParameters`, the simulator's and the lab's topologies) is a
+frozen dataclass whose defaults are the documented ones. `build(cls, table, where)` makes one
+from a mapping and refuses, in one line naming the file, the key, the value and what is
+allowed: unknown keys, wrong types, and values outside a field's `allowed` range (declared on
+the field with `metadata=at_least(1)` and friends). `env_overlay` reads the same keys from
+environment variables named after them (`SHADOWTWIN_TWIN_WATERMARK_DELAY` for
+`[twin] watermark_delay`), for containers.
+
+This module imports nothing from the project: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import re
+import types
+import typing
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+
+class ConfigError(ValueError):
+    """A configuration file, variable or override that cannot be used as it stands."""
+
+
+# ---- what a field allows --------------------------------------------------------------------
+
+def allowed(description: str, test: Callable[[Any], bool], **more: Any) -> dict[str, Any]:
+    """Field metadata: the value must pass `test`; `description` says what is allowed."""
+    return {"allowed": description, "test": test, **more}
+
+
+def written_as(key: str, **check: Any) -> dict[str, Any]:
+    """Field metadata: the field is written `key` in files (`queue_time` for `queue_time_ms`)."""
+    return {"key": key, **check}
+
+
+def at_least(n: int | float) -> dict[str, Any]:
+    return allowed(f"a number >= {n}", lambda v: v >= n)
+
+
+def more_than(n: int | float) -> dict[str, Any]:
+    return allowed(f"a number > {n}", lambda v: v > n)
+
+
+def port() -> dict[str, Any]:
+    return allowed("a port number from 1 to 65535", lambda v: 1 <= v <= 65535)
+
+
+def positive_duration() -> dict[str, Any]:
+    return allowed("a duration longer than zero", lambda v: v > timedelta(0))
+
+
+def non_negative_duration() -> dict[str, Any]:
+    return allowed("a duration of zero or more", lambda v: v >= timedelta(0))
+
+
+def one_of(*choices: str) -> dict[str, Any]:
+    return allowed(f"one of {', '.join(choices)}", lambda v: v in choices)
+
+
+def matching(pattern: str, description: str) -> dict[str, Any]:
+    compiled = re.compile(pattern)
+    return allowed(description, lambda v: compiled.fullmatch(v) is not None)
+
+
+# ---- durations --------------------------------------------------------------------------------
+
+_EXCHANGE_SPAN = re.compile(r"^(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)$")
+_SHORT_SPAN = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|min|h|d)$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: object) -> timedelta:
+    """"03:00:00", "2.00:00:00" (Exchange's notation), "3h", "90s", "500ms", 180 (seconds), or a timedelta."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        text = value.strip()
+        if match := _EXCHANGE_SPAN.match(text):
+            return timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
+                             seconds=float(match["s"]))
+        if match := _SHORT_SPAN.match(text):
+            return timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]])
+    raise ValueError(f"not a duration: {value!r} (use e.g. \"03:00:00\", \"2.00:00:00\", \"3h\", \"90s\")")
+
+
+class Milliseconds(int):
+    """A duration written as in `parse_duration`, held as whole milliseconds; a leading - makes it negative."""
+
+    def __new__(cls, value: object) -> "Milliseconds":
+        if isinstance(value, int) and not isinstance(value, bool) and isinstance(value, Milliseconds):
+            return value
+        text = value.strip() if isinstance(value, str) else value
+        sign = -1 if isinstance(text, str) and text.startswith("-") else 1
+        if isinstance(text, str) and text[:1] in "+-" and text:
+            text = text[1:]
+        return super().__new__(cls, sign * int(parse_duration(text).total_seconds() * 1000))
+
+
+class SparkInterval(str):
+    """A Spark interval string ("30 seconds", "500 milliseconds", "1 minute"), checked when loaded."""
+
+    _FORM = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s+(?P<unit>millisecond|second|minute|hour|day)s?\s*$", re.I)
+    _MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+    ALLOWED = 'a Spark interval such as "30 seconds", "500 milliseconds" or "1 minute"'
+
+    def __new__(cls, text: str) -> "SparkInterval":
+        if not isinstance(text, str) or not cls._FORM.match(text):
+            raise ValueError(f"not {cls.ALLOWED}: {text!r}")
+        return super().__new__(cls, text.strip())
+
+    @property
+    def ms(self) -> int:
+        match = self._FORM.match(self)
+        assert match is not None
+        return int(float(match["n"]) * self._MS[match["unit"].lower()])
+
+
+# ---- building ----------------------------------------------------------------------------------
+
+class Context(typing.NamedTuple):
+    """Where a table comes from (for messages), what relative paths are relative to, and how a
+    key as written becomes a field name (the model's parameters accept Exchange's CamelCase)."""
+
+    where: str
+    root: Path
+    key: Callable[[str], str]
+
+
+def build(cls: type, raw: Mapping[str, object], where: str = "settings", *, root: Path | None = None,
+          key: Callable[[str], str] | None = None, base: object | None = None):
+    """The frozen dataclass `cls` from `raw`, every name, type and value checked.
+
+    `base`: an instance whose values stand for the keys `raw` does not give (else the defaults).
+    """
+    context = Context(where, root or Path.cwd(), key or (lambda name: name))
+    return _build(cls, raw, "", context, base)
+
+
+def _build(cls: type, raw: object, path: str, context: Context, base: object | None = None):
+    if not isinstance(raw, Mapping):
+        raise _refuse(context, path, raw, "a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls) if f.init}
+    values: dict[str, object] = {}
+    for written, value in raw.items():
+        key = context.key(str(written))
+        if key not in fields:
+            raise ConfigError(f"{context.where}: {_join(path, str(written))}: unknown key;"
+                              f" known: {', '.join(sorted(fields))}")
+        name = fields[key].name
+        values[name] = coerce(hints[name], value, _join(path, str(written)), context, fields[key].metadata)
+    if base is not None:
+        return dataclasses.replace(base, **values)
+    for f in fields.values():
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            key = f.metadata.get("key", f.name)
+            raise ConfigError(f"{context.where}: {_join(path, key)}: missing; expected {_expected(hints[f.name])}")
+    return cls(**values)
+
+
+def coerce(hint: object, value: object, path: str, context: Context, metadata: Mapping[str, Any] = {}) -> object:
+    """`value` as the type `hint`, checked against the field's `allowed` metadata."""
+    try:
+        result = _as(hint, value, path, context)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise _refuse(context, path, value, _expected(hint), str(exc)) from None
+    test = metadata.get("test")
+    if test is not None and not test(result):
+        raise _refuse(context, path, value, metadata["allowed"])
+    return result
+
+
+def _as(hint: object, value: object, path: str, context: Context) -> object:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [o for o in typing.get_args(hint) if o is not type(None)]
+        if value is None or (isinstance(value, str) and value == "" and len(options) < len(typing.get_args(hint))):
+            return None
+        return _as(options[0], value, path, context)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path, context)  # type: ignore[arg-type]
+    if origin is tuple:
+        items = _split(value)
+        item_type = typing.get_args(hint)[0]
+        return tuple(_as(item_type, item, f"{path}[{i}]", context) for i, item in enumerate(items))
+    if origin in (dict, collections.abc.Mapping) or hint in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise ValueError("expected a table")
+        item_type = typing.get_args(hint)[1] if typing.get_args(hint) else object
+        return {str(k): _as(item_type, v, _join(path, str(k)), context) for k, v in value.items()}
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower().lstrip("$") if isinstance(value, str) else None
+        if text in ("true", "false", "1", "0", "yes", "no"):
+            return text in ("true", "1", "yes")
+        raise ValueError("expected true or false")
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or not re.fullmatch(r"[-+]?\d+", str(value).strip()):
+            raise ValueError("expected a whole number")
+        return int(value)
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError("expected a number")
+        return float(value)
+    if hint is timedelta:
+        return parse_duration(value)
+    if hint is Path:
+        if not isinstance(value, str) or not value:
+            raise ValueError("expected a path")
+        path_value = Path(value).expanduser()
+        return path_value if path_value.is_absolute() else context.root / path_value
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        for member in hint:
+            if str(value).strip().lower() in (str(member.value).lower(), member.name.lower()):
+                return member
+        raise ValueError(f"expected one of {', '.join(str(m.value) for m in hint)}")
+    if hint in (SparkInterval, Milliseconds):
+        return hint(value)  # type: ignore[operator]
+    if hint is str:
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        return value
+    if hint is object:
+        return value
+    raise TypeError(f"no conversion to {hint!r}")
+
+
+def _split(value: object) -> list[object]:
+    """An array as written in TOML, or a comma-separated string from an environment variable."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    raise ValueError("expected an array")
+
+
+def _expected(hint: object) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return _expected(next(o for o in typing.get_args(hint) if o is not type(None)))
+    if hint is SparkInterval:
+        return SparkInterval.ALLOWED
+    if hint in (timedelta, Milliseconds):
+        return 'a duration such as "03:00:00", "2.00:00:00", "3h" or "90s"'
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"one of {', '.join(str(m.value) for m in hint)}"
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", Path: "a path"}
+    if typing.get_origin(hint) is tuple:
+        return f"an array of {names.get(typing.get_args(hint)[0], 'values')}"
+    return names.get(hint, getattr(hint, "__name__", str(hint)))  # type: ignore[arg-type]
+
+
+def _refuse(context: Context, path: str, value: object, allowed_text: str, detail: str = "") -> ConfigError:
+    shown = value if not isinstance(value, Mapping) else "a table"
+    extra = f" ({detail})" if detail and not detail.startswith("expected") else ""
+    return ConfigError(f"{context.where}: {path or 'the file'} = {shown!r}: expected {allowed_text}{extra}")
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+# ---- environment variables ---------------------------------------------------------------------
+
+def env_overlay(cls: type, env: Mapping[str, str], prefix: str,
+                extra_keys: Mapping[str, Callable[[], list[str]]] | None = None) -> dict[str, object]:
+    """The keys of `cls` (nested tables included) that environment variables set, as a raw table.
+
+    `[twin] watermark_delay` is `<prefix>_TWIN_WATERMARK_DELAY`. `extra_keys` lists the keys of
+    tables whose fields are not those of their type (a table parsed by its own function).
+    """
+    raw: dict[str, object] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        name = f"{prefix}_{f.name.upper()}"
+        hint = hints[f.name]
+        if extra_keys and f.name in extra_keys:
+            table = {k: env[f"{name}_{k.upper()}"] for k in extra_keys[f.name]() if f"{name}_{k.upper()}" in env}
+            if table:
+                raw[f.name] = table
+        elif dataclasses.is_dataclass(hint):
+            nested = env_overlay(hint, env, name)  # type: ignore[arg-type]
+            if nested:
+                raw[f.name] = nested
+        elif name in env:
+            raw[f.name] = env[name]
+    return raw
+
+
+def merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
+    """`over` laid on `base`, table by table."""
+    merged = dict(base)
+    for k, v in over.items():
+        merged[k] = merge(merged[k], v) if isinstance(v, Mapping) and isinstance(merged.get(k), Mapping) else v
+    return merged
