@@ -23,16 +23,19 @@ import tempfile
 import time
 import uuid
 
+from pyspark.sql import DataFrame, functions as F
+
+from infra.broker import start_if_needed
+from infra.config import SparkInterval
+from infra.settings import Settings, TopicSettings, load_settings
+from infra.topics import create_topics
 from producers.publisher import Publisher
 from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
-from infra.broker import start_if_needed
-from infra.settings import TopicSettings, load_settings
-from infra.topics import create_topics
 from state.parameters import model_config_from
+from streaming.app import TwinApplication
 from streaming.decode import classify_events
 from streaming.session import build_spark
-from streaming.twin import TwinConfig, start_twin, stop_between_batches
 
 
 def main() -> None:
@@ -63,11 +66,11 @@ def main() -> None:
         publisher.run()
         print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
               f" shadow/primary pairs, ~{args.in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s")
-        twin_rate = throughput(spark, bootstrap, topics, args, twin=True)
-        ceiling = throughput(spark, bootstrap, topics, args, twin=False)
+        twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)
+        ceiling = throughput(spark, bench_settings(settings, topics, args), args, twin=False)
         print(f"sustained: twin {twin_rate:,.0f} events/s; pass-through ceiling {ceiling:,.0f} events/s"
               f" ({twin_rate / ceiling:.0%} of it)")
-        delays = detection_delays(spark, bootstrap, args)
+        delays = detection_delays(spark, settings, args)
         if delays:
             p50, p99 = percentile(delays, 50), percentile(delays, 99)
             trigger_s = float(args.trigger.split()[0])
@@ -89,20 +92,25 @@ def fresh_topics(bootstrap: str) -> TopicSettings:
     return topics
 
 
-def throughput(spark, bootstrap: str, topics: TopicSettings, args, twin: bool) -> float:
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topics.events).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(args.batch)))
+def bench_settings(settings: Settings, topics: TopicSettings, args, **twin) -> Settings:
+    return dataclasses.replace(
+        settings, topics=topics, spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval(args.trigger)),
+        twin=dataclasses.replace(settings.twin, **{"watermark_delay": SparkInterval("1 hour"),
+                                                   "max_offsets_per_trigger": args.batch, **twin}))
+
+
+def pass_through(raw: DataFrame, settings: Settings) -> DataFrame:
+    """The same scan and decoding as the twin, no state, nothing written: the ceiling."""
+    rows = classify_events(raw)
+    return rows.where(F.col("primary_server") == F.lit("\0never")).select(
+        F.lit(settings.topics.dead_letters).alias("topic"), "key", "value")
+
+
+def throughput(spark, settings: Settings, args, twin: bool) -> float:
     checkpoint = tempfile.mkdtemp(prefix="bench-")
-    if twin:
-        config = TwinConfig(bootstrap, topics.events, topics.alerts, topics.commands, topics.dead_letters, checkpoint,
-                            model_config_from({}), watermark_delay="1 hour", trigger_interval=args.trigger,
-                            max_offsets_per_trigger=args.batch, query_name="bench-twin")
-        query = start_twin(spark, config)
-    else:
-        query = (classify_events(reader.load()).select("primary_server", "event_time", "value")
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
-                 .trigger(processingTime=args.trigger).queryName("bench-pass-through").start())
+    app = TwinApplication(settings, spark=spark, checkpoint_dir=checkpoint, ticks=False, say=lambda line: None,
+                          transform=None if twin else pass_through).start()
+    query = app.query
     seen, rows, seconds = set(), 0, 0.0
     total = None
     try:
@@ -120,34 +128,32 @@ def throughput(spark, bootstrap: str, topics: TopicSettings, args, twin: bool) -
             if total:
                 break
     finally:
-        stop_between_batches(query)
+        app.stop()
     name = "twin" if twin else "pass-through"
     print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up")
     return rows / seconds if seconds else 0.0
 
 
-def detection_delays(spark, bootstrap: str, args) -> list[float]:
+def detection_delays(spark, settings: Settings, args) -> list[float]:
     """Live: shadows lose their primaries one after another; how late does each command come?"""
     from confluent_kafka import Consumer
 
-    from streaming.ticker import Ticker
-
-    topics = fresh_topics(bootstrap)
+    topics = fresh_topics(settings.kafka.bootstrap_servers)
+    bootstrap = settings.kafka.bootstrap_servers
     span_ms, delay_ms = 5_000, 2_000
-    model = model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "5s"})
-    config = TwinConfig(bootstrap, topics.events, topics.alerts, topics.commands, topics.dead_letters,
-                        tempfile.mkdtemp(prefix="bench-live-"), model, watermark_delay=f"{delay_ms // 1000} seconds",
-                        trigger_interval=args.trigger, starting_offsets="latest", query_name="bench-live")
-    query = start_twin(spark, config)
-    while query.lastProgress is None:
+    settings = dataclasses.replace(
+        bench_settings(settings, topics, args, watermark_delay=SparkInterval(f"{delay_ms // 1000} seconds"),
+                       starting_offsets="latest", max_offsets_per_trigger=0, tick_interval_seconds=0.25),
+        shadow_redundancy=model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "5s"}))
+    app = TwinApplication(settings, spark=spark, checkpoint_dir=tempfile.mkdtemp(prefix="bench-live-"),
+                          ticks=True, say=lambda line: None).start()
+    while app.progress.batches == 0:
         time.sleep(0.2)
     events, knowable = live_outages(int(time.time() * 1000), args.live_seconds, span_ms, delay_ms)
-    ticker = Ticker(bootstrap, topics.events, interval_s=0.25)
     publisher = Publisher(bootstrap, topics.events, events, speed=1.0)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
     consumer.subscribe([topics.commands])
     codec, delays = default_codec(), []
-    ticker.start()
     publisher.start()
     try:
         end = time.monotonic() + args.live_seconds + 30
@@ -159,9 +165,8 @@ def detection_delays(spark, bootstrap: str, args) -> list[float]:
             delays.append((message.timestamp()[1] - knowable[command.message.internal_id]) / 1000)
     finally:
         publisher.stop()
-        ticker.stop()
         consumer.close()
-        stop_between_batches(query)
+        app.stop()
     return delays
 
 

@@ -50,14 +50,20 @@ def _demo(settings: Settings, args: argparse.Namespace) -> int:
 def _twin(settings: Settings, args: argparse.Namespace) -> int:
     import dataclasses
 
-    from shadowtwin.twin_run import RunOptions, run_twin
+    from producers.relay.topology import load_topology
+    from streaming.app import TwinApplication
 
     if args.bootstrap:
         settings = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka,
                                                                             bootstrap_servers=args.bootstrap))
-    options = RunOptions(master=args.master, seconds=args.seconds, ticks=False if args.no_ticks else None,
-                         checkpoint_dir=Path(args.checkpoint).resolve() if args.checkpoint else None)
-    return run_twin(settings, options)
+    if args.master:
+        settings = dataclasses.replace(settings, spark=dataclasses.replace(settings.spark, master=args.master))
+    if args.lab_topology:
+        settings = dataclasses.replace(settings, shadow_redundancy=load_topology(args.lab_topology).shadow_redundancy)
+    twin = TwinApplication(settings, ticks=False if args.no_ticks else None,
+                           checkpoint_dir=Path(args.checkpoint).resolve() if args.checkpoint else None,
+                           say=lambda line: print(line, flush=True))
+    return twin.run(seconds=args.seconds)
 
 
 def _whatif(settings: Settings, args: argparse.Namespace) -> int:
@@ -136,14 +142,16 @@ def parser() -> argparse.ArgumentParser:
 
     twin = commands.add_parser("twin", help="the streaming twin (the main job)",
                                description="Run the streaming twin: events topic -> alerts, redelivery commands,"
-                                           " dead letters. Runs until Ctrl-C.")
+                                           " dead letters. Runs until Ctrl-C or SIGTERM (exit 130 or 143).")
     twin.add_argument("action", choices=["run"])
     twin.add_argument("--master", help="Spark master URL (default: from conf/, local mode)")
     twin.add_argument("--bootstrap", help="Kafka bootstrap servers of a cluster (default: from conf/)")
     twin.add_argument("--checkpoint", help="checkpoint folder (default: <spark.checkpoint_dir>/twin)")
     twin.add_argument("--no-ticks", action="store_true",
                       help="do not publish clock ticks (when replaying a recording, which carries its own)")
-    twin.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C)")
+    twin.add_argument("--lab-topology", metavar="FILE",
+                      help="take the shadow-redundancy parameters of this lab topology (what `lab up --twin` does)")
+    twin.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
     twin.set_defaults(run=_twin)
 
     whatif = commands.add_parser("whatif", help="replay a recording through the model with other parameters",

@@ -14,103 +14,95 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
+from datetime import datetime, timezone
 from typing import Callable
 
-from infra.broker import start_if_needed
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+from infra.config import SparkInterval
 from infra.settings import Settings
-from infra.topics import create_topics
+from infra.signals import stop_on_signals
+from producers.publisher import Publisher
+from producers.synthetic import Crash, Workload, generate
+from schemas.codec import default_codec
+from schemas.events import Alert, AlertType
+from streaming.app import TwinApplication
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """The twin's settings for the demo: short spans, a short watermark, only new events."""
+    demo = settings.demo
+    model = settings.shadow_redundancy.with_overrides({
+        "shadow_heartbeat_frequency": demo.shadow_heartbeat_frequency,
+        "shadow_resubmit_time_span": demo.shadow_resubmit_time_span,
+    })
+    return dataclasses.replace(
+        settings, shadow_redundancy=model,
+        twin=dataclasses.replace(settings.twin, starting_offsets="latest", watermark_delay=demo.watermark_delay),
+        spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval("1 second")),
+    )
 
 
 def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[str], None] = print) -> int:
     """Run the demo; return how many alerts and commands came back from Kafka."""
-    from producers.publisher import Publisher
-    from producers.synthetic import Crash, Workload, generate
-    from schemas.events import AlertType
-    from shadowtwin.twin_run import twin_config
-    from streaming.session import build_spark
-    from streaming.ticker import Ticker
-    from streaming.twin import start_twin, stop_between_batches
-
     demo = settings.demo
+    settings = demo_settings(settings)
     deadline = time.monotonic() + (seconds if seconds is not None else demo.run_seconds)
-    bootstrap = settings.kafka.bootstrap_servers
-    broker = start_if_needed(settings, say)
-    spark = query = ticker = publisher = consumer = None
+    checkpoint = tempfile.mkdtemp(prefix="demo-", dir=_mkdir(settings.spark.checkpoint_dir))
+    say("starting the broker if needed, Spark (local mode) and the streaming twin ...")
+    twin = TwinApplication(settings, say=say, checkpoint_dir=checkpoint, progress_every_seconds=15)
+    publisher = consumer = None
     seen = 0
-    try:
-        for outcome in create_topics(bootstrap, settings.topics):
-            say(f"topic {outcome.describe()}")
-        consumer = _consumer_at_end(bootstrap, [settings.topics.alerts, settings.topics.commands])
-        say("starting Spark (local mode) and the streaming twin ...")
-        spark = build_spark(settings)
-        model = settings.shadow_redundancy.with_overrides({
-            "shadow_heartbeat_frequency": demo.shadow_heartbeat_frequency,
-            "shadow_resubmit_time_span": demo.shadow_resubmit_time_span,
-        })
-        checkpoint = tempfile.mkdtemp(prefix="demo-", dir=_mkdir(settings.spark.checkpoint_dir))
-        config = dataclasses.replace(twin_config(settings, checkpoint), model=model, starting_offsets="latest",
-                                     watermark_delay=demo.watermark_delay, trigger_interval="1 second")
-        query = start_twin(spark, config)
-        while query.lastProgress is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        now_ms = int(time.time() * 1000)
-        crash_at = now_ms + demo.crash_after_seconds * 1000
-        workload = Workload(
-            servers=demo.servers, messages_per_second=demo.messages_per_second, start_ms=now_ms,
-            duration_ms=(demo.crash_after_seconds + demo.crash_for_seconds + 20) * 1000,
-            heartbeat_ms=int(model.timing(demo.crash_server).heartbeat_ms),
-            crash=Crash(demo.crash_server, crash_at, demo.crash_for_seconds * 1000, demo.new_database,
-                        backlog_ms=demo.backlog_seconds * 1000),
-            seed=now_ms,
-        )
-        say(f"{demo.servers} servers of one DAG send their events live; {demo.crash_server}'s next hop turns slow"
-            f" and it crashes after {demo.crash_after_seconds}s, back after {demo.crash_for_seconds}s with"
-            f" {'a new' if demo.new_database else 'the same'} queue database; ShadowResubmitTimeSpan is"
-            f" {demo.shadow_resubmit_time_span} for the demo")
-        ticker = Ticker(bootstrap, settings.topics.events, settings.twin.tick_interval_seconds)
-        ticker.start()
-        publisher = Publisher(bootstrap, settings.topics.events, generate(workload), speed=1.0)
-        publisher.start()
-        from schemas.codec import default_codec
-
-        codec, finished = default_codec(), False
-        while time.monotonic() < deadline and not finished:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                continue
-            record = codec.decode(message.value())
-            seen += 1
-            say(describe(record))
-            kind, decided = getattr(record, "type", None), record.decided_at_ms
-            # the story ends with the duplicates predicted when the server is back (or a loss)
-            finished = kind is AlertType.MESSAGE_LOST or (
-                kind is AlertType.DUPLICATE_DELIVERY_EXPECTED and decided >= crash_at + demo.crash_for_seconds * 1000)
-        if seen == 0:
-            say("no alert or command arrived before the demo's time ran out")
-    except KeyboardInterrupt:
-        say("interrupted")
-    finally:
-        say("shutting down ...")
-        for part in (publisher, ticker):
-            if part is not None:
-                part.stop()
-        if query is not None:
-            stop_between_batches(query)
-        if spark is not None:
-            spark.stop()
-        if consumer is not None:
-            consumer.close()
-        if broker is not None:
-            broker.stop()
+    with stop_on_signals() as stop:
+        try:
+            twin.start()
+            consumer = _consumer_at_end(settings.kafka.bootstrap_servers,
+                                        [settings.topics.alerts, settings.topics.commands])
+            while twin.progress.batches == 0 and time.monotonic() < deadline and not stop.is_set():
+                time.sleep(0.2)
+            now_ms = int(time.time() * 1000)
+            crash_at = now_ms + demo.crash_after_seconds * 1000
+            back_at = crash_at + demo.crash_for_seconds * 1000
+            workload = Workload(
+                servers=demo.servers, messages_per_second=demo.messages_per_second, start_ms=now_ms,
+                duration_ms=(demo.crash_after_seconds + demo.crash_for_seconds + 20) * 1000,
+                heartbeat_ms=settings.shadow_redundancy.timing(demo.crash_server).heartbeat_ms,
+                crash=Crash(demo.crash_server, crash_at, demo.crash_for_seconds * 1000, demo.new_database,
+                            backlog_ms=demo.backlog_seconds * 1000),
+                seed=now_ms,
+            )
+            say(f"{demo.servers} servers of one DAG send their events live; {demo.crash_server}'s next hop turns slow"
+                f" and it crashes after {demo.crash_after_seconds}s, back after {demo.crash_for_seconds}s with"
+                f" {'a new' if demo.new_database else 'the same'} queue database; ShadowResubmitTimeSpan is"
+                f" {demo.shadow_resubmit_time_span} for the demo")
+            publisher = Publisher(settings.kafka.bootstrap_servers, settings.topics.events, generate(workload), speed=1.0)
+            publisher.start()
+            codec, finished = default_codec(), False
+            while time.monotonic() < deadline and not finished and not stop.is_set():
+                message = consumer.poll(0.5)
+                if message is None or message.error():
+                    continue
+                record = codec.decode(message.value())
+                seen += 1
+                say(describe(record))
+                kind = getattr(record, "type", None)
+                # the story ends with the duplicates predicted when the server is back (or a loss)
+                finished = kind is AlertType.MESSAGE_LOST or (
+                    kind is AlertType.DUPLICATE_DELIVERY_EXPECTED and record.decided_at_ms >= back_at)
+            if seen == 0:
+                say("no alert or command arrived before the demo's time ran out")
+        finally:
+            say("shutting down ...")
+            if publisher is not None:
+                publisher.stop()
+            if consumer is not None:
+                consumer.close()
+            twin.stop()
     return seen
 
 
 def describe(record) -> str:
     """One line for an alert or a redelivery command."""
-    from datetime import datetime, timezone
-
-    from schemas.events import Alert
-
     at = datetime.fromtimestamp(record.decided_at_ms / 1000, tz=timezone.utc).strftime("%H:%M:%S")
     if isinstance(record, Alert):
         return f"ALERT   {at} {record.severity.value:8} {record.type.value}: {record.reason}"
@@ -120,8 +112,6 @@ def describe(record) -> str:
 
 
 def _consumer_at_end(bootstrap: str, topics: list[str]):
-    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
-
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shadowtwin-demo", "enable.auto.commit": False})
     metadata = consumer.list_topics(timeout=10).topics
     consumer.assign([TopicPartition(t, p, OFFSET_END) for t in topics for p in metadata[t].partitions])

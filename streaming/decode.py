@@ -1,6 +1,6 @@
 """Kafka records -> typed rows, in Spark; what cannot be read -> dead letters with the reason.
 
-    events, dead_letters = decode_events(spark.readStream.format("kafka")...load())
+    rows = classify_events(spark.readStream.format("kafka")...load())    # usable or not, with the reason
 
 Each value is single-object encoded (`schemas.wire`): the fingerprint in bytes 3-10 names
 the writer schema. For every catalogued writer version the body (from byte 11) goes through
@@ -43,29 +43,7 @@ EVENT_TIME = "event_time"
 # record aside later as a dead letter), and where and when Kafka stored it.
 KAFKA_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
 
-_RECORD, _REASON = "_record", "_reason"
-
-
-def decode_events(raw: DataFrame, catalogue: Catalogue | None = None) -> tuple[DataFrame, DataFrame]:
-    """(events, dead letters) from Kafka records of the events topic.
-
-    events: kind, event_id, event_time (timestamp), node, primary_server, message, body,
-    and from the Kafka record its key, value (the original bytes), partition, offset and timestamp.
-    """
-    catalogue = catalogue or catalogues.default()
-    checked = _decoded(raw, "Event", catalogue)
-    record = F.col(_RECORD)
-    events = checked.where(F.col(_REASON).isNull()).select(
-        event_kind(record["body"], kinds(catalogue.current("Event"))).alias("kind"),
-        record["event_id"].alias("event_id"),
-        record["event_time_ms"].alias(EVENT_TIME),
-        record["node"].alias("node"),
-        record["primary_server"].alias("primary_server"),
-        record["message"].alias("message"),
-        record["body"].alias("body"),
-        *KAFKA_COLUMNS,
-    )
-    return events, _dead_letters(checked)
+RECORD, REASON = "_record", "_reason"
 
 
 def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataFrame:
@@ -73,28 +51,18 @@ def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataF
 
     Columns: kind, event_time and primary_server (null when unusable), the Kafka key, value,
     topic, partition, offset and timestamp, and `reason` (null when usable, else why not).
-    Splitting into two frames (as `decode_events` does) makes a streaming query that writes
-    both scan the source once per branch.
+    Splitting into two frames makes a streaming query that writes both scan the source once per branch.
     """
     catalogue = catalogue or catalogues.default()
-    checked = _decoded(raw, "Event", catalogue)
-    record, usable = F.col(_RECORD), F.col(_REASON).isNull()
+    checked = decoded(raw, "Event", catalogue)
+    record, usable = F.col(RECORD), F.col(REASON).isNull()
     return checked.select(
         F.when(usable, event_kind(record["body"], kinds(catalogue.current("Event")))).alias("kind"),
         F.when(usable, record["event_time_ms"]).alias(EVENT_TIME),
         F.when(usable, record["primary_server"]).alias("primary_server"),
         "key", "value", "topic", "partition", "offset", "timestamp",
-        F.col(_REASON).alias("reason"),
+        F.col(REASON).alias("reason"),
     )
-
-
-def decode_records(raw: DataFrame, name: str, catalogue: Catalogue | None = None) -> tuple[DataFrame, DataFrame]:
-    """(records, dead letters) from Kafka records of one output schema (Alert, RedeliveryCommand, DeadLetter).
-
-    records: the schema's fields as columns.
-    """
-    checked = _decoded(raw, name, catalogue or catalogues.default())
-    return checked.where(F.col(_REASON).isNull()).select(f"{_RECORD}.*"), _dead_letters(checked)
 
 
 def event_kind(body: Column, kinds: Iterable[str]) -> Column:
@@ -108,16 +76,16 @@ def kinds(version: SchemaVersion) -> list[str]:
     return [member["name"] if isinstance(member, dict) else member for member in body["type"]]
 
 
-def _decoded(raw: DataFrame, name: str, catalogue: Catalogue) -> DataFrame:
+def decoded(raw: DataFrame, name: str, catalogue: Catalogue) -> DataFrame:
     """The raw records with `_record` (the current schema's struct) and `_reason` (null when usable)."""
     current = catalogue.current(name)
     fingerprint = F.lower(F.hex(F.substring("value", 3, wire.FINGERPRINT_SIZE)))
     body = F.col("value").substr(F.lit(wire.HEADER_SIZE + 1), F.length("value"))
     versions = catalogue.versions(name)
     record = _by_fingerprint(fingerprint, {v: _read(body, v, current) for v in versions})
-    with_record = raw.withColumn(_RECORD, record)
+    with_record = raw.withColumn(RECORD, record)
     reason = _reason(fingerprint, body, name, catalogue)
-    return with_record.withColumn(_REASON, reason)
+    return with_record.withColumn(REASON, reason)
 
 
 def _read(body: Column, writer: SchemaVersion, current: SchemaVersion) -> Column:
@@ -144,7 +112,7 @@ def _reason(fingerprint: Column, body: Column, name: str, catalogue: Catalogue) 
             v: F.lit(f"{wire.WRONG_SCHEMA}: {wire.wrong_schema_detail(str(v), name)}") for v in others}))
         .when(_unknown_kind(fingerprint, body, versions, current).isNotNull(),
               _unknown_kind(fingerprint, body, versions, current))
-        .when(_failed(F.col(_RECORD), current), _by_fingerprint(fingerprint, {
+        .when(_failed(F.col(RECORD), current), _by_fingerprint(fingerprint, {
             v: F.lit(f"{wire.CORRUPT_BODY}: {wire.corrupt_body_detail(str(v))}") for v in versions}))
     )
 
@@ -190,15 +158,3 @@ def _by_fingerprint(fingerprint: Column, columns: dict[SchemaVersion, Column]) -
 
 def _text(reason: str, template: str, *values: Column) -> Column:
     return F.format_string(f"{reason}: {template}", *values)
-
-
-def _dead_letters(checked: DataFrame) -> DataFrame:
-    return checked.where(F.col(_REASON).isNotNull()).select(
-        F.coalesce(F.col("value"), F.unhex(F.lit(""))).alias("original"),  # a tombstone's null value: no bytes
-        "key",
-        "topic",
-        F.col("partition").cast("long").alias("partition"),
-        "offset",
-        F.col(_REASON).alias("reason"),
-        F.current_timestamp().alias("at_ms"),
-    )

@@ -1,12 +1,19 @@
 """The stateful operator: Spark's `applyInPandasWithState` driving the shadow-redundancy model.
 
 One group per primary server (see state/README.md). Per call, the group's whole state is
-read once and written once (a `state.snapshot` of the `PrimaryState`, one blob), never per message: the
-cost measured in shared/engine-facts.md is per group and per state call. The rows carry the
-events' original bytes, decoded here with the contract's codec (cheaper than passing Spark's
-wide decoded struct through Arrow).
+read once and written once (a `state.snapshot` of the `PrimaryState`, one blob), never per
+message: the cost measured in docs/engine-facts.md is per group and per state call. The rows
+carry the events' original bytes, decoded here with the contract's codec (cheaper than passing
+Spark's wide decoded struct through Arrow).
 
-Order of work in a call, which makes the results the same as the reference replay's:
+The contract's decoder has the final word. Spark's `from_avro` only sorts records into usable
+or not, and reads the event time and primary server that drive the watermark and the grouping;
+a record it accepts but the codec refuses (trailing bytes after the body, say), or that the
+codec reads with another primary server or event time than Spark did, leaves here as a dead
+letter with its reason, bytes, topic, partition and offset. So does an event the model itself
+cannot apply: no single record can stop the query.
+
+Order of work in a call, which makes the results the same as the reference engine's:
 1. fire every deadline strictly before the current watermark (each at its own time);
 2. apply this batch's events, in event-time order (they are all later than the watermark:
    Spark drops older rows before they reach us);
@@ -15,6 +22,8 @@ Order of work in a call, which makes the results the same as the reference repla
 
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
 watermark) and records that cannot be used, which leave as dead letters with their reason.
+`step_function` is what Spark calls per group; tests drive it directly with an in-memory
+`GroupState` (tests/streaming/harness.py).
 """
 
 from __future__ import annotations
@@ -27,7 +36,9 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from schemas.events import Alert, DeadLetter, RedeliveryCommand
+from schemas.codec import default_codec, kafka_key
+from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
+from schemas.wire import CORRUPT_BODY, DecodeError
 from state import snapshot
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
@@ -46,8 +57,6 @@ class OutputTopics:
 
 def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: OutputTopics) -> pd.DataFrame:
     """Records as Kafka rows (topic, key, value), encoded with the contract's codec."""
-    from schemas.codec import default_codec, kafka_key
-
     codec = default_codec()
     topic_of = {Alert: topics.alerts, RedeliveryCommand: topics.commands, DeadLetter: topics.dead_letters}
     return pd.DataFrame({
@@ -57,20 +66,45 @@ def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: Ou
     })
 
 
-def dead_letters(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
-    """The unusable rows of the empty group as dead letters (clock ticks have no reason and are skipped)."""
-    now_ms = int(time.time() * 1000)
-    letters = []
+def dead_letter(row, reason: str) -> DeadLetter:
+    """A dead letter for one input row (its value, key, topic, partition, offset), with `reason`."""
+    return DeadLetter(
+        original=bytes(row.value) if row.value is not None else b"",
+        key=bytes(row.key) if row.key is not None else None,
+        topic=row.topic, partition=int(row.partition), offset=int(row.offset),
+        reason=reason, at_ms=int(time.time() * 1000),
+    )
+
+
+def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
+    """The empty group's rows with a reason, as dead letters (clock ticks have none and are skipped)."""
+    return [dead_letter(row, row.reason) for batch in batches
+            for row in batch[batch["reason"].notna()].itertuples(index=False)]
+
+
+def decode_rows(batches: Iterator[pd.DataFrame], primary: str) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
+    """A primary's rows as (event, row), by the contract's codec; what it refuses, or reads otherwise
+    than Spark did (another group, another event time), as dead letters."""
+    decode = default_codec().decode_event
+    decoded: list[tuple[Event, object]] = []
+    letters: list[DeadLetter] = []
     for batch in batches:
-        bad = batch[batch["reason"].notna()]
-        for row in bad.itertuples(index=False):
-            letters.append(DeadLetter(
-                original=bytes(row.value) if row.value is not None else b"",
-                key=bytes(row.key) if row.key is not None else None,
-                topic=row.topic, partition=int(row.partition), offset=int(row.offset),
-                reason=row.reason, at_ms=now_ms,
-            ))
-    return letters
+        spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
+        for row, spark_time_ms in zip(batch.itertuples(index=False), spark_times_ms):
+            try:
+                event = decode(row.value)
+            except Exception as exc:  # noqa: BLE001 - whatever the decoder says, the record is set aside
+                letters.append(dead_letter(row, str(exc) if isinstance(exc, DecodeError)
+                                           else f"{CORRUPT_BODY}: {type(exc).__name__}: {exc}"))
+                continue
+            if event.primary_server != primary or event.event_time_ms != spark_time_ms:
+                letters.append(dead_letter(row, (
+                    f"{CORRUPT_BODY}: the contract's decoder reads primary {event.primary_server!r} at"
+                    f" {event.event_time_ms} ms, Spark's reads {primary!r} at {spark_time_ms} ms")))
+                continue
+            decoded.append((event, row))
+    decoded.sort(key=lambda pair: pair[0].event_time_ms)
+    return decoded, letters
 
 
 def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
@@ -78,11 +112,9 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
     model_holder: list[ShadowRedundancyModel] = []
 
     def step(key: tuple, batches: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-        from schemas.codec import default_codec
-
         primary = str(key[0])
         if primary == DEAD_LETTER_GROUP:
-            letters = [] if group.hasTimedOut else dead_letters(batches)
+            letters = [] if group.hasTimedOut else unusable_rows(batches)
             if letters:
                 yield kafka_rows(letters, topics)
             return
@@ -90,21 +122,23 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
             model_holder.append(ShadowRedundancyModel(config))
         model = model_holder[0]
         state = snapshot.load(group.get[0]) if group.exists else model.new_state(primary)
-        output = Output()
+        output, letters = Output(), []
         watermark = group.getCurrentWatermarkMs()
         if watermark > 0:
             output.extend(model.on_time(state, watermark))
         if not group.hasTimedOut:
-            decode = default_codec().decode_event
-            events = [decode(value) for batch in batches for value in batch["value"]]
-            events.sort(key=lambda e: e.event_time_ms)
-            output.extend(model.on_events(state, events))
+            decoded, letters = decode_rows(batches, primary)
+            for event, row in decoded:
+                try:
+                    output.extend(model.on_events(state, (event,)))
+                except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
+                    letters.append(dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}"))
         group.update((snapshot.dump(state),))
         deadline = model.next_deadline(state)
         if deadline is not None:
             group.setTimeoutTimestamp(max(deadline, watermark, 1))
-        if output.alerts or output.commands:
-            yield kafka_rows([*output.alerts, *output.commands], topics)
+        if output.alerts or output.commands or letters:
+            yield kafka_rows([*output.alerts, *output.commands, *letters], topics)
 
     return step
 
@@ -113,8 +147,8 @@ def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> D
     """Kafka rows (topic, key, value) of alerts, commands and dead letters from a watermarked frame.
 
     `rows`: primary_server (empty for ticks and unusable records), event_time (with a
-    watermark), value (the record's bytes), and for unusable records key, topic, partition,
-    offset and reason.
+    watermark), the Kafka record's value, key, topic, partition and offset, and a reason for
+    the unusable ones.
     """
     return (
         rows.groupBy("primary_server")

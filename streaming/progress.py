@@ -1,7 +1,8 @@
 """What the running twin shows on the console, and its late-events alert.
 
-One line per micro-batch: batch id, input and processing rates, rows in state, watermark,
-how far the query lags behind the events topic, and rows dropped as late. Events behind the
+One line per micro-batch (or at most one every `every_seconds`, for the demo): batch id,
+input and processing rates, rows in state, watermark, how far the query lags behind the events
+topic, and rows dropped as late; a batch with late rows is always reported. Events behind the
 watermark are never dropped silently: past `late_alert_threshold` in one batch, the twin
 publishes a LATE_EVENTS alert.
 """
@@ -9,6 +10,7 @@ publishes a LATE_EVENTS alert.
 from __future__ import annotations
 
 import json
+import time
 from typing import Callable
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -41,11 +43,14 @@ def describe(progress: dict) -> tuple[str, int]:
 
 class ProgressReporter(StreamingQueryListener):
     def __init__(self, say: Callable[[str], None], publish_alert: Callable[[Alert], None] | None = None,
-                 late_alert_threshold: int = 1):
+                 late_alert_threshold: int = 1, every_seconds: float = 0.0):
         self._say = say
         self._publish_alert = publish_alert
         self._threshold = late_alert_threshold
+        self._every_s = every_seconds
+        self._last_said = float("-inf")
         self.late_total = 0
+        self.batches = 0
 
     def onQueryStarted(self, event) -> None:
         self._say(f"twin query started (id {event.id})")
@@ -54,7 +59,11 @@ class ProgressReporter(StreamingQueryListener):
         progress = json.loads(event.progress.json)
         line, late = describe(progress)
         self.late_total += late
-        self._say(line)
+        self.batches += 1
+        now = time.monotonic()
+        if late or now - self._last_said >= self._every_s:
+            self._last_said = now
+            self._say(line)
         if late >= self._threshold > 0 and self._publish_alert is not None:
             self._publish_alert(late_events_alert(progress, late))
 

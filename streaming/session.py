@@ -19,14 +19,14 @@ LOG_CONFIG = PROJECT_ROOT / "conf" / "spark-log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def build_spark(settings: Settings, *, master: str | None = None, extra: dict[str, str] | None = None) -> SparkSession:
+def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> SparkSession:
     """Return the (process-wide) SparkSession configured from `settings`."""
     spark_settings = settings.spark
     connector_jars = jars.ensure(jars.spark_connector_jars(), settings.jars.cache_dir)
     # The Python workers must run the interpreter that has this project installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = master or spark_settings.master
+    master = spark_settings.master
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = (

@@ -147,11 +147,12 @@ class Lab:
 
     # ---- processes ----------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str], ready: str, timeout_s: float = 45.0) -> int:
+    def _spawn(self, name: str, args: list[str], ready: str, timeout_s: float = 45.0,
+               env: dict[str, str] | None = None) -> int:
         log = self.log_path(name)
         log.parent.mkdir(parents=True, exist_ok=True)
         offset = log.stat().st_size if log.exists() else 0
-        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(PROJECT_ROOT))
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(PROJECT_ROOT), **(env or {}))
         with open(log, "ab") as out:
             process = subprocess.Popen([self.python, *args], stdout=out,
                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=PROJECT_ROOT, env=env,
@@ -190,14 +191,20 @@ class Lab:
         ], f"READY node {name} ")
 
     def start_twin(self, watermark_delay: str = "2 seconds") -> int:
-        """The streaming twin as a lab process, with the lab's shadow-redundancy spans (slow: Spark starts)."""
+        """The streaming twin as a lab process, with the lab's shadow-redundancy spans (slow: Spark starts).
+
+        Its settings are the configuration's, with the lab's Kafka, topics and spans laid over them
+        through the environment (the one configuration mechanism) and `--lab-topology`."""
         if (pid := self.pid(TWIN)) is not None:
             return pid
-        conf = self.run_dir / "twin.toml"
-        conf.write_text(twin_settings_toml(self.topology_path, self.bootstrap, self.topics,
-                                           self.run_dir / "checkpoints", watermark_delay))
-        return self._spawn(TWIN, ["-m", "shadowtwin.cli", "--conf", str(conf), "twin", "run"], "twin running:",
-                           timeout_s=180)
+        env = {"SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
+               "SHADOWTWIN_SPARK_CHECKPOINT_DIR": str(self.run_dir / "checkpoints"),
+               "SHADOWTWIN_SPARK_TRIGGER_INTERVAL": "1 second",
+               "SHADOWTWIN_TWIN_WATERMARK_DELAY": watermark_delay,
+               "SHADOWTWIN_TWIN_TICK_INTERVAL_SECONDS": "1.0",
+               **{f"SHADOWTWIN_TOPICS_{k.upper()}": str(v) for k, v in asdict(self.topics).items()}}
+        return self._spawn(TWIN, ["-m", "shadowtwin.cli", "twin", "run", "--lab-topology", str(self.topology_path)],
+                           "twin running:", timeout_s=180, env=env)
 
     def up(self, nodes: list[str] | None = None) -> list[str]:
         """Start the sink and every node (or only `nodes`) that is not running; return what was started."""
@@ -359,23 +366,3 @@ class Lab:
             if interval_s:
                 time.sleep(interval_s)
         return result
-
-
-def twin_settings_toml(topology_path: Path, bootstrap: str, topics: TopicSettings, checkpoints: Path,
-                       watermark_delay: str) -> str:
-    """Settings for a twin that watches the lab: its Kafka, its topics, and the lab's shadow-redundancy spans."""
-    import tomllib
-
-    def value(v) -> str:
-        return json.dumps(v) if not isinstance(v, bool) else str(v).lower()
-
-    raw = tomllib.loads(Path(topology_path).read_text()).get("shadow_redundancy", {})
-    lines = ["[kafka]", f"bootstrap_servers = {value(bootstrap)}", "[topics]"]
-    lines += [f"{k} = {value(v)}" for k, v in asdict(topics).items()]
-    lines += ["[spark]", f"checkpoint_dir = {value(str(checkpoints))}", 'trigger_interval = "1 second"',
-              "[twin]", f"watermark_delay = {value(watermark_delay)}", "tick_interval_seconds = 1.0",
-              "[shadow_redundancy]"]
-    lines += [f"{k} = {value(v)}" for k, v in raw.items() if not isinstance(v, dict)]
-    for node, overrides in ((k, v) for k, v in raw.get("nodes", {}).items()):
-        lines += [f"[shadow_redundancy.nodes.{node}]"] + [f"{k} = {value(v)}" for k, v in overrides.items()]
-    return "\n".join(lines) + "\n"

@@ -24,8 +24,7 @@ from schemas.codec import Codec, DecodeError
 from schemas.datum import to_datum
 from schemas.events import EVENT_TYPES, ClockTick, SiteLocality
 from infra import kafka as kafka_clients
-from streaming.decode import decode_events, decode_records
-from streaming.encode import to_kafka
+from tests.streaming.spark_records import decode_events, decode_records, to_kafka
 from tests.schemas.samples import T0, sample_events, sample_outputs
 from tests.schemas.versions import encode_with, new_kind_datum, next_event, previous_event
 

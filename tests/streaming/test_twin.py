@@ -1,5 +1,6 @@
-"""The streaming twin through real Kafka and Spark: the same decisions as the reference replay,
-bad records to the dead letters, a silent topology still noticed, and a kill -9 survived."""
+"""The streaming twin through real Kafka and Spark, started as the product starts it (`TwinApplication`):
+the same decisions as the reference engine, bad records to the dead letters while the query runs
+on, a silent topology still noticed, a kill -9 survived, SIGTERM and SIGINT answered."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import uuid
 
 import pytest
 
+from infra.config import SparkInterval
+from infra.kafka import producer
+from infra.settings import Settings, TopicSettings
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived
-from infra.kafka import producer
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
-from streaming.twin import TwinConfig, start_twin
+from streaming.app import TwinApplication
 from tests.state.scenario import Org
 from tests.state.world import Crash, Mail, simulate
 
@@ -69,12 +72,23 @@ def collect(bootstrap: str, topics: list[str], done, timeout_s: float = 150.0) -
     return got
 
 
-def twin_config(kafka_bootstrap, topics, checkpoint, model=None) -> TwinConfig:
-    return TwinConfig(
-        bootstrap_servers=kafka_bootstrap, events_topic=topics.events, alerts_topic=topics.alerts,
-        commands_topic=topics.commands, dead_letters_topic=topics.dead_letters, checkpoint_dir=str(checkpoint),
-        model=model or ModelConfig(), watermark_delay=f"{DELAY_MS // 1000} seconds", trigger_interval="1 second",
+def twin_settings(settings: Settings, kafka_bootstrap: str, topics: TopicSettings, model: ModelConfig | None = None,
+                  delay_s: int = DELAY_MS // 1000) -> Settings:
+    """The shipped settings, pointed at the test broker and topics."""
+    return dataclasses.replace(
+        settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=kafka_bootstrap), topics=topics,
+        shadow_redundancy=model or ModelConfig(),
+        spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval("1 second")),
+        twin=dataclasses.replace(settings.twin, watermark_delay=SparkInterval(f"{delay_s} seconds")),
     )
+
+
+def twin_env(kafka_bootstrap: str, topics: TopicSettings, checkpoints) -> dict[str, str]:
+    """The same, for a twin in another process: through environment variables named after the settings."""
+    return dict(os.environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
+                SHADOWTWIN_SPARK_TRIGGER_INTERVAL="1 second", SHADOWTWIN_SPARK_CHECKPOINT_DIR=str(checkpoints),
+                SHADOWTWIN_TWIN_WATERMARK_DELAY=f"{DELAY_MS // 1000} seconds",
+                **{f"SHADOWTWIN_TOPICS_{k.upper()}": str(v) for k, v in dataclasses.asdict(topics).items()})
 
 
 def expected_ids(events: list[Event], model: ModelConfig | None = None) -> tuple[set[str], set[str]]:
@@ -82,7 +96,40 @@ def expected_ids(events: list[Event], model: ModelConfig | None = None) -> tuple
     return {a.alert_id for a in reference.alerts}, {c.command_id for c in reference.commands}
 
 
-def test_same_decisions_as_the_reference_and_bad_records_set_aside(spark, kafka_bootstrap, topics, tmp_path):
+def disagreeing_records(events: list[Event]) -> dict[str, bytes]:
+    """Valid-looking records on which Spark's decoder and the contract's disagree (each with an id of its own)."""
+    def variant(n: int) -> Event:
+        return dataclasses.replace(events[n], event_id=f"variant-{n:03d}")
+
+    trailing = encode(variant(1)) + b"\x00\x01"  # Spark reads the body and ignores the rest
+    as_written = encode(variant(2))
+    bad_utf8 = as_written.replace(b"variant-002", b"variant-\xff\xfe2")  # a string that is not UTF-8
+    plain = encode(variant(3))
+    # The `message` union's index as -2, written after the header fields: the contract's decoder counts
+    # it from the end (null), Avro Java refuses it.
+    message_index = 10 + sum(len(encode_field(f)) for f in (
+        variant(3).event_id, variant(3).event_time_ms, variant(3).node, variant(3).primary_server))
+    assert plain[message_index] in (0, 2)
+    negative_union = plain[:message_index] + bytes([3 if plain[message_index] == 0 else 1]) + plain[message_index + 1:]
+    return {"trailing bytes": trailing, "not UTF-8": bad_utf8, "negative union index": negative_union}
+
+
+def encode_field(value) -> bytes:
+    """Avro binary of a string or long, as in the header of every event."""
+    def varint(n: int) -> bytes:
+        n = (n << 1) ^ (n >> 63)
+        out = bytearray()
+        while n & ~0x7F:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+        return bytes(out)
+    if isinstance(value, str):
+        return varint(len(value.encode())) + value.encode()
+    return varint(value)
+
+
+def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spark, kafka_bootstrap, topics, tmp_path):
     events = world_events()
     alerts, commands = expected_ids(events)
     assert len(alerts) >= 8 and len(commands) >= 2, "the world exercises promotions and failures"
@@ -90,43 +137,42 @@ def test_same_decisions_as_the_reference_and_bad_records_set_aside(spark, kafka_
                                 event_time_ms=int(time.time() * 1000) + 86_400_000)
     good = encode(events[0])
     garbled = [b"not avro at all", good[:2] + b"\x00" * 8 + good[10:], good[:12]]
-    publish(kafka_bootstrap, topics.events, [*events, ahead], raw=garbled)
+    disagreeing = disagreeing_records(events)
+    # the bad records sit between valid ones: half of the stream, the bad ones, the other half
+    half = len(events) // 2
+    publish(kafka_bootstrap, topics.events, events[:half], raw=[*garbled, *disagreeing.values()])
+    publish(kafka_bootstrap, topics.events, [*events[half:], ahead])
     publish(kafka_bootstrap, topics.events, [final_tick(events)])
-    query = start_twin(spark, twin_config(kafka_bootstrap, topics, tmp_path / "checkpoint"))
-    try:
+    twin = TwinApplication(twin_settings(settings, kafka_bootstrap, topics), spark=spark, ticks=False,
+                           checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None)
+    with twin:
         got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
                       lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands)
-                      and len(g[topics.dead_letters]) >= 4)
-        assert query.exception() is None
-    finally:
-        query.stop()
+                      and len(g[topics.dead_letters]) >= 7)
+        assert twin.query.isActive and twin.query.exception() is None, "the bad records did not stop the query"
     assert {a.alert_id for a in got[topics.alerts]} == alerts
     assert {c.command_id for c in got[topics.commands]} == commands
+    letters = {d.original: d for d in got[topics.dead_letters]}
+    assert set(letters) == {*garbled, *disagreeing.values(), encode(ahead)}, "each bad record once, nothing else"
     reasons = sorted(d.reason.split(":")[0] for d in got[topics.dead_letters])
-    assert reasons == ["bad magic", "clock skew", "corrupt body", "unknown fingerprint"]
-    assert {d.original for d in got[topics.dead_letters]} >= set(garbled)
+    assert reasons == ["bad magic", "clock skew", "corrupt body", "corrupt body", "corrupt body", "corrupt body",
+                       "unknown fingerprint"]
+    assert all(d.topic == topics.events and d.offset >= 0 for d in got[topics.dead_letters])
 
 
-def test_a_topology_that_goes_silent_is_still_noticed(spark, kafka_bootstrap, topics, tmp_path):
-    from streaming.ticker import Ticker
-
+def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_bootstrap, topics, tmp_path):
     model = model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "6s"})
     now_ms = int(time.time() * 1000)
     org = Org()
     events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 0)]
     events = [dataclasses.replace(e, event_time_ms=e.event_time_ms - events[0].event_time_ms + now_ms) for e in events]
-    config = dataclasses.replace(twin_config(kafka_bootstrap, topics, tmp_path / "checkpoint", model),
-                                 watermark_delay="2 seconds")
-    query = start_twin(spark, config)
-    ticker = Ticker(kafka_bootstrap, topics.events, interval_s=0.5)
-    try:
+    quick = twin_settings(settings, kafka_bootstrap, topics, model, delay_s=2)
+    quick = dataclasses.replace(quick, twin=dataclasses.replace(quick.twin, tick_interval_seconds=0.5))
+    # the twin's clock ticks from the start; after these events no node says anything
+    with TwinApplication(quick, spark=spark, ticks=True, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None):
         publish(kafka_bootstrap, topics.events, events)
-        ticker.start()  # from here on, no node says anything: only the twin's clock moves
         got = collect(kafka_bootstrap, [topics.alerts],
                       lambda g: any(a.type is AlertType.MESSAGE_AT_RISK for a in g[topics.alerts]), timeout_s=90)
-    finally:
-        ticker.stop()
-        query.stop()
     at_risk = [a for a in got[topics.alerts] if a.type is AlertType.MESSAGE_AT_RISK]
     assert len(at_risk) == 1, [a.type for a in got[topics.alerts]]
     assert at_risk[0].decided_at_ms == now_ms + 6_000, "decided at the deadline's event time, not when it ran"
@@ -136,23 +182,16 @@ def test_a_topology_that_goes_silent_is_still_noticed(spark, kafka_bootstrap, to
 def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
     events = world_events()
     alerts, commands = expected_ids(events)
-    conf = tmp_path / "twin.toml"
-    conf.write_text(
-        f'[kafka]\nbootstrap_servers = "{kafka_bootstrap}"\n'
-        f'[topics]\nevents = "{topics.events}"\nalerts = "{topics.alerts}"\ncommands = "{topics.commands}"\n'
-        f'dead_letters = "{topics.dead_letters}"\nevents_partitions = 2\ncommands_partitions = 2\n'
-        f'[spark]\ntrigger_interval = "1 second"\ncheckpoint_dir = "{tmp_path / "checkpoints"}"\n'
-        f'[twin]\nwatermark_delay = "{DELAY_MS // 1000} seconds"\n'
-    )
-    command = [sys.executable, "-m", "shadowtwin.cli", "--conf", str(conf), "twin", "run", "--no-ticks"]
+    env = twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints")
+    command = [sys.executable, "-m", "shadowtwin", "twin", "run", "--no-ticks"]
     log = open(tmp_path / "twin.log", "w")
     middle = events[len(events) // 2].event_time_ms
     # Each half is flushed before the twin reads it, so both partitions advance together in
     # event time (a replay read at a limited rate could drift across partitions and go late).
     publish(kafka_bootstrap, topics.events, [e for e in events if e.event_time_ms < middle])
-    first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240  # Spark's first batch is slow on a busy machine
         while time.monotonic() < deadline and "batch 0:" not in (tmp_path / "twin.log").read_text():
             time.sleep(0.2)
         assert "batch 0:" in (tmp_path / "twin.log").read_text(), (tmp_path / "twin.log").read_text()[-3000:]
@@ -161,7 +200,7 @@ def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
         partial = collect(kafka_bootstrap, [topics.alerts, topics.commands], lambda g: False, timeout_s=5)
         assert {a.alert_id for a in partial[topics.alerts]} < alerts, "killed before it had finished"
         publish(kafka_bootstrap, topics.events, [*(e for e in events if e.event_time_ms >= middle), final_tick(events)])
-        second = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        second = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         try:
             got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
                           lambda g: {a.alert_id for a in g[topics.alerts]} >= alerts
@@ -169,9 +208,32 @@ def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
         finally:
             os.killpg(second.pid, signal.SIGTERM)
             second.wait(60)
+        assert second.returncode == 143, "SIGTERM stops the twin cleanly, with the conventional status"
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
         log.close()
     assert {a.alert_id for a in got[topics.alerts]} == alerts, (tmp_path / "twin.log").read_text()[-3000:]
     assert {c.command_id for c in got[topics.commands]} == commands
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_twin_run_stops_cleanly_on_sigint_and_sigterm(kafka_bootstrap, topics, tmp_path, signum, status):
+    log_path = tmp_path / "twin.log"
+    with open(log_path, "w") as log:
+        twin = subprocess.Popen([sys.executable, "-m", "shadowtwin", "twin", "run"], stdout=log, stderr=subprocess.STDOUT,
+                                env=twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints"))
+        try:
+            deadline = time.monotonic() + 240  # Spark's first batch is slow on a busy machine
+            while time.monotonic() < deadline and "batch 1:" not in log_path.read_text():
+                time.sleep(0.2)
+            assert "batch 1:" in log_path.read_text(), log_path.read_text()[-3000:]
+            twin.send_signal(signum)  # as Ctrl-C (to the process, not its group) or a service manager would
+            twin.wait(60)
+        finally:
+            if twin.poll() is None:
+                twin.kill()
+    text = log_path.read_text()
+    assert twin.returncode == status, text[-3000:]
+    assert "Traceback" not in text and "Error" not in text, text[-3000:]
+    assert f"stopping ({signal.Signals(signum).name})" in text

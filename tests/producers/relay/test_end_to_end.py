@@ -14,8 +14,9 @@ import pytest
 from producers.relay.sink import read_deliveries
 from schemas import events as ev
 from schemas.events import AlertType, CommandReason
-from streaming.ticker import Ticker
-from streaming.twin import TwinConfig, start_twin, stop_between_batches
+from infra.config import SparkInterval
+from streaming.app import TwinApplication
+from tests.streaming.test_twin import twin_settings
 from tests.producers.relay.conftest import Collector, read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration
@@ -25,31 +26,26 @@ NODES = {"ex01": "dag1", "ex02": "dag1", "ex03": "dag1"}
 
 
 @pytest.fixture
-def twin(spark, kafka_bootstrap, topics, tmp_path):
+def twin(settings, spark, kafka_bootstrap, topics, tmp_path):
     """Starts the streaming twin (with clock ticks) for a lab's shadow-redundancy parameters."""
     running = []
 
     def start(model):
-        config = TwinConfig(bootstrap_servers=kafka_bootstrap, events_topic=topics.events,
-                            alerts_topic=topics.alerts, commands_topic=topics.commands,
-                            dead_letters_topic=topics.dead_letters, checkpoint_dir=str(tmp_path / "checkpoint"),
-                            model=model, watermark_delay=f"{WATERMARK_S} seconds", trigger_interval="1 second")
-        query = start_twin(spark, config)
-        ticker = Ticker(kafka_bootstrap, topics.events, interval_s=0.5)
-        running.extend([query, ticker])
+        app = TwinApplication(dataclasses.replace(
+            twin_settings(settings, kafka_bootstrap, topics, model, delay_s=WATERMARK_S),
+            twin=dataclasses.replace(settings.twin, watermark_delay=SparkInterval(f"{WATERMARK_S} seconds"),
+                                     tick_interval_seconds=0.5)),
+            spark=spark, ticks=True, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None).start()
+        running.append(app)
         deadline = time.monotonic() + 60
-        while query.lastProgress is None and time.monotonic() < deadline:
+        while app.progress.batches == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
-        ticker.start()
-        return query
+        return app.query
 
     yield start
-    for part in reversed(running):
-        if isinstance(part, Ticker):
-            part.stop()
-        else:
-            assert part.exception() is None
-            stop_between_batches(part)
+    for app in running:
+        assert app.query.exception() is None
+        app.stop()
 
 
 def alerts_of(collector, topics, kind: AlertType) -> list:

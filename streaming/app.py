@@ -1,0 +1,172 @@
+"""The twin application: one object that owns the streaming twin's whole lifecycle.
+
+    with TwinApplication(settings) as twin:      # broker if none, topics, Spark, query, ticks, progress
+        twin.wait(seconds=60)                    # until then, a stop signal, or the query's failure
+    TwinApplication(settings).run()              # the same, as a command: SIGINT/SIGTERM stop it, exit status
+
+Everything the twin needs is started here and stopped here, in reverse order, and only what
+this object started is stopped: the embedded broker when no other broker answers at
+`kafka.bootstrap_servers`; the topics; the SparkSession (unless one is handed in, as the tests
+and the benchmark do); the query (`streaming.twin.start_query`); the clock ticks; the listener
+that prints one progress line per batch and raises LATE_EVENTS alerts. `twin run`, `demo`,
+`lab up --twin`, the benchmarks and the tests all start the twin through this class, with
+settings as typed objects (`infra.settings.Settings`).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from pathlib import Path
+from typing import Callable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from infra.broker import EmbeddedKafka, start_if_needed
+from infra.kafka import producer
+from infra.settings import Settings
+from infra.signals import Stop, stop_on_signals
+from infra.topics import create_topics
+from schemas.codec import encode, kafka_key
+from schemas.events import Alert
+from streaming.progress import ProgressReporter
+from streaming.session import build_spark
+from streaming.ticker import Ticker
+from streaming.twin import start_query, stop_between_batches, twin_output
+
+
+class Ending(enum.Enum):
+    """Why `wait` returned."""
+
+    TIME_UP = "time up"
+    SIGNALLED = "signalled"
+    QUERY_FAILED = "query failed"
+    QUERY_STOPPED = "query stopped"
+
+
+class TwinApplication:
+    """The streaming twin with everything it needs, started and stopped as one."""
+
+    def __init__(self, settings: Settings, *, say: Callable[[str], None] = print, spark: SparkSession | None = None,
+                 checkpoint_dir: Path | str | None = None, ticks: bool | None = None,
+                 progress_every_seconds: float = 0.0,
+                 transform: Callable[[DataFrame, Settings], DataFrame] | None = None):
+        self.settings = settings
+        self.checkpoint_dir = Path(checkpoint_dir or settings.spark.checkpoint_dir / "twin")
+        self._say = say
+        self._spark_given = spark
+        self._ticks = settings.twin.ticks if ticks is None else ticks
+        self._progress_every_s = progress_every_seconds
+        self._transform = transform or twin_output
+        self.spark: SparkSession | None = spark
+        self.query: StreamingQuery | None = None
+        self.progress: ProgressReporter | None = None
+        self._broker: EmbeddedKafka | None = None
+        self._ticker: Ticker | None = None
+        self._alerts_out = None
+        self.stop_signal: Stop = Stop()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "TwinApplication":
+        settings = self.settings
+        try:
+            self._broker = start_if_needed(settings, self._say)
+            for outcome in create_topics(settings.kafka.bootstrap_servers, settings.topics):
+                self._say(f"topic {outcome.describe()}")
+            if self.spark is None:
+                self.spark = build_spark(settings)
+            self._alerts_out = producer(settings.kafka.bootstrap_servers)
+            self.progress = ProgressReporter(self._say, self._publish_alert, settings.twin.late_alert_threshold,
+                                             every_seconds=self._progress_every_s)
+            self.spark.streams.addListener(self.progress)
+            self.query = start_query(self.spark, settings, self.checkpoint_dir, self._transform)
+            topics = settings.topics
+            self._say(f"twin running: {topics.events} -> {topics.alerts}, {topics.commands}, {topics.dead_letters};"
+                      f" checkpoint {self.checkpoint_dir}")
+            if self._ticks:
+                self._ticker = Ticker(settings.kafka.bootstrap_servers, topics.events,
+                                      settings.twin.tick_interval_seconds)
+                self._ticker.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait(self, seconds: float | None = None) -> Ending:
+        """Block until `seconds` pass, a stop signal arrives, or the query ends."""
+        assert self.query is not None, "start() first"
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            if self.stop_signal.is_set():
+                return Ending.SIGNALLED
+            try:
+                if self.query.exception() is not None:
+                    return Ending.QUERY_FAILED
+                if not self.query.isActive:
+                    return Ending.QUERY_STOPPED
+                if deadline is not None and time.monotonic() >= deadline:
+                    return Ending.TIME_UP
+                self.query.awaitTermination(0.5)
+            except Exception:  # noqa: BLE001 - the JVM went away: by the same signal, or by a failure
+                if self.stop_signal.is_set():
+                    return Ending.SIGNALLED
+                raise
+
+    def stop(self) -> None:
+        """Stop what this object started, newest first; safe to call twice. Every part is stopped
+        even when another part fails to (the Spark JVM may be going down already: a Ctrl-C or
+        a SIGTERM sent to the whole process group reaches it too; the checkpoint keeps the work)."""
+        if self._ticker is not None:
+            self._quietly("the clock ticks", self._ticker.stop)
+            self._ticker = None
+        if self.query is not None:
+            self._quietly("the query", lambda: self.query.isActive and stop_between_batches(self.query))
+        if self.progress is not None and self.spark is not None:
+            self._quietly("the progress listener", lambda: self.spark.streams.removeListener(self.progress))
+        if self._alerts_out is not None:
+            self._quietly("the alerts producer", lambda: self._alerts_out.flush(10))
+            self._alerts_out = None
+        if self.spark is not None and self._spark_given is None:
+            self._quietly("Spark", self.spark.stop)
+            self.spark = None
+        if self._broker is not None:
+            self._quietly("the embedded broker", self._broker.stop)
+            self._broker = None
+
+    def _quietly(self, what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - one part that cannot stop must not keep the others running
+            if not self.stop_signal.is_set():
+                self._say(f"could not stop {what} cleanly: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+    def __enter__(self) -> "TwinApplication":
+        return self.start()
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()
+
+    def run(self, seconds: float | None = None) -> int:
+        """Run as a command until `seconds`, SIGINT or SIGTERM; return the exit status (0, 130, 143, 1)."""
+        self.start()
+        # Installed after Spark: PySpark's own SIGINT handler raises inside py4j calls.
+        with stop_on_signals() as self.stop_signal:
+            ending = Ending.QUERY_FAILED
+            try:
+                ending = self.wait(seconds)
+                if ending is Ending.QUERY_FAILED:
+                    self._say(f"the twin's query failed: {self.query.exception()}")
+                elif ending is Ending.SIGNALLED:
+                    self._say(f"stopping ({self.stop_signal.reason}) ...")
+            finally:
+                self.stop()
+        if ending is Ending.QUERY_FAILED:
+            return 1
+        return self.stop_signal.exit_status()
+
+    def _publish_alert(self, alert: Alert) -> None:
+        if self._alerts_out is not None:
+            self._alerts_out.produce(self.settings.topics.alerts, key=kafka_key(alert), value=encode(alert))
+            self._alerts_out.poll(0)

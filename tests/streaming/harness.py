@@ -1,0 +1,181 @@
+"""The operator's code path without Spark: `streaming.operator.step_function` driven in memory.
+
+    result = run_operator(events, config)            # a ReplayResult, like state.replay.replay
+    harness = OperatorHarness(config); harness.batch(rows); harness.advance(watermark_ms)
+
+`MemoryGroupState` stands in for PySpark's `GroupState` (state, event-time timeout, watermark).
+`OperatorHarness` calls the step function the way Spark's `applyInPandasWithState` does with
+an event-time timeout: per micro-batch, every group that has rows (not timed out), then every
+other group whose timeout is strictly before the watermark (timed out); the watermark of a
+batch is the latest event time of the batches before it minus the watermark delay, and rows at
+or behind it are dropped before the operator sees them. The rows carry the events' bytes as
+the events topic would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Iterable
+
+import pandas as pd
+
+from schemas.codec import default_codec, encode
+from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
+from state import snapshot
+from state.model import ShadowRedundancyModel
+from state.parameters import ModelConfig
+from state.replay import ReplayResult
+from streaming.operator import DEAD_LETTER_GROUP, OutputTopics, step_function
+
+TOPICS = OutputTopics("alerts", "commands", "dead-letters")
+EVENTS_TOPIC = "events"
+
+
+class MemoryGroupState:
+    """PySpark's GroupState, in memory: the value, the timeout, the watermark."""
+
+    NO_TIMESTAMP = -1
+
+    def __init__(self, value: tuple | None, watermark_ms: int, timed_out: bool):
+        self._value = value
+        self._watermark_ms = watermark_ms
+        self._timed_out = timed_out
+        self.timeout_ms = self.NO_TIMESTAMP
+        self.removed = False
+
+    @property
+    def exists(self) -> bool:
+        return self._value is not None
+
+    @property
+    def get(self) -> tuple:
+        if self._value is None:
+            raise ValueError("State is either not defined or has already been removed")
+        return self._value
+
+    @property
+    def getOption(self) -> tuple | None:
+        return self._value
+
+    @property
+    def hasTimedOut(self) -> bool:
+        return self._timed_out
+
+    def getCurrentWatermarkMs(self) -> int:
+        return self._watermark_ms
+
+    def update(self, value: tuple) -> None:
+        self._value = value
+
+    def remove(self) -> None:
+        self._value, self.removed = None, True
+
+    def setTimeoutTimestamp(self, timestamp_ms: int) -> None:
+        if timestamp_ms < self._watermark_ms:
+            raise ValueError(f"timeout {timestamp_ms} is behind the watermark {self._watermark_ms}")
+        self.timeout_ms = timestamp_ms
+
+
+def row_frame(rows: list[dict]) -> pd.DataFrame:
+    """Rows as the operator receives them: primary_server, event_time, value, key, topic, partition, offset, reason."""
+    frame = pd.DataFrame(rows, columns=["primary_server", "event_time", "value", "key", "topic", "partition", "offset",
+                                        "reason"])
+    frame["event_time"] = pd.to_datetime(frame["event_time"], unit="ms", utc=True)
+    return frame
+
+
+def event_row(event: Event, offset: int, value: bytes | None = None) -> dict:
+    """The row Spark would hand the operator for `event` (or for `value`, bytes Spark read as `event`)."""
+    return {"primary_server": event.primary_server, "event_time": event.event_time_ms,
+            "value": encode(event) if value is None else value, "key": event.primary_server.encode() or None,
+            "topic": EVENTS_TOPIC, "partition": 0, "offset": offset, "reason": None}
+
+
+class OperatorHarness:
+    def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0):
+        self.step = step_function(config or ModelConfig(), TOPICS)
+        self.delay_ms = watermark_delay_ms
+        self.watermark_ms = 0
+        self.max_event_ms: int | None = None
+        self.states: dict[str, tuple] = {}
+        self.timeouts: dict[str, int] = {}
+        self.alerts: list[Alert] = []
+        self.commands: list[RedeliveryCommand] = []
+        self.dead_letters: list[DeadLetter] = []
+        self.late_rows = 0
+        self._offsets = itertools.count()
+
+    def batch(self, rows: list[dict]) -> None:
+        """One micro-batch of rows (see `event_row`); the watermark moves at its end, as Spark's does."""
+        usable = [r for r in rows if r["reason"] is not None or r["event_time"] > self.watermark_ms]
+        self.late_rows += len(rows) - len(usable)
+        groups: dict[str, list[dict]] = {}
+        for row in usable:
+            key = DEAD_LETTER_GROUP if row["reason"] is not None else row["primary_server"]
+            groups.setdefault(key, []).append(row)
+        for key, group_rows in groups.items():
+            self._call(key, [row_frame(group_rows)], timed_out=False)
+        self._fire_timeouts()
+        times = [r["event_time"] for r in usable if r["reason"] is None]
+        if times:
+            self.max_event_ms = max(times + ([self.max_event_ms] if self.max_event_ms is not None else []))
+            self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
+
+    def events(self, events: Iterable[Event]) -> None:
+        """One micro-batch of events."""
+        self.batch([event_row(e, next(self._offsets)) for e in events])
+
+    def advance(self, watermark_ms: int) -> None:
+        """A batch without data after the watermark reached `watermark_ms`: timeouts fire."""
+        self.watermark_ms = max(self.watermark_ms, watermark_ms)
+        self._fire_timeouts()
+
+    def _fire_timeouts(self) -> None:
+        for key in sorted(k for k, t in self.timeouts.items() if t < self.watermark_ms):
+            self._call(key, [], timed_out=True)
+
+    def _call(self, key: str, frames: list[pd.DataFrame], timed_out: bool) -> None:
+        group = MemoryGroupState(self.states.get(key), self.watermark_ms, timed_out)
+        outputs = list(self.step((key,), iter(frames), group))
+        if group.exists:
+            self.states[key] = group.get
+        self.timeouts.pop(key, None)
+        if group.timeout_ms != MemoryGroupState.NO_TIMESTAMP:
+            self.timeouts[key] = group.timeout_ms
+        codec = default_codec()
+        for frame in outputs:
+            for topic, value in zip(frame["topic"], frame["value"]):
+                record = codec.decode(value)
+                {TOPICS.alerts: self.alerts, TOPICS.commands: self.commands,
+                 TOPICS.dead_letters: self.dead_letters}[topic].append(record)
+
+
+def run_operator(events: Iterable[Event], config: ModelConfig | None = None, until_ms: int | None = None,
+                 seed: int = 7) -> ReplayResult:
+    """`state.replay.replay`, through the operator: micro-batches of 1 to 40 events (cut only
+    where event time moves on, so nothing is late with no watermark delay), then the watermark
+    at the end (default: the last event's time). The same alerts and commands are expected."""
+    events = list(events)
+    harness = OperatorHarness(config)
+    ordered = sorted(events, key=lambda e: e.event_time_ms)
+    sizes = random.Random(seed)
+    batch: list[Event] = []
+    for _, same_time in itertools.groupby(ordered, key=lambda e: e.event_time_ms):
+        batch.extend(same_time)
+        if len(batch) >= sizes.randint(1, 40):
+            harness.events(batch)
+            batch = []
+    if batch:
+        harness.events(batch)
+    end_ms = until_ms if until_ms is not None else (ordered[-1].event_time_ms if ordered else None)
+    if end_ms is not None:
+        harness.advance(end_ms)
+    model = ShadowRedundancyModel(config)
+    result = ReplayResult(model=model, events=len(events), end_ms=end_ms,
+                          start_ms=ordered[0].event_time_ms if ordered else None)
+    result.alerts = sorted(harness.alerts, key=lambda a: (a.decided_at_ms, a.alert_id))
+    result.commands = sorted(harness.commands, key=lambda c: (c.decided_at_ms, c.command_id))
+    result.states = {key: snapshot.load(value[0]) for key, value in harness.states.items() if key != DEAD_LETTER_GROUP}
+    assert not harness.dead_letters, [d.reason for d in harness.dead_letters]
+    return result

@@ -1,0 +1,95 @@
+"""The operator's code path in memory (tests/streaming/harness.py): the contract's decoder has the final
+word, and no single record stops a group."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from schemas.codec import encode
+from state.model import ShadowRedundancyModel
+from state.parameters import model_config_from
+from state.replay import replay
+from tests.state.scenario import Org
+from tests.streaming.harness import OperatorHarness, event_row, run_operator
+
+FAST = model_config_from({"shadow_heartbeat_frequency": "1m", "shadow_resubmit_time_span": "10m"})
+
+
+def stranded(org: Org):
+    """mbx01 takes m1 and m2, shadowed on mbx02, then falls silent: both are promoted after 10 minutes."""
+    return [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+            *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
+            *org.query_ok("mbx02", "mbx01", 2), *org.query_failed("mbx02", "mbx01", 20)]
+
+
+def ids(result):
+    return {a.alert_id for a in result.alerts}, {c.command_id for c in result.commands}
+
+
+def test_the_operator_decides_what_the_reference_decides():
+    events = stranded(Org())
+    assert ids(run_operator(events, FAST)) == ids(replay(events, FAST))
+    assert len(replay(events, FAST).commands) == 2
+
+
+def test_a_record_spark_accepts_but_the_contracts_decoder_refuses_is_a_dead_letter_and_the_rest_goes_on():
+    events = stranded(Org())
+    victim = dataclasses.replace(events[3], event_id="with-trailing-bytes")
+    harness = OperatorHarness(FAST)
+    rows = [event_row(e, i) for i, e in enumerate(events)]
+    rows.insert(4, event_row(victim, 99, value=encode(victim) + b"\x00\x01"))  # Spark read the body, ignored the rest
+    harness.batch(rows)
+    harness.advance(events[-1].event_time_ms)
+    assert [(d.offset, d.reason) for d in harness.dead_letters] == [
+        (99, "corrupt body: not a valid Event v1 record (2 bytes after the record)")]
+    assert harness.dead_letters[0].original == encode(victim) + b"\x00\x01"
+    expected = replay(events, FAST, until_ms=events[-1].event_time_ms)
+    assert {c.command_id for c in harness.commands} == {c.command_id for c in expected.commands}
+
+
+def test_a_body_read_otherwise_than_spark_read_it_never_reaches_another_group():
+    org = Org()
+    events = stranded(org)
+    elsewhere = dataclasses.replace(events[0], event_id="other-primary", primary_server="mbx09")
+    row = event_row(events[0], 50, value=encode(elsewhere))  # Spark grouped it under mbx01
+    harness = OperatorHarness(FAST)
+    harness.batch([row, *(event_row(e, i) for i, e in enumerate(events))])
+    assert len(harness.dead_letters) == 1
+    assert "reads primary 'mbx09'" in harness.dead_letters[0].reason and harness.dead_letters[0].offset == 50
+
+
+def test_an_event_the_model_cannot_apply_is_a_dead_letter_and_the_group_goes_on(monkeypatch):
+    events = stranded(Org())
+    original = ShadowRedundancyModel.on_events
+
+    def refuses_one(self, state, batch):
+        if any(e.event_id == events[2].event_id for e in batch):
+            raise KeyError("impossible")
+        return original(self, state, batch)
+
+    monkeypatch.setattr(ShadowRedundancyModel, "on_events", refuses_one)
+    harness = OperatorHarness(FAST)
+    harness.events(events)
+    harness.advance(events[-1].event_time_ms)
+    assert [d.reason for d in harness.dead_letters] == ["model refused the event: KeyError: 'impossible'"]
+    assert harness.commands, "the group went on: m1 is still promoted"
+
+
+def test_garbage_under_the_empty_key_is_a_dead_letter_and_ticks_are_not():
+    harness = OperatorHarness(FAST)
+    tick = Org().tick(0)[0]
+    garbage = {**event_row(tick, 7, value=b"junk"), "primary_server": "", "reason": "bad magic: 6a75"}
+    harness.batch([event_row(tick, 6), garbage])
+    assert [(d.offset, d.reason) for d in harness.dead_letters] == [(7, "bad magic: 6a75")]
+
+
+def test_late_rows_are_dropped_before_the_operator_as_spark_does():
+    org = Org()
+    events = stranded(org)
+    harness = OperatorHarness(FAST, watermark_delay_ms=60_000)
+    harness.events(events)
+    late = org.query_ok("mbx02", "mbx01", 1)  # 19 minutes behind the latest event
+    harness.events(late)
+    assert harness.late_rows == len(late)
+    harness.advance(events[-1].event_time_ms)
+    assert ids(harness) == ids(replay(events, FAST, until_ms=events[-1].event_time_ms)), "as if they never came"
