@@ -19,7 +19,7 @@ from pathlib import Path
 from producers.simulator.engine import Simulation
 from producers.simulator.run import to_file, to_kafka
 from producers.simulator.topology import load_topology
-from shadowtwin.simulate_cmd import DEFAULT_TOPOLOGY
+from producers.simulator.topology import DEFAULT_TOPOLOGY
 from infra.settings import load_settings
 from infra.broker import start_if_needed
 

@@ -95,6 +95,11 @@ class TwinSettings:
     max_offsets_per_trigger: int = field(default=0, metadata=at_least(0))
     starting_offsets: str = field(default="earliest", metadata=matching(
         r"earliest|latest|\{.*\}", 'earliest, latest, or Spark\'s JSON of offsets per partition'))
+    # A query that fails (a broker gone for longer than Kafka's own retries, say) is started again
+    # from its checkpoint, nothing lost, after a pause that doubles from restart_backoff_seconds up
+    # to a minute; after restart_attempts failures in a row the twin stops with exit status 1.
+    restart_attempts: int = field(default=10, metadata=at_least(0))
+    restart_backoff_seconds: float = field(default=2.0, metadata=more_than(0))
 
 
 @dataclass(frozen=True)

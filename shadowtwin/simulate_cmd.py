@@ -6,9 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from infra.settings import PROJECT_ROOT, Settings
-
-DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "topology.toml"
+from infra.settings import Settings
+from producers.simulator.topology import DEFAULT_TOPOLOGY
 
 
 def add_parser(commands) -> None:

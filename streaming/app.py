@@ -66,6 +66,8 @@ class TwinApplication:
         self._ticker: Ticker | None = None
         self._alerts_out = None
         self.stop_signal: Stop = Stop()
+        self.restarts = 0
+        self._batches_at_restart = 0
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -95,15 +97,26 @@ class TwinApplication:
         return self
 
     def wait(self, seconds: float | None = None) -> Ending:
-        """Block until `seconds` pass, a stop signal arrives, or the query ends."""
+        """Block until `seconds` pass, a stop signal arrives, or the query ends for good.
+
+        A query that fails is started again from its checkpoint (`twin.restart_attempts` times
+        in a row at most, with a doubling pause): nothing it had read is lost or decided twice."""
         assert self.query is not None, "start() first"
         deadline = None if seconds is None else time.monotonic() + seconds
+        failures_in_a_row = 0
         while True:
             if self.stop_signal.is_set():
                 return Ending.SIGNALLED
             try:
                 if self.query.exception() is not None:
-                    return Ending.QUERY_FAILED
+                    if failures_in_a_row >= self.settings.twin.restart_attempts:
+                        return Ending.QUERY_FAILED
+                    failures_in_a_row += 1
+                    self._restart_query(failures_in_a_row)
+                    continue
+                if failures_in_a_row and self.progress is not None and \
+                        self.progress.batches > self._batches_at_restart + 1:
+                    failures_in_a_row = 0  # it works again
                 if not self.query.isActive:
                     return Ending.QUERY_STOPPED
                 if deadline is not None and time.monotonic() >= deadline:
@@ -113,6 +126,20 @@ class TwinApplication:
                 if self.stop_signal.is_set():
                     return Ending.SIGNALLED
                 raise
+
+    def _restart_query(self, attempt: int) -> None:
+        pause = min(60.0, self.settings.twin.restart_backoff_seconds * 2 ** (attempt - 1))
+        reason = str(self.query.exception()).splitlines()[0][:300]
+        self._say(f"the twin's query failed ({reason}); starting it again from its checkpoint in {pause:.0f} s"
+                  f" (attempt {attempt} of {self.settings.twin.restart_attempts})")
+        if self.stop_signal.wait(pause):
+            return
+        self.restarts += 1
+        try:
+            self.query = start_query(self.spark, self.settings, self.checkpoint_dir, self._transform)
+        except Exception as exc:  # noqa: BLE001 - counted as one more failure; the old query's error stays
+            self._say(f"the twin's query could not start again: {str(exc).splitlines()[0][:300]}")
+        self._batches_at_restart = self.progress.batches if self.progress else 0
 
     def stop(self) -> None:
         """Stop what this object started, newest first; safe to call twice. Every part is stopped

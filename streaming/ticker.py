@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Callable
 
+from schemas.codec import encode
 from schemas.events import ClockTick
 from infra.kafka import producer
 
@@ -34,8 +35,6 @@ class Ticker(threading.Thread):
         self.ticks = 0
 
     def tick_once(self) -> None:
-        from schemas.codec import encode
-
         now_ms = int(self._clock() * 1000)
         partitions = self._producer.list_topics(self._topic, timeout=10).topics[self._topic].partitions
         for partition in partitions:

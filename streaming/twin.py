@@ -43,7 +43,10 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"), skew_ms / 1000,
         F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"), F.lit(max_skew_ms // 1000),
     )
-    reason = F.coalesce(F.col("reason"), F.when(skew_ms > F.lit(max_skew_ms), skewed))
+    # An event of no primary server (only a clock tick has none) would reach no model: say so.
+    no_primary = F.when((F.col("primary_server") == "") & (F.col("kind") != "ClockTick"), F.format_string(
+        "no primary server: a %s event must name the primary server it concerns", F.col("kind")))
+    reason = F.coalesce(F.col("reason"), F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
     usable = reason.isNull()
     routed = rows.select(
         # An unusable row has no event time, so it can never move the watermark.

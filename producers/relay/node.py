@@ -1,7 +1,7 @@
 """The relay node: a shadow-redundant transport server, wired from its parts.
 
 On start it opens its queue database, publishes NodeStarted (with the queue-db id), and
-serves SMTP. Then, as Exchange 2013+ does (../shared/domain.md):
+serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
 
 - receiving a message: MessageReceived; before answering, a shadow copy on a peer of its
   boundary over a simultaneous SMTP session (ShadowCopyRequested, then ShadowCopyAcknowledged

@@ -1,4 +1,4 @@
-"""The outage tables of domain.md, server Mailbox01, as scenarios (2013+ and 2010)."""
+"""The outage tables of docs/domain.md, server Mailbox01, as scenarios (2013+ and 2010)."""
 
 from schemas.events import AlertType, CommandReason, NodeMode
 from state.parameters import ModelConfig, parameters_from

@@ -21,7 +21,7 @@ from typing import Iterable
 import pandas as pd
 
 from schemas.codec import default_codec, encode
-from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
+from schemas.events import Alert, ClockTick, DeadLetter, Event, RedeliveryCommand
 from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.parameters import ModelConfig
@@ -87,9 +87,12 @@ def row_frame(rows: list[dict]) -> pd.DataFrame:
 
 def event_row(event: Event, offset: int, value: bytes | None = None) -> dict:
     """The row Spark would hand the operator for `event` (or for `value`, bytes Spark read as `event`)."""
+    reason = None
+    if event.primary_server == "" and not isinstance(event, ClockTick):  # as streaming.twin rules
+        reason = f"no primary server: a {type(event).__name__} event must name the primary server it concerns"
     return {"primary_server": event.primary_server, "event_time": event.event_time_ms,
             "value": encode(event) if value is None else value, "key": event.primary_server.encode() or None,
-            "topic": EVENTS_TOPIC, "partition": 0, "offset": offset, "reason": None}
+            "topic": EVENTS_TOPIC, "partition": 0, "offset": offset, "reason": reason}
 
 
 class OperatorHarness:

@@ -1,0 +1,37 @@
+"""A small dose of the fuzzer (benchmarks/fuzz.py) through the real twin, on every CI run."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+from benchmarks.fuzz import MUTATIONS, bad_records, fuzz, fuzz_samples, impossible_events
+from schemas.codec import default_codec, encode
+
+
+def test_every_derived_bad_record_is_refused_by_the_contracts_decoder():
+    codec = default_codec()
+    records = list(bad_records(fuzz_samples(1_795_312_800_000), 500, random.Random(3)))
+    assert {how for _, _, how in records} == set(MUTATIONS)
+    for _key, value, how in records:
+        if value is not None:
+            try:
+                codec.decode(value)
+            except Exception:  # noqa: BLE001 - refused, as it must be
+                continue
+            raise AssertionError(f"{how} produced a valid record")
+
+
+def test_impossible_events_are_well_formed():
+    for event in impossible_events(1_795_312_800_000, random.Random(3)):
+        assert default_codec().decode(encode(event)) == event
+
+
+def test_the_twin_survives_the_fuzz_and_its_valid_stream_decides_as_the_reference(settings, spark, kafka_bootstrap):
+    settings = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=kafka_bootstrap))
+    report = fuzz(settings, spark, records=3_000, seconds=30, seed=11, say=lambda line: None)
+    summary = "\n".join(report.lines())
+    assert report.restarts == 0, summary
+    assert report.bad_found == report.bad_records == 3_000, summary
+    assert report.dead_letters_without_reason == 0, summary
+    assert report.valid_expected > 0 and report.valid_equal, summary
