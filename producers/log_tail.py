@@ -9,7 +9,8 @@ of several files come out merged by the `time_ms` of what their reader made of t
 without one keeps its place in its file), so a primary's lines and its shadow's, from two
 servers' logs, reach the mapper in event-time order.
 
-Without `follow` the tail reads the named files (globs expanded) once to their end. With it,
+Without `follow` the tail reads the named files (globs expanded) once to their end. A file
+that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
 every poll also picks up:
 - lines appended to a file since the last poll (an unfinished last line waits for its newline);
 - a file truncated in place: read again from its first line, its reader reset;
@@ -22,6 +23,7 @@ every poll also picks up:
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import heapq
@@ -89,11 +91,14 @@ class LogTail:
             path = Path(arg)
             if _GLOB_CHARS.search(arg):
                 self.watches.append((path.parent, re.compile(fnmatch.translate(path.name))))
-                for match in sorted(glob.glob(arg)):
+                matches = sorted(glob.glob(arg))
+                if not matches:
+                    raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", arg)
+                for match in matches:
                     self._open(Path(match))
             else:
                 if not path.is_file() and not follow:
-                    raise FileNotFoundError(f"{arg}: no such file")
+                    raise FileNotFoundError(errno.ENOENT, "no such file", arg)
                 self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)))))
                 if path.is_file():
                     self._open(path)

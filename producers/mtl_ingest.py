@@ -26,7 +26,7 @@ from producers.log_tail import Line, LogTail
 from producers.mtl_events import MtlMapper, Skip, Unmappable
 from producers.mtl_log import BadLine, MtlReader
 from schemas.events import DeadLetter, Event
-from infra.kafka import producer
+from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
 
 
 class Sink(Protocol):
@@ -100,29 +100,25 @@ def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_c
 
 
 class KafkaSink:
-    """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic."""
+    """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
+    `deliveries` counts the broker's acknowledgements of both."""
 
-    def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str):
-        self.producer = producer(bootstrap)
+    def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
+                 delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
+        self.deliveries = Deliveries(bootstrap, delivery_timeout_s)
+        self.producer = reporting_producer(bootstrap, self.deliveries)
         self.topics = (events_topic, dead_letters_topic)
-        self.failed = 0
-        self.error: str | None = None
 
-    def _delivered(self, err, msg) -> None:
-        if err is not None:
-            self.failed += 1
-            self.error = str(err)
+    def _send(self, topic: str, record: Event | DeadLetter) -> None:
+        produce(self.producer, topic, record, self.deliveries.delivered)
+        self.deliveries.produced += 1
 
     def event(self, event: Event) -> None:
-        from producers.publisher import produce
-
-        produce(self.producer, self.topics[0], event, self._delivered)
+        self._send(self.topics[0], event)
 
     def dead(self, letter: DeadLetter) -> None:
-        from producers.publisher import produce
+        self._send(self.topics[1], letter)
 
-        produce(self.producer, self.topics[1], letter, self._delivered)
-
-    def close(self, timeout: float = 30) -> int:
-        """Flush; returns how many records were not delivered (failed or still queued)."""
-        return self.producer.flush(timeout) + self.failed
+    def close(self) -> int:
+        """Flush; returns how many records were not acknowledged (failed or still queued)."""
+        return flush(self.producer, self.deliveries)

@@ -117,10 +117,13 @@ class RelayNode:
         for thread in self._threads:
             thread.join(timeout=15)
         self.events.emit(ev.NodeStopping, self.name, reason=reason)
-        self.events.flush()
+        self.events.flush(self.events.deliveries.timeout_s + 5)
         if self.db is not None:
             self.db.close()
-        log.info("%s stopped", self.name)
+        if self.events.deliveries.unacknowledged:
+            log.error("%s stopped: %s", self.name, self.events.deliveries.describe_failure())
+        else:
+            log.info("%s stopped", self.name)
 
     def wait(self) -> None:
         self._stopping.wait()

@@ -51,4 +51,4 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert per_node.returncode == 0, per_node.stderr
     assert "31.0m" in next(line for line in per_node.stdout.splitlines() if line.startswith("delay per hop"))
     bad = whatif(recording, "--set", "ShadowResubmitTimespam=1h")
-    assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stdout
+    assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
