@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from infra.settings import ConfigError, Settings, load_settings
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
+from producers.ingest_positions import Positions
 from producers.interrupt import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
@@ -25,10 +26,12 @@ from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
+from state.parameters import parse_duration
 
 # The lower layers' errors that mean bad input, not a fault of the program.
 BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
+DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
 
 def _kafka(settings: Settings, args: argparse.Namespace) -> int:
@@ -110,16 +113,31 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
+    max_age_s = _duration_s(args.max_age, "--max-age") if args.max_age else None
+    state = Path(args.state) if args.state else DEFAULT_INGEST_STATE if args.follow else None
+    try:
+        positions = Positions(state) if state is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     stop = stop_on_signals()
     sink = KafkaSink(settings.kafka.bootstrap_servers, args.to or settings.topics.events,
                      settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
     try:
         counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
-                        internal_domains=frozenset(args.internal_domain))
+                        internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s)
     finally:
         undelivered = sink.close()
+        if positions is not None:
+            positions.save()
     print(counts.describe())
     return _published(sink.deliveries.describe_failure() if undelivered else None, stop)
+
+
+def _duration_s(text: str, option: str) -> float:
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def _speed(text: str) -> float | None:
@@ -221,7 +239,13 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("source", choices=["exchange-mtl"], help="the log format")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="log files, or quoted globs ('logs/MSGTRK*.LOG')")
     ingest.add_argument("--follow", action="store_true",
-                        help="keep reading as the files grow, and follow roll-over to new files (until Ctrl-C)")
+                        help="keep reading as the files grow, and follow roll-over to new files (until Ctrl-C or"
+                             " SIGTERM); each file's position is kept in the state file across restarts")
+    ingest.add_argument("--state", metavar="FILE",
+                        help="where each file's acknowledged position is kept (default with --follow:"
+                             " .run/ingest/positions.json); a restart sends nothing it acknowledged before")
+    ingest.add_argument("--max-age", metavar="DURATION",
+                        help="leave out files last written longer ago than this (e.g. 7d, 12h, 2.00:00:00)")
     ingest.add_argument("--to", metavar="TOPIC", help="the topic to publish events to (default: the events topic)")
     ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                         help="an accepted domain of the organisation: its recipients are internal mailboxes"
