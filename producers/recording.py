@@ -2,11 +2,17 @@
 
     events = read_events(Path("day.avro"))         # lazily, in file order
     write_events(Path("day.jsonl"), events)        # returns how many
+    for event, kafka_ms in read_recorded(path): ...                 # with each event's Kafka timestamp, or None
+    write_events(path, ((event, kafka_ms), ...), timestamps=True)   # what `record` writes
 
 JSON Lines is the form people read and write by hand; Avro is compact and carries its
 writer schema, so an older recording is read into the current schema. Avro files are written
 and read by `schemas.container`: a recording cut short (a recorder killed mid-write) reads to
 its last complete block, then raises a ContainerError naming the file and the offset.
+
+A recording made from Kafka keeps each event's Kafka timestamp (an optional field of both
+forms, see `schemas.container` and `schemas.jsonl`): what the clock-skew guard of a replay
+compares event times against. A recording without it (written by hand, or older) still reads.
 """
 
 from __future__ import annotations
@@ -29,11 +35,16 @@ class RecordingNameError(ValueError):
 
 
 def read_events(path: Path) -> Iterator[Event]:
+    return (event for event, _ in read_recorded(path))
+
+
+def read_recorded(path: Path) -> Iterator[tuple[Event, int | None]]:
+    """(event, its Kafka timestamp in ms or None), lazily, in file order."""
     if path.suffix in JSONL_SUFFIXES:
         with open(path, encoding="utf-8") as lines:
-            yield from jsonl.read(lines, str(path))
+            yield from jsonl.read(lines, str(path), timestamps=True)
     elif path.suffix in AVRO_SUFFIXES:
-        yield from container.read(path, "Event")
+        yield from container.read(path, "Event", timestamps=True)
     else:
         raise RecordingNameError(path)
 
@@ -45,12 +56,13 @@ def check_name(path: Path) -> Path:
     return path
 
 
-def write_events(path: Path, events: Iterable[Event], sync: bytes | None = None) -> int:
+def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, timestamps: bool = False) -> int:
     """Write `events` to `path`; an Avro file's sync marker is random unless `sync` (16 bytes) is
-    given, which makes the file the same byte for byte for the same events."""
+    given, which makes the file the same byte for byte for the same events. With `timestamps`,
+    the items are (event, Kafka timestamp in ms or None) pairs."""
     check_name(path)
     if path.suffix in JSONL_SUFFIXES:
         with open(path, "w", encoding="utf-8") as out:
-            return jsonl.write(events, out)
+            return jsonl.write(events, out, timestamps=timestamps)
     with open(path, "wb") as out:
-        return container.write(out, "Event", events, sync=sync)
+        return container.write(out, "Event", events, sync=sync, timestamps=timestamps)

@@ -14,6 +14,11 @@ mid-write, a copy interrupted) or damaged yields every record up to its last com
 then raises a ContainerError that names the file and the byte offset where the cut or damage is.
 A writer writes each block whole when it is full and at the end: stopping it between blocks
 leaves a valid file.
+
+A recording may keep, per event, when Kafka took it in (`timestamps=True`): the writer schema
+is then the Event schema with one more field at its end, `kafka_timestamp_ms` (null or long,
+default null). Any Avro reader still reads such a file as events (schema resolution ignores
+the field); a file without it reads with None for every timestamp.
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ MAGIC = b"Obj\x01"
 SYNC_SIZE = 16
 BLOCK_BYTES = 64 * 1024  # encoded bytes per block before compression, about Avro Java's default sync interval
 CODECS = ("deflate", "null")
+TIMESTAMP_FIELD = {"name": "kafka_timestamp_ms", "type": ["null", "long"], "default": None,
+                   "doc": "when Kafka took the event in (its record timestamp), where it was recorded from Kafka"}
+
+
+def stamped(schema: dict[str, Any]) -> dict[str, Any]:
+    """A top-level schema with the recording's optional Kafka timestamp as its last field."""
+    return {**schema, "fields": [*schema["fields"], TIMESTAMP_FIELD]}
 
 
 class ContainerError(ValueError):
@@ -49,23 +61,32 @@ class ContainerError(ValueError):
 # ---- writing ---------------------------------------------------------------------------
 
 def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | None = None,
-          codec: str = "deflate") -> int:
+          codec: str = "deflate", timestamps: bool = False) -> int:
     """Write `records` (all of the top-level schema `name`) as a container file; returns how many.
-    The sync marker is random unless `sync` (16 bytes) is given: then the same records give the same bytes."""
+    The sync marker is random unless `sync` (16 bytes) is given: then the same records give the same bytes.
+    With `timestamps`, the items are (record, Kafka timestamp in ms or None) pairs."""
     if codec not in CODECS:
         raise ValueError(f"codec {codec!r}: one of {', '.join(CODECS)}")
     sync = sync or os.urandom(SYNC_SIZE)
     if len(sync) != SYNC_SIZE:
         raise ValueError(f"an Avro sync marker is {SYNC_SIZE} bytes, not {len(sync)}")
     encoder = default_codec()
-    schema = catalogue.default().current(name).json.encode()
-    out.write(MAGIC + _metadata({"avro.schema": schema, "avro.codec": codec.encode()}) + sync)
+    current = catalogue.default().current(name)
+    schema = json.dumps(stamped(current.schema), separators=(",", ":")) if timestamps else current.json
+    out.write(MAGIC + _metadata({"avro.schema": schema.encode(), "avro.codec": codec.encode()}) + sync)
     block, in_block, count = bytearray(), 0, 0
-    for count, record in enumerate(records, start=1):
+    for count, item in enumerate(records, start=1):
+        record, at_ms = item if timestamps else (item, None)
         if top_level_name(type(record)) != name:
             raise TypeError(f"record {count} is {type(record).__name__}, not "
                             + ("an event" if name == "Event" else name))
         encoder.write_body(record, block)
+        if timestamps:
+            if at_ms is None:
+                block.append(0)
+            else:
+                block.append(2)  # the union's second branch, long
+                binary.write_long(at_ms, block)
         in_block += 1
         if len(block) >= BLOCK_BYTES:
             _write_block(out, block, in_block, sync, codec)
@@ -97,14 +118,15 @@ def _write_block(out: IO[bytes], block: bytearray, count: int, sync: bytes, code
 
 # ---- reading ---------------------------------------------------------------------------
 
-def read(path: Path, expected: str | None = None) -> Iterator[Any]:
+def read(path: Path, expected: str | None = None, *, timestamps: bool = False) -> Iterator[Any]:
     """The records of the container file at `path`, lazily; `expected` names the top-level schema
-    the file must hold. Nothing is opened before the first record is asked for."""
+    the file must hold. Nothing is opened before the first record is asked for. With `timestamps`,
+    (record, Kafka timestamp in ms or None) pairs."""
     with open(path, "rb") as data:
-        yield from records(data, str(path), expected)
+        yield from records(data, str(path), expected, timestamps=timestamps)
 
 
-def records(data: IO[bytes], source: str, expected: str | None = None) -> Iterator[Any]:
+def records(data: IO[bytes], source: str, expected: str | None = None, *, timestamps: bool = False) -> Iterator[Any]:
     """The records of a container file open in `data`; `source` names it in errors."""
     stream = _Stream(data, source)
     header = _Header.read(stream)
@@ -115,7 +137,8 @@ def records(data: IO[bytes], source: str, expected: str | None = None) -> Iterat
         if stream.at_end():
             return
         count, body = _read_block(stream, header)
-        yield from header.decode(body, count, start)
+        decoded = header.decode(body, count, start)
+        yield from decoded if timestamps else (record for record, _ in decoded)
 
 
 class _Stream:
@@ -160,9 +183,13 @@ class _Header:
     def __init__(self, source: str, name: str, codec: str, sync: bytes, writer: dict[str, Any]):
         self.source, self.name, self.codec, self.sync = source, name, codec, sync
         current = catalogue.default().current(name)
-        self.compiled = binary.top_level_reader(name) if catalogue.fingerprint(writer) == current.fingerprint else None
+        fingerprint = catalogue.fingerprint(writer)
+        self.stamped = fingerprint == catalogue.fingerprint(stamped(current.schema))
+        same = self.stamped or fingerprint == current.fingerprint
+        self.compiled = binary.top_level_reader(name) if same else None
         self.writer = fastavro.parse_schema(without_logical_types(writer), {})
-        self.reader = None if self.compiled else fastavro.parse_schema(without_logical_types(current.schema), {})
+        reader = stamped(current.schema) if self.stamped else current.schema
+        self.reader = None if same else fastavro.parse_schema(without_logical_types(reader), {})
 
     @classmethod
     def read(cls, stream: _Stream) -> _Header:
@@ -191,21 +218,28 @@ class _Header:
                                  f"records named {name or '?'!r} are none of {', '.join(TOP_LEVEL_NAMES)}")
         return cls(source, name, codec, sync, writer)
 
-    def decode(self, body: bytes, count: int, start: int) -> list[Any]:
-        """The `count` records of a block's decompressed `body`."""
+    def decode(self, body: bytes, count: int, start: int) -> list[tuple[Any, int | None]]:
+        """The `count` records of a block's decompressed `body`, each with its Kafka timestamp (or None)."""
         if self.compiled is not None:
             found, pos = [], 0
             try:
                 for _ in range(count):
                     record, pos = self.compiled(body, pos)
-                    found.append(record)
+                    at_ms = None
+                    if self.stamped:
+                        branch, pos = binary.read_long(body, pos)
+                        if branch == 1:
+                            at_ms, pos = binary.read_long(body, pos)
+                        elif branch != 0:
+                            raise ValueError(f"union branch {branch}")
+                    found.append((record, at_ms))
             except Exception:  # noqa: BLE001 - not valid records: fastavro reads the block again, and says why
                 pos = -1
             if pos == len(body):
                 return found
         stream = io.BytesIO(body)
         try:
-            found = [from_datum(self.name, fastavro.schemaless_reader(
+            found = [self._from_datum(fastavro.schemaless_reader(
                 stream, self.writer, self.reader, return_record_name=True, return_record_name_override=True))
                 for _ in range(count)]
         except Exception as exc:  # noqa: BLE001 - fastavro raises anything from EOFError to UnicodeDecodeError
@@ -215,6 +249,10 @@ class _Header:
             raise ContainerError(self.source, start, f"damaged: {len(body) - stream.tell()} bytes after the"
                                                      f" {count} records of the block")
         return found
+
+    def _from_datum(self, datum: dict[str, Any]) -> tuple[Any, int | None]:
+        at_ms = datum.pop(TIMESTAMP_FIELD["name"], None)
+        return from_datum(self.name, datum), at_ms
 
 
 def _read_block(stream: _Stream, header: _Header) -> tuple[int, bytes]:
