@@ -63,7 +63,8 @@ def record(bootstrap: str, topic: str, path: Path, *, from_beginning: bool = Fal
 def _events(bootstrap: str, topic: str, outcome: RecordOutcome, from_beginning: bool, seconds: float | None,
             count: int | None, stop: threading.Event) -> Iterator[tuple[Event, int | None]]:
 
-    client = consumer(bootstrap, f"shadowtwin-record-{uuid.uuid4().hex}")
+    # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
+    client = consumer(bootstrap, f"shadowtwin-record-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
     try:
         metadata = client.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:

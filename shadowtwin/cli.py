@@ -14,12 +14,16 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from confluent_kafka import KafkaError, KafkaException
+
+from infra.broker import BrokerError
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 from producers.ingest_positions import Positions
 from producers.interrupt import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
 from producers.recording import RecordingNameError, check_name
+from producers.relay.lab import LabError
 from producers.replayer import parse_speed, replay
 from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
@@ -28,8 +32,11 @@ from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
 from state.parameters import parse_duration
 
-# The lower layers' errors that mean bad input, not a fault of the program.
+# The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
 BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
+# ... and those that mean a part the command needs failed: a broker that does not answer, a lab
+# process that does not start (exit 1).
+FAILED = (KafkaException, BrokerError, LabError)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
 DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
@@ -281,16 +288,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS
-    except (*BAD_INPUT, OSError) as exc:
+    except (*BAD_INPUT, *FAILED, OSError) as exc:
         if args.debug or isinstance(exc, OSError) and exc.filename is None:
             raise
         print(f"shadowtwin {args.command}: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, FAILED) else 2
 
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename}: {exc.strerror or exc}"
+    if isinstance(exc, KafkaException):
+        return f"Kafka: {exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc}"
     return " ".join(str(exc).split())
 
 

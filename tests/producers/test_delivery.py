@@ -69,3 +69,11 @@ def test_every_record_published_to_a_live_broker_is_acknowledged(kafka_bootstrap
     counts = ingest([str(EX01)], sink)
     assert sink.close() == 0
     assert sink.deliveries.acknowledged == sum(counts.events.values()) + counts.dead_letters > 0
+
+
+def test_record_from_a_dead_broker_says_so_in_one_line(tmp_path):
+    result, seconds = run_against_dead_broker(tmp_path, "record", "shadowtwin.events", tmp_path / "out.avro")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "shadowtwin record: Kafka: Failed to get metadata: Local: Broker transport failure"]
+    assert seconds < 30

@@ -129,3 +129,7 @@ def test_whatif_into_a_closed_pipe_ends_quietly(recording):
     reader.stdout.close()  # as `| head` does once it has its lines
     _, err = reader.communicate(timeout=120)
     assert err == b"" and reader.returncode == 141
+
+
+def test_lab_names_an_unknown_node():
+    one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
