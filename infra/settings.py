@@ -47,6 +47,7 @@ class EmbeddedKafkaSettings:
 class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:19092"
     embedded: EmbeddedKafkaSettings = field(default_factory=EmbeddedKafkaSettings)
+    delivery_timeout_seconds: float = 30.0  # a record a producer cannot get acknowledged in this long has failed
 
 
 @dataclass(frozen=True)

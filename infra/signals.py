@@ -4,6 +4,7 @@
     ... loop until stop.is_set() (or stop.wait(seconds)) ..., then close files and flush producers as usual
     return stop.exit_status()       # 130 after SIGINT, 143 after SIGTERM, 0 when nothing asked it to stop
 
+A recording then ends with a complete last block, and ingestion flushes what it has produced.
 The exit status follows the shell's convention for a process ended by a signal: 128 + its
 number. Used as a context manager, the previous handlers come back at the end (Spark's own
 SIGINT handler, which raises inside py4j calls, must not be the one that answers Ctrl-C).

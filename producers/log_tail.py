@@ -9,7 +9,8 @@ of several files come out merged by the `time_ms` of what their reader made of t
 without one keeps its place in its file), so a primary's lines and its shadow's, from two
 servers' logs, reach the mapper in event-time order.
 
-Without `follow` the tail reads the named files (globs expanded) once to their end. With it,
+Without `follow` the tail reads the named files (globs expanded) once to their end. A file
+that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
 every poll also picks up:
 - lines appended to a file since the last poll (an unfinished last line waits for its newline);
 - a file truncated in place: read again from its first line, its reader reset;
@@ -18,15 +19,23 @@ every poll also picks up:
 - a new file in a watched folder: one matching a glob argument, or, for a file argument, one
   whose name differs from it only in its digits (MSGTRK20261122-1.LOG -> MSGTRK20261122-2.LOG,
   MSGTRK20261123-1.LOG), Exchange's roll-over names. New files are read from their start.
+- a file that has rolled over (read to its end, unchanged since the last poll, and a file of the
+  same watch written after it) is closed; it is opened again, where it was left, if it grows.
+
+`max_age_s` leaves out files last written longer ago than that. Each line carries the file it
+came from (`line.file`: its device and inode, and a way to read its first bytes) and the byte
+offset just after it (`line.end`), so that a caller can remember how far it got.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import heapq
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -41,9 +50,11 @@ class Line:
     number: int  # 1-based, within the file (from its start again after a truncation)
     raw: bytes  # without its line end
     item: Any  # what the file's reader made of it
+    end: int = 0  # the byte offset just after the line's end
+    file: "TailedFile | None" = None
 
 
-class _File:
+class TailedFile:
     def __init__(self, path: Path, new_reader: Callable[[], Any]):
         self.path = path
         self.handle = open(path, "rb")
@@ -51,6 +62,13 @@ class _File:
         self.identity = (stat.st_dev, stat.st_ino)
         self.reader = new_reader()
         self.number, self.partial, self.last_ms = 0, b"", 0
+        self.generation = 0  # how many times it was truncated and read again from its start
+        self.seen_size = -1  # its size at the last poll, while it is read to its end
+        self.closed_at = 0
+
+    def head(self, size: int) -> bytes:
+        """The file's first `size` bytes (fewer if it is shorter)."""
+        return os.pread(self.handle.fileno(), size, 0)
 
     def truncated(self) -> bool:
         return os.fstat(self.handle.fileno()).st_size < self.handle.tell()
@@ -58,55 +76,82 @@ class _File:
     def restart(self) -> None:
         self.handle.seek(0)
         self.number, self.partial, self.last_ms = 0, b"", 0
+        self.generation += 1
         self.reader.reset()
+
+    def finished(self) -> bool:
+        """Read to its end, with no unfinished line, and the same size as at the last poll."""
+        size = os.fstat(self.handle.fileno()).st_size
+        done = not self.partial and size == self.handle.tell() == self.seen_size
+        self.seen_size = size
+        return done
+
+    def close(self) -> None:
+        if not self.handle.closed:
+            self.closed_at = self.handle.tell()
+            self.handle.close()
+
+    def reopen(self) -> None:
+        self.handle = open(self.path, "rb")
+        self.handle.seek(self.closed_at)
 
     def lines(self, final: bool) -> Iterator[tuple[int, int, Line]]:
         """(time key, line number, line) for what was written since the last read; `final` takes an
         unfinished last line too."""
         while chunk := self.handle.read(CHUNK):
+            end = self.handle.tell() - len(chunk) - len(self.partial)  # where the unfinished line starts
             *complete, self.partial = (self.partial + chunk).split(b"\n")
             for raw in complete:
-                yield self._line(raw)
+                end += len(raw) + 1
+                yield self._line(raw, end)
         if final and self.partial:
             raw, self.partial = self.partial, b""
-            yield self._line(raw)
+            yield self._line(raw, self.handle.tell())
 
-    def _line(self, raw: bytes) -> tuple[int, int, Line]:
+    def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
         raw = raw.rstrip(b"\r")
         item = self.reader.line(raw)
         self.last_ms = getattr(item, "time_ms", None) or self.last_ms
-        return self.last_ms, self.number, Line(self.path, self.number, raw, item)
+        return self.last_ms, self.number, Line(self.path, self.number, raw, item, end, self)
 
 
 class LogTail:
-    def __init__(self, paths: list[str], *, follow: bool, new_reader: Callable[[], Any]):
+    def __init__(self, paths: list[str], *, follow: bool, new_reader: Callable[[], Any],
+                 max_age_s: float | None = None, clock: Callable[[], float] = time.time):
         self.follow = follow
         self.new_reader = new_reader
-        self.files: dict[Path, _File] = {}
+        self.max_age_s, self.clock = max_age_s, clock
+        self.files: dict[Path, TailedFile] = {}
+        self.rolled_over: dict[Path, TailedFile] = {}  # read to their end and closed
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
             path = Path(arg)
             if _GLOB_CHARS.search(arg):
                 self.watches.append((path.parent, re.compile(fnmatch.translate(path.name))))
-                for match in sorted(glob.glob(arg)):
+                matches = sorted(glob.glob(arg))
+                if not matches:
+                    raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", arg)
+                for match in matches:
                     self._open(Path(match))
             else:
                 if not path.is_file() and not follow:
-                    raise FileNotFoundError(f"{arg}: no such file")
+                    raise FileNotFoundError(errno.ENOENT, "no such file", arg)
                 self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)))))
                 if path.is_file():
                     self._open(path)
 
     def _open(self, path: Path) -> None:
         try:
-            self.files[path] = _File(path, self.new_reader)
+            if self.max_age_s is not None and os.stat(path).st_mtime < self.clock() - self.max_age_s:
+                return
+            self.files[path] = TailedFile(path, self.new_reader)
         except FileNotFoundError:
             pass  # gone between listing and opening
 
     def poll(self) -> Iterator[Line]:
         """The lines written since the last poll (all of them, the first time), merged by time."""
-        draining: list[_File] = []
+        draining: list[TailedFile] = []
         if self.follow:
             draining = self._scan()
         streams = [f.lines(final=not self.follow) for f in self.files.values()]
@@ -114,10 +159,11 @@ class LogTail:
         for _, _, line in heapq.merge(*streams, key=lambda entry: entry[:2]):
             yield line
         for old in draining:
-            old.handle.close()
+            old.close()
 
-    def _scan(self) -> list[_File]:
+    def _scan(self) -> list[TailedFile]:
         """Follow truncations, replacements and new files; returns replaced files still to read to their end."""
+        self._reopen_grown()
         draining = []
         for path, current in list(self.files.items()):
             try:
@@ -137,12 +183,51 @@ class LogTail:
                 continue
             for name in names:
                 path = folder / name
-                if pattern.fullmatch(name) and path not in self.files and path.is_file():
+                if pattern.fullmatch(name) and path not in self.files and path not in self.rolled_over \
+                        and path.is_file():
                     self._open(path)
+        self._close_rolled_over()
         return draining
+
+    def _close_rolled_over(self) -> None:
+        """Close each file read to its end that a later file of its watch has taken over from."""
+        for path, current in list(self.files.items()):
+            if not current.finished():
+                continue
+            mtime = os.fstat(current.handle.fileno()).st_mtime
+            if any(other is not current and _same_watch(self.watches, path, other.path)
+                   and os.fstat(other.handle.fileno()).st_mtime > mtime for other in self.files.values()):
+                current.close()
+                self.rolled_over[self.files.pop(path).path] = current
+
+    def _reopen_grown(self) -> None:
+        """A closed file that grew, or was replaced, is read again: from where it was left, or from its start."""
+        for path, closed in list(self.rolled_over.items()):
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                del self.rolled_over[path]
+                continue
+            if (stat.st_dev, stat.st_ino) != closed.identity:
+                del self.rolled_over[path]
+                self._open(path)
+            elif stat.st_size != closed.closed_at:
+                del self.rolled_over[path]
+                closed.reopen()
+                self.files[path] = closed
+
+    def open_paths(self) -> list[Path]:
+        return sorted(self.files)
 
     def close(self) -> None:
         for f in self.files.values():
-            f.handle.close()
+            f.close()
         self.files.clear()
+        self.rolled_over.clear()
+
+
+def _same_watch(watches: list[tuple[Path, re.Pattern[str]]], one: Path, other: Path) -> bool:
+    return one.parent == other.parent and any(
+        folder == one.parent and pattern.fullmatch(one.name) and pattern.fullmatch(other.name)
+        for folder, pattern in watches)
 

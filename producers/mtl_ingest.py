@@ -11,6 +11,12 @@ the reason) and ingestion goes on; lines that are readable but make no event (an
 the twin does not use, DEFER, a Safety Net RESUBMIT) are counted by reason and skipped.
 Event ids are `mtl-<sha256 of the line, 24 hex>-<n>`: ingesting the same lines again gives
 the same ids, whatever the file is called.
+
+With `positions` (`producers.ingest_positions`), a line whose records the broker acknowledged
+in an earlier run is read (the mapper learns from it) but not sent again, and the position of
+each file advances on delivery reports; it is saved every poll. With `follow`, a record the
+broker refuses ends the run (the caller flushes, saves, and exits non-zero; a restart sends
+again from the saved position). `max_age_s` leaves out files last written longer ago.
 """
 
 from __future__ import annotations
@@ -22,17 +28,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from producers.ingest_positions import Positions
 from producers.log_tail import Line, LogTail
 from producers.mtl_events import MtlMapper, Skip, Unmappable
 from producers.mtl_log import BadLine, MtlReader
 from schemas.events import DeadLetter, Event
-from infra.kafka import producer
+from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
 
 
 class Sink(Protocol):
-    def event(self, event: Event) -> None: ...
+    def event(self, event: Event, on_delivery: Callable | None = None) -> None: ...
 
-    def dead(self, letter: DeadLetter) -> None: ...
+    def dead(self, letter: DeadLetter, on_delivery: Callable | None = None) -> None: ...
+
+    def poll(self) -> None: ...
 
 
 @dataclass
@@ -42,12 +51,15 @@ class IngestCounts:
     dead_letters: int = 0
     skipped: Counter = field(default_factory=Counter)  # by reason
     unjoined: int = 0  # events whose primary internal id could not be learned (see mtl_events)
+    published_before: int = 0  # lines an earlier run had acknowledged: read, not sent again
 
     def describe(self) -> str:
         parts = [f"{self.lines} lines: {sum(self.events.values())} events, {self.dead_letters} dead letters,"
                  f" {sum(self.skipped.values())} skipped"]
         parts += [f"  {kind}: {n}" for kind, n in sorted(self.events.items())]
         parts += [f"  skipped {n}: {reason}" for reason, n in self.skipped.most_common()]
+        if self.published_before:
+            parts.append(f"  {self.published_before} lines were published by an earlier run and not sent again")
         if self.unjoined:
             parts.append(f"  {self.unjoined} lines named a message whose primary's internal id was not seen"
                          " (see producers/EXCHANGE_LOGS.md)")
@@ -60,15 +72,21 @@ def line_id(raw: bytes) -> str:
 
 def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,
            poll_seconds: float = 0.5, internal_domains: frozenset[str] = frozenset(),
-           wall_clock: Callable[[], float] = time.time) -> IngestCounts:
+           wall_clock: Callable[[], float] = time.time, positions: Positions | None = None,
+           max_age_s: float | None = None) -> IngestCounts:
     """Read the files (to their end, or with `follow` until `stop` is set) into `sink`."""
     stop = stop or threading.Event()
-    tail = LogTail(paths, follow=follow, new_reader=MtlReader)
+    tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
     try:
         while True:
             for line in tail.poll():
-                _one(line, mapper, sink, counts, wall_clock)
+                _one(line, mapper, sink, counts, wall_clock, positions)
+            if positions is not None:
+                sink.poll()
+                positions.save()
+                if follow and positions.refused:
+                    break
             if not follow or stop.wait(poll_seconds):
                 break
     finally:
@@ -77,52 +95,71 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
     return counts
 
 
-def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_clock: Callable[[], float]) -> None:
+def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_clock: Callable[[], float],
+         positions: Positions | None) -> None:
     if line.item is None:  # a header or a blank line
         return
     counts.lines += 1
+    again = positions is not None and positions.published(line)
     reason = line.item.reason if isinstance(line.item, BadLine) else None
+    records: list[Event | DeadLetter] = []
     if reason is None:
         try:
-            result = mapper.map(line.item, line_id(line.raw))
+            result = mapper.map(line.item, line_id(line.raw))  # also for a line sent before: the mapper learns
         except Unmappable as exc:
             reason = str(exc)
         else:
             if isinstance(result, Skip):
                 counts.skipped[result.reason] += 1
-            for event in () if isinstance(result, Skip) else result:
-                sink.event(event)
-                counts.events[event.kind] += 1
-            return
-    counts.dead_letters += 1
-    sink.dead(DeadLetter(original=line.raw, topic=str(line.path), partition=-1, offset=line.number,
-                         reason=reason, at_ms=int(wall_clock() * 1000)))
+            else:
+                records = list(result)
+    if reason is not None:
+        records = [DeadLetter(original=line.raw, topic=str(line.path), partition=-1, offset=line.number,
+                              reason=reason, at_ms=int(wall_clock() * 1000))]
+    if again:
+        counts.published_before += 1
+        return
+    for record in records:
+        extra = {} if positions is None else {"on_delivery": positions.sending(line)}
+        if isinstance(record, DeadLetter):
+            counts.dead_letters += 1
+            sink.dead(record, **extra)
+        else:
+            counts.events[record.kind] += 1
+            sink.event(record, **extra)
+    if positions is not None:
+        positions.sent(line)
 
 
 class KafkaSink:
-    """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic."""
+    """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
+    `deliveries` counts the broker's acknowledgements of both."""
 
-    def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str):
-        self.producer = producer(bootstrap)
+    def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
+                 delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
+        self.deliveries = Deliveries(bootstrap, delivery_timeout_s)
+        self.producer = reporting_producer(bootstrap, self.deliveries)
         self.topics = (events_topic, dead_letters_topic)
-        self.failed = 0
-        self.error: str | None = None
 
-    def _delivered(self, err, msg) -> None:
-        if err is not None:
-            self.failed += 1
-            self.error = str(err)
+    def _send(self, topic: str, record: Event | DeadLetter, on_delivery: Callable | None) -> None:
+        def delivered(error, message) -> None:
+            self.deliveries.delivered(error)
+            if on_delivery is not None:
+                on_delivery(error, message)
 
-    def event(self, event: Event) -> None:
-        from producers.publisher import produce
+        produce(self.producer, topic, record, delivered)
+        self.deliveries.produced += 1
 
-        produce(self.producer, self.topics[0], event, self._delivered)
+    def event(self, event: Event, on_delivery: Callable | None = None) -> None:
+        self._send(self.topics[0], event, on_delivery)
 
-    def dead(self, letter: DeadLetter) -> None:
-        from producers.publisher import produce
+    def dead(self, letter: DeadLetter, on_delivery: Callable | None = None) -> None:
+        self._send(self.topics[1], letter, on_delivery)
 
-        produce(self.producer, self.topics[1], letter, self._delivered)
+    def poll(self) -> None:
+        """Serve the delivery reports that have arrived."""
+        self.producer.poll(0)
 
-    def close(self, timeout: float = 30) -> int:
-        """Flush; returns how many records were not delivered (failed or still queued)."""
-        return self.producer.flush(timeout) + self.failed
+    def close(self) -> int:
+        """Flush; returns how many records were not acknowledged (failed or still queued)."""
+        return flush(self.producer, self.deliveries)

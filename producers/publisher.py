@@ -1,32 +1,91 @@
-"""Publishing events to the events topic, as fast as possible or paced by their event times.
+"""Publishing events to the events topic, as fast as possible or paced by their event times, with
+every record's delivery report counted.
 
     publisher = Publisher(bootstrap, topic, events, speed=1.0)   # 1.0: real time, 60: a minute a second
     publisher.start(); ...; publisher.stop()
+    publisher.deliveries.unacknowledged          # records the broker did not acknowledge
 
 Each event is keyed by its primary server (one stateful group, one partition), encoded with
 the contract's codec. Paced publishing waits until `first event time + elapsed x speed`
 reaches an event's time before sending it.
+
+A record counts as published only when its delivery report says the broker acknowledged it.
+A record not acknowledged within the delivery timeout (`kafka.delivery_timeout_seconds`),
+e.g. because no broker answers, fails; the publisher then stops sending, so a dead broker
+ends a run after about that long, with the count of what was not acknowledged.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Producer
 
 from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
 from infra.kafka import producer
 
+DEFAULT_DELIVERY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Deliveries:
+    """The delivery reports of one producer: what was handed to it, acknowledged, refused, and why."""
+
+    bootstrap: str
+    timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S
+    produced: int = 0
+    acknowledged: int = 0
+    failed: int = 0
+    error: str | None = None  # the first delivery failure
+    broker_error: str | None = None  # the last error the client reported about the brokers
+
+    def delivered(self, error: KafkaError | None, _message=None) -> None:
+        if error is None:
+            self.acknowledged += 1
+        else:
+            self.failed += 1
+            self.error = self.error or error.str()
+
+    def client_error(self, error: KafkaError) -> None:
+        self.broker_error = error.str()
+
+    @property
+    def unacknowledged(self) -> int:
+        return self.produced - self.acknowledged
+
+    def describe_failure(self) -> str:
+        """One line: how many records were not acknowledged, and why."""
+        why = self.error or f"no delivery report within {self.timeout_s:g} s"
+        if self.broker_error and self.broker_error not in why:
+            why += f"; the client last said: {self.broker_error}"
+        return (f"{self.unacknowledged} of {self.produced} records were not acknowledged by Kafka at"
+                f" {self.bootstrap} ({why})")
+
+
+def reporting_producer(bootstrap: str, deliveries: Deliveries, **overrides) -> Producer:
+    """A producer that gives up on a record after `deliveries.timeout_s` and tells `deliveries` about
+    broker errors (instead of printing librdkafka's log lines on stderr)."""
+    return producer(bootstrap, **{"message.timeout.ms": max(1, int(deliveries.timeout_s * 1000)),
+                                  "error_cb": deliveries.client_error, "log_level": 2, **overrides})
+
+
+def flush(client: Producer, deliveries: Deliveries) -> int:
+    """Wait for the outstanding delivery reports (at most the delivery timeout and a little);
+    returns how many records were not acknowledged."""
+    client.flush(deliveries.timeout_s + 5)
+    return deliveries.unacknowledged
+
 
 class Publisher(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, events: Iterable[Event], speed: float | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
         super().__init__(name="shadowtwin-publisher", daemon=True)
-
-        self._producer = producer(bootstrap_servers)
+        self.deliveries = Deliveries(bootstrap_servers, delivery_timeout_s)
+        self._producer = reporting_producer(bootstrap_servers, self.deliveries)
         self._topic = topic
         self._events = events
         self._speed = speed
@@ -37,7 +96,7 @@ class Publisher(threading.Thread):
     def run(self) -> None:
         started, first_ms = self._clock(), None
         for event in self._events:
-            if self._stopping.is_set():
+            if self._stopping.is_set() or self.deliveries.failed:
                 break
             if self._speed is not None:
                 first_ms = event.event_time_ms if first_ms is None else first_ms
@@ -45,15 +104,16 @@ class Publisher(threading.Thread):
                 if (wait := due - self._clock()) > 0 and self._stopping.wait(wait):
                     break
             self.send(event)
-        self._producer.flush(30)
+        flush(self._producer, self.deliveries)
 
     def send(self, event: Event) -> None:
-        produce(self._producer, self._topic, event)
+        produce(self._producer, self._topic, event, self.deliveries.delivered)
+        self.deliveries.produced += 1
         self.sent += 1
 
     def stop(self) -> None:
         self._stopping.set()
-        self.join(timeout=30)
+        self.join(timeout=self.deliveries.timeout_s + 10)
 
 
 def produce(producer: Producer, topic: str, record: Record, on_delivery: Callable | None = None) -> None:

@@ -4,7 +4,8 @@
     print(outcome.describe())
 
 Records are decoded with `schemas.codec` and written as they arrive, through
-`producers.recording.write_events` (nothing is held in memory); a record that does not
+`producers.recording.write_events` (nothing is held in memory), each with its Kafka timestamp
+(what a replay's clock-skew guard compares its event time against); a record that does not
 decode as an Event is counted by reason and left out. Recording stops at `count` events,
 after `seconds`, when `stop` is set (Ctrl-C), and, with `from_beginning`, when every
 partition has been read up to where it ended when recording began. Without it, recording
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
 from producers.recording import write_events
 from schemas.codec import decode_event
@@ -55,14 +56,15 @@ def record(bootstrap: str, topic: str, path: Path, *, from_beginning: bool = Fal
            count: int | None = None, stop: threading.Event | None = None) -> RecordOutcome:
     outcome = RecordOutcome(path)
     outcome.written = write_events(path, _events(bootstrap, topic, outcome, from_beginning, seconds, count,
-                                                 stop or threading.Event()))
+                                                 stop or threading.Event()), timestamps=True)
     return outcome
 
 
 def _events(bootstrap: str, topic: str, outcome: RecordOutcome, from_beginning: bool, seconds: float | None,
-            count: int | None, stop: threading.Event) -> Iterator[Event]:
+            count: int | None, stop: threading.Event) -> Iterator[tuple[Event, int | None]]:
 
-    client = consumer(bootstrap, f"shadowtwin-record-{uuid.uuid4().hex}")
+    # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
+    client = consumer(bootstrap, f"shadowtwin-record-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
     try:
         metadata = client.list_topics(topic, timeout=10).topics.get(topic)
         if metadata is None or metadata.error is not None:
@@ -89,7 +91,8 @@ def _events(bootstrap: str, topic: str, outcome: RecordOutcome, from_beginning: 
                 outcome.undecodable[exc.reason] += 1
                 continue
             taken += 1
-            yield event
+            kind, at_ms = message.timestamp()
+            yield event, None if kind == TIMESTAMP_NOT_AVAILABLE else at_ms
         outcome.reached_end = pending == set()
     finally:
         client.close()

@@ -6,7 +6,9 @@ The events are published with `producers.publisher.Publisher`, as they are: in t
 order, keyed by primary server, their event times untouched. `speed` is how many seconds of
 event time pass per second of wall time (60: a minute a second); None publishes as fast as
 possible. While it runs, `progress` gets a line about every `every` seconds: events sent, the
-event-time position, the rate.
+event-time position, the rate. The outcome counts what the broker did not acknowledge
+(see `producers.publisher`); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
+the run early, after flushing what was sent.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from producers.publisher import Publisher
+from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, Publisher
 from producers.recording import read_events
 from schemas.events import Event
 from schemas.jsonl import iso_time
@@ -39,12 +41,21 @@ class ReplayOutcome:
     seconds: float
     last_event_ms: int | None
     interrupted: bool = False
+    deliveries: Deliveries | None = None
+
+    @property
+    def unacknowledged(self) -> int:
+        return self.deliveries.unacknowledged if self.deliveries is not None else 0
 
     def describe(self) -> str:
         rate = self.sent / self.seconds if self.seconds > 0 else 0.0
         until = f", up to event time {iso_time(self.last_event_ms)}" if self.last_event_ms is not None else ""
         verb = "interrupted after sending" if self.interrupted else "sent"
         return f"{verb} {self.sent} events in {self.seconds:.1f} s ({rate:,.0f} events/s){until}"
+
+    def failure(self) -> str | None:
+        """One line when some events were not acknowledged, else None."""
+        return self.deliveries.describe_failure() if self.unacknowledged else None
 
 
 class _Position:
@@ -64,35 +75,36 @@ class _Position:
 
 
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
-           progress: Callable[[str], None] | None = None, every: float = 2.0) -> ReplayOutcome:
-    return publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every)
+           progress: Callable[[str], None] | None = None, every: float = 2.0, stop: threading.Event | None = None,
+           delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
+    return publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every, stop=stop,
+                   delivery_timeout_s=delivery_timeout_s)
 
 
 def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float | None = None,
             progress: Callable[[str], None] | None = None, every: float = 2.0,
-            stop: threading.Event | None = None) -> ReplayOutcome:
+            stop: threading.Event | None = None,
+            delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
     """Publish `events` (any stream of them, e.g. a simulation) with progress lines, as `replay` does;
-    setting `stop` ends it early."""
+    setting `stop` ends it early. A bad recording is raised again once what was read has been flushed."""
     position = _Position(events)
-    publisher = Publisher(bootstrap, topic, position, speed=speed)
+    publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s)
     started = time.monotonic()
     publisher.start()
     interrupted, last_sent, last_at = False, 0, started
-    try:
-        while publisher.is_alive():
-            if stop is None:
-                publisher.join(every)
-            elif stop.wait(every):
-                publisher.stop()
-            now = time.monotonic()
-            if publisher.is_alive() and progress is not None:
-                rate = (publisher.sent - last_sent) / (now - last_at)
-                where = iso_time(position.last_ms) if position.last_ms is not None else "-"
-                progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
-                last_sent, last_at = publisher.sent, now
-    except KeyboardInterrupt:
-        interrupted = True
-        publisher.stop()
+    while publisher.is_alive():
+        if stop is None:
+            publisher.join(every)
+        elif stop.wait(every):
+            interrupted = True
+            publisher.stop()
+        now = time.monotonic()
+        if publisher.is_alive() and progress is not None:
+            rate = (publisher.sent - last_sent) / (now - last_at)
+            where = iso_time(position.last_ms) if position.last_ms is not None else "-"
+            progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
+            last_sent, last_at = publisher.sent, now
     if position.error is not None:
         raise position.error
-    return ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted)
+    return ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
+                         publisher.deliveries)

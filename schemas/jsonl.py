@@ -8,6 +8,10 @@ declaration order. Times are ISO-8601 UTC strings with milliseconds, under the f
 without `_ms` (`event_time_ms` -> `event_time`); reading also takes int milliseconds there.
 Enums are their symbols, bytes are base64, nested records are objects, tuples are arrays.
 Fields with a default may be left out when reading. Any error names the line and the field.
+
+A recording (see `producers.recording`) may also keep, per line, when Kafka took the event in:
+`"kafka_timestamp": "2026-11-22T02:00:01.000Z"` after the record's fields. It is optional: read
+with `timestamps=True`, a line without it gives None.
 """
 
 from __future__ import annotations
@@ -55,11 +59,22 @@ def dumps(record: Any) -> str:
     return json.dumps(to_json(record), ensure_ascii=False)
 
 
-def write(records: Iterable[Any], out: IO[str]) -> int:
-    """Write the records one per line; returns how many."""
+KAFKA_TIMESTAMP = "kafka_timestamp"
+
+
+def write(records: Iterable[Any], out: IO[str], *, timestamps: bool = False) -> int:
+    """Write the records one per line; returns how many. With `timestamps`, the items are
+    (record, Kafka timestamp in ms or None) pairs."""
     count = 0
-    for record in records:
-        out.write(dumps(record) + "\n")
+    for item in records:
+        if timestamps:
+            record, at_ms = item
+            obj = to_json(record)
+            if at_ms is not None:
+                obj[KAFKA_TIMESTAMP] = iso_time(at_ms)
+            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        else:
+            out.write(dumps(item) + "\n")
         count += 1
     return count
 
@@ -103,8 +118,9 @@ def loads(line: str) -> Any:
     return from_json(json.loads(line))
 
 
-def read(lines: Iterable[str], source: str = "<input>") -> Iterator[Any]:
-    """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field."""
+def read(lines: Iterable[str], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
+    """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field.
+    With `timestamps`, (record, Kafka timestamp in ms or None) pairs."""
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -113,9 +129,12 @@ def read(lines: Iterable[str], source: str = "<input>") -> Iterator[Any]:
         except json.JSONDecodeError as exc:
             raise JsonlError(source, number, f"not JSON: {exc.msg} (column {exc.colno})") from exc
         try:
-            yield from_json(obj)
-        except ValidationError as exc:
+            at = obj.pop(KAFKA_TIMESTAMP, None) if isinstance(obj, dict) else None
+            record = from_json(obj)
+            at_ms = None if at is None else at if isinstance(at, int) else parse_time(at, KAFKA_TIMESTAMP)
+        except (ValidationError, TypeError) as exc:
             raise JsonlError(source, number, str(exc)) from exc
+        yield (record, at_ms) if timestamps else record
 
 
 def from_json(obj: Any) -> Any:

@@ -1,12 +1,44 @@
-"""The `shadowtwin` command line: one entry point, a subcommand per task."""
+"""The `shadowtwin` command line: one entry point, a subcommand per task.
+
+Errors a person can fix (a missing, unreadable or garbled file, a bad argument, an unwritable
+output, a refused setting) end here, in `main`: one line on stderr naming the file or argument
+and the problem, exit status 2; `--debug` shows the traceback instead. A closed pipe
+(`shadowtwin whatif day.avro | head`) ends quietly.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
-from infra.settings import ConfigError, Settings, load_settings
+from confluent_kafka import KafkaError, KafkaException
+
+from infra.broker import BrokerError
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
+from producers.ingest_positions import Positions
+from infra.signals import Stop, stop_on_signals
+from producers.mtl_ingest import KafkaSink, ingest
+from producers.recorder import record
+from producers.recording import RecordingNameError, check_name
+from producers.relay.lab import LabError
+from producers.replayer import parse_speed, replay
+from producers.simulator.topology import TopologyError
+from schemas.container import ContainerError
+from schemas.convert import ConversionError
+from schemas.jsonl import JsonlError
+from shadowtwin.errors import UsageError
+from state.parameters import parse_duration
+
+# The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
+BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
+# ... and those that mean a part the command needs failed: a broker that does not answer, a lab
+# process that does not start (exit 1).
+FAILED = (KafkaException, BrokerError, LabError)
+BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
+DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
 
 def _kafka(settings: Settings, args: argparse.Namespace) -> int:
@@ -73,55 +105,77 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
-    from producers.interrupt import stop_on_interrupt
-    from producers.recorder import record
-
-    outcome = record(settings.kafka.bootstrap_servers, args.topic, Path(args.file), from_beginning=args.from_beginning,
-                     seconds=args.seconds, count=args.count, stop=stop_on_interrupt())
+    stop = stop_on_signals()
+    outcome = record(settings.kafka.bootstrap_servers, args.topic, check_name(Path(args.file)),
+                     from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop)
     print(outcome.describe())
-    return 0
+    return stop.exit_status()
 
 
 def _replay(settings: Settings, args: argparse.Namespace) -> int:
-    from producers.replayer import parse_speed, replay
-
-    try:
-        speed = parse_speed(args.speed)
-    except ValueError as exc:
-        print(f"shadowtwin replay: {exc}", file=sys.stderr)
-        return 2
-    outcome = replay(settings.kafka.bootstrap_servers, args.to or settings.topics.events, Path(args.file),
-                     speed=speed, progress=lambda line: print(line, flush=True))
+    speed = _speed(args.speed)
+    path = check_name(Path(args.file))
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    stop = stop_on_signals()
+    outcome = replay(settings.kafka.bootstrap_servers, args.to or settings.topics.events, path, speed=speed,
+                     progress=lambda line: print(line, flush=True), stop=stop,
+                     delivery_timeout_s=settings.kafka.delivery_timeout_seconds)
     print(outcome.describe())
-    return 130 if outcome.interrupted else 0
+    return _published(outcome.failure(), stop)
 
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
-    from producers.interrupt import stop_on_interrupt
-    from producers.mtl_ingest import KafkaSink, ingest
-
-    sink = KafkaSink(settings.kafka.bootstrap_servers, args.to or settings.topics.events, settings.topics.dead_letters)
+    max_age_s = _duration_s(args.max_age, "--max-age") if args.max_age else None
+    state = Path(args.state) if args.state else DEFAULT_INGEST_STATE if args.follow else None
     try:
-        counts = ingest(args.paths, sink, follow=args.follow, stop=stop_on_interrupt(),
-                        internal_domains=frozenset(args.internal_domain))
-    except FileNotFoundError as exc:
-        print(f"shadowtwin ingest: {exc}", file=sys.stderr)
-        return 2
+        positions = Positions(state) if state is not None else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    stop = stop_on_signals()
+    sink = KafkaSink(settings.kafka.bootstrap_servers, args.to or settings.topics.events,
+                     settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
+    try:
+        counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
+                        internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s)
     finally:
         undelivered = sink.close()
+        if positions is not None:
+            positions.save()
     print(counts.describe())
-    if undelivered:
-        print(f"{undelivered} records were not delivered to Kafka ({sink.error or 'flush timed out'})", file=sys.stderr)
+    return _published(sink.deliveries.describe_failure() if undelivered else None, stop)
+
+
+def _duration_s(text: str, option: str) -> float:
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def _speed(text: str) -> float | None:
+    try:
+        return parse_speed(text)
+    except ValueError:
+        raise UsageError(f"--speed {text}: expected a positive number of seconds per second, or max") from None
+
+
+def _published(failure: str | None, stop: Stop) -> int:
+    """The exit status of a command that publishes: 1 when some records were not acknowledged
+    (said on stderr), else 130/143 when a signal stopped it, else 0."""
+    if failure is not None:
+        print(failure, file=sys.stderr)
         return 1
-    return 0
+    return stop.exit_status()
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="shadowtwin",
         description="A live digital twin of a shadow-redundant mail-transport topology.",
     )
     top.add_argument("--conf", help="settings file (default: $SHADOWTWIN_CONF or conf/shadowtwin.toml)")
+    top.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its line")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     kafka = commands.add_parser("kafka", help="the embedded Apache Kafka broker",
@@ -200,7 +254,13 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("source", choices=["exchange-mtl"], help="the log format")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="log files, or quoted globs ('logs/MSGTRK*.LOG')")
     ingest.add_argument("--follow", action="store_true",
-                        help="keep reading as the files grow, and follow roll-over to new files (until Ctrl-C)")
+                        help="keep reading as the files grow, and follow roll-over to new files (until Ctrl-C or"
+                             " SIGTERM); each file's position is kept in the state file across restarts")
+    ingest.add_argument("--state", metavar="FILE",
+                        help="where each file's acknowledged position is kept (default with --follow:"
+                             " .run/ingest/positions.json); a restart sends nothing it acknowledged before")
+    ingest.add_argument("--max-age", metavar="DURATION",
+                        help="leave out files last written longer ago than this (e.g. 7d, 12h, 2.00:00:00)")
     ingest.add_argument("--to", metavar="TOPIC", help="the topic to publish events to (default: the events topic)")
     ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                         help="an accepted domain of the organisation: its recipients are internal mailboxes"
@@ -222,14 +282,39 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line naming the argument and the problem, exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        settings = load_settings(args.conf)
-    except ConfigError as exc:
-        print(f"shadowtwin: {exc}", file=sys.stderr)
-        return 2
-    return args.run(settings, args)
+        return args.run(load_settings(args.conf), args)
+    except BrokenPipeError:
+        _quiet_stdout()
+        return BROKEN_PIPE_STATUS
+    except (*BAD_INPUT, *FAILED, OSError) as exc:
+        if args.debug or isinstance(exc, OSError) and exc.filename is None:
+            raise
+        print(f"shadowtwin {args.command}: {_one_line(exc)}", file=sys.stderr)
+        return 1 if isinstance(exc, FAILED) else 2
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"{exc.filename}: {exc.strerror or exc}"
+    if isinstance(exc, KafkaException):
+        return f"Kafka: {exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc}"
+    return " ".join(str(exc).split())
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away: send what is still buffered nowhere, so exiting says nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from infra.settings import ConfigError, Settings
+from infra.settings import Settings
+from shadowtwin.errors import UsageError
 
 
 def add_lab_parser(commands) -> None:
@@ -55,14 +56,14 @@ def _lab(settings: Settings, args: argparse.Namespace):
 
 
 def run_lab(settings: Settings, args: argparse.Namespace) -> int:
-    from producers.relay.lab import LabError
-
-    try:
-        lab = _lab(settings, args)
-        return _ACTIONS[args.lab_action](lab, settings, args)
-    except (ConfigError, LabError, KeyError) as exc:
-        print(f"shadowtwin lab: {exc}", file=sys.stderr)
-        return 2
+    """Errors go to `shadowtwin.cli.main`: an unknown node or a bad topology is a UsageError."""
+    lab = _lab(settings, args)
+    if getattr(args, "node", None) is not None:
+        try:
+            lab.topology.node(args.node)
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+    return _ACTIONS[args.lab_action](lab, settings, args)
 
 
 def _up(lab, settings: Settings, args) -> int:

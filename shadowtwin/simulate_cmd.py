@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from pathlib import Path
 
 from infra.settings import Settings
-from producers.simulator.topology import DEFAULT_TOPOLOGY
+from infra.signals import stop_on_signals
+from producers.recording import check_name
+from producers.replayer import parse_speed
+from producers.simulator import run as runs
+from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
+from shadowtwin.errors import UsageError
 
 
 def add_parser(commands) -> None:
@@ -37,39 +43,33 @@ def add_parser(commands) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    from producers.replayer import parse_speed
-    from producers.simulator import run as runs
-    from producers.simulator.topology import TopologyError, load_topology
-
-    overrides = {}
+    topology = load_topology(args.topology)  # the file's own errors, named
+    if args.duration:
+        organisation = tomllib.loads(Path(args.topology).read_text(encoding="utf-8")).get("organisation", {})
+        topology = load_topology(args.topology, {"organisation": {**organisation, "duration": args.duration}})
     try:
-        if args.duration:
-            import tomllib
-
-            organisation = tomllib.loads(Path(args.topology).read_text(encoding="utf-8")).get("organisation", {})
-            overrides["organisation"] = {**organisation, "duration": args.duration}
-        topology = load_topology(args.topology, overrides)
         speed = parse_speed(args.speed or ("1" if args.live else "max"))
-    except (TopologyError, ValueError, FileNotFoundError) as exc:
-        print(f"shadowtwin simulate: {exc}", file=sys.stderr)
-        return 2
-    topics = settings.topics
+    except ValueError:
+        raise UsageError(f"--speed {args.speed}: expected a positive number of seconds per second, or max") from None
+    topics, kafka = settings.topics, settings.kafka
     truth = Path(args.truth) if args.truth else None
     progress = lambda line: print(line, flush=True)  # noqa: E731
-    try:
-        if args.live:
-            outcome = runs.live(topology, args.seed, settings.kafka.bootstrap_servers, args.topic or topics.events,
-                                topics.commands, speed=speed or 1.0, truth_path=truth, progress=progress,
-                                seconds=args.seconds)
-        elif args.to_kafka:
-            outcome = runs.to_kafka(topology, args.seed, settings.kafka.bootstrap_servers,
-                                    args.topic or topics.events, speed=speed, truth_path=truth, progress=progress)
-        else:
-            out = Path(args.out or f"simulation-{args.seed}.avro")
-            outcome = runs.to_file(topology, args.seed, out, truth)
-            print(f"events: {out}")
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    stop = stop_on_signals()
+    if args.live:
+        outcome = runs.live(topology, args.seed, kafka.bootstrap_servers, args.topic or topics.events,
+                            topics.commands, speed=speed or 1.0, truth_path=truth, progress=progress,
+                            seconds=args.seconds, stop=stop, delivery_timeout_s=kafka.delivery_timeout_seconds)
+    elif args.to_kafka:
+        outcome = runs.to_kafka(topology, args.seed, kafka.bootstrap_servers, args.topic or topics.events,
+                                speed=speed, truth_path=truth, progress=progress, stop=stop,
+                                delivery_timeout_s=kafka.delivery_timeout_seconds)
+    else:
+        out = check_name(Path(args.out or f"simulation-{args.seed}.avro"))
+        outcome = runs.to_file(topology, args.seed, out, truth)
+        print(f"events: {out}")
     print(outcome.describe())
-    return 130 if outcome.interrupted else 0
+    if outcome.failure is not None:
+        print(outcome.failure, file=sys.stderr)
+        return 1
+    return stop.exit_status()
+

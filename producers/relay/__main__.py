@@ -1,7 +1,7 @@
 """Run one lab process: `python -m producers.relay node ...` or `python -m producers.relay sink ...`.
 
-A node runs until SIGTERM or SIGINT (a clean stop publishes NodeStopping); SIGKILL is a
-crash. Logs go to stderr (the lab sends them to `.run/lab/logs/<name>.log`); no credential
+A node runs until SIGTERM or SIGINT (a clean stop publishes NodeStopping, and the process exits
+143 or 130); SIGKILL is a crash. Logs go to stderr (the lab sends them to `.run/lab/logs/<name>.log`); no credential
 is ever logged.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from pathlib import Path
+
+from infra.signals import stop_on_signals
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,9 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet_library_logs()
     topology = load_topology(args.topology)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     if args.role == "sink":
         from producers.relay.sink import MailboxSink
 
@@ -49,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"READY sink {topology.sink.name}", file=sys.stderr, flush=True)
         stop.wait()
         server.stop()
-        return 0
+        return stop.exit_status()
     from producers.relay.node import RelayNode
 
     relay = RelayNode(topology, args.name, args.bootstrap, args.events_topic, args.commands_topic,
@@ -57,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     relay.start()
     print(f"READY node {args.name} queue-db {relay.db.queue_db_id}", file=sys.stderr, flush=True)
     stop.wait()
-    relay.stop("SIGTERM")
-    return 0
+    relay.stop(stop.reason)
+    return 1 if relay.events.deliveries.unacknowledged else stop.exit_status()
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """A node's outgoing SMTP sessions (smtplib, blocking: the node runs them in worker threads).
 
-- `send_shadow`: the simultaneous session to a peer that stores a shadow copy (EHLO must
-  advertise XSHADOW; AUTH with the node's own credentials; XSHADOW; MAIL, RCPT, DATA);
+- `send_shadow`: the simultaneous session to a peer that stores a shadow copy (STARTTLS, with
+  the peer's certificate verified against the lab CA and required to name that peer, the
+  node's own certificate presented; EHLO must advertise XSHADOW; AUTH with the node's own
+  credentials; XSHADOW; MAIL, RCPT, DATA);
 - `relay`: hands a message to the next hop and returns its final reply;
-- `query_discards`: the XQDISCARD heartbeat, returning the primary's queue-db id and the
-  discard notifications for the asking shadow.
+- `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
+  primary's queue-db id and the discard notifications for the asking shadow.
 
 Failures are raised as `SessionFailed` with the contract's reason for the event to publish.
 No credential is ever put into an exception's text or a log line.
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import smtplib
 import socket
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 
 from producers.relay import protocol
+from producers.relay.tls import certified_name
 from schemas.events import QueryFailureReason, ShadowFailureReason
 
 
@@ -24,6 +28,7 @@ from schemas.events import QueryFailureReason, ShadowFailureReason
 class Credentials:
     login: str
     password: str
+    tls: ssl.SSLContext | None = field(default=None, compare=False)  # presents the node's certificate
 
     def __repr__(self) -> str:  # never show the password, even in a traceback's locals
         return f"Credentials(login={self.login!r}, password=<hidden>)"
@@ -61,9 +66,15 @@ def _open(host: str, port: int, me: str, timeout: float) -> smtplib.SMTP:
     return session
 
 
-def _authenticated(host: str, port: int, me: str, credentials: Credentials, timeout: float, verb: str) -> smtplib.SMTP:
+def _authenticated(host: str, port: int, me: str, credentials: Credentials, timeout: float, verb: str,
+                   peer: str) -> smtplib.SMTP:
     session = _open(host, port, me, timeout)
     try:
+        session.starttls(context=credentials.tls)
+        session.ehlo()
+        if certified_name(session.sock.getpeercert()) != peer:
+            raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED,
+                                f"the certificate at {host}:{port} does not name {peer}")
         if not protocol.advertises(session.ehlo_resp.decode(errors="replace"), verb):
             raise SessionFailed(ShadowFailureReason.NOT_SUPPORTED, QueryFailureReason.REFUSED, f"{verb} not advertised")
         try:
@@ -92,9 +103,9 @@ def _data(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content
 
 
 def send_shadow(host: str, port: int, me: str, credentials: Credentials, request: protocol.ShadowRequest,
-                mail_from: str, rcpts: tuple[str, ...], content: bytes, timeout: float) -> None:
+                mail_from: str, rcpts: tuple[str, ...], content: bytes, timeout: float, peer: str) -> None:
     try:
-        session = _authenticated(host, port, me, credentials, timeout, protocol.XSHADOW)
+        session = _authenticated(host, port, me, credentials, timeout, protocol.XSHADOW, peer)
         try:
             code, text = session.docmd(protocol.XSHADOW, request.argument())
             if code != 250:
@@ -124,9 +135,9 @@ def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...],
 
 
 def query_discards(host: str, port: int, me: str, credentials: Credentials, query: protocol.DiscardQuery,
-                   timeout: float) -> protocol.DiscardAnswer:
+                   timeout: float, peer: str) -> protocol.DiscardAnswer:
     try:
-        session = _authenticated(host, port, me, credentials, timeout, protocol.XQDISCARD)
+        session = _authenticated(host, port, me, credentials, timeout, protocol.XQDISCARD, peer)
         try:
             code, text = session.docmd(protocol.XQDISCARD, query.argument())
             answer = protocol.parse_discard_reply(code, text.decode(errors="replace"))

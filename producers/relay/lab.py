@@ -29,6 +29,7 @@ from pathlib import Path
 
 from producers.relay import queue_db
 from producers.relay.sink import read_deliveries
+from producers.relay.tls import ensure_certificates
 from producers.relay.topology import LabTopology, ensure_secrets
 from infra.settings import PROJECT_ROOT, TopicSettings
 
@@ -210,6 +211,7 @@ class Lab:
         """Start the sink and every node (or only `nodes`) that is not running; return what was started."""
         self.remember(bootstrap=self.bootstrap, topology=str(self.topology_path), topics=asdict(self.topics))
         ensure_secrets(self.topology.secrets_path(), [n.name for n in self.topology.nodes])
+        ensure_certificates(self.topology.tls_dir(), [n.name for n in self.topology.nodes], self.topology.host)
         started = []
         if self.pid(SINK) is None:
             self.start_sink()

@@ -31,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from producers.relay import client, protocol
+from producers.relay import client, protocol, tls
 from producers.relay.events import NodeEvents
 from producers.relay.queue_db import QueueDB, StoredMessage
 from producers.relay.server import RelayController, quiet_library_logs
@@ -72,7 +72,7 @@ class RelayNode:
         self.bootstrap = bootstrap
         self.commands_topic = commands_topic
         self.db_path = Path(data_dir) / f"{name}.sqlite"
-        self.credentials = client.Credentials(name, passwords[name])
+        self.credentials = client.Credentials(name, passwords[name], tls.client_context(topology.tls_dir(), name))
         self._passwords = passwords
         self.events = NodeEvents(name, bootstrap, events_topic)
         self.db: QueueDB | None = None
@@ -98,7 +98,8 @@ class RelayNode:
                          queue_db_id=self.db.queue_db_id)
         self.events.flush()
         self._controller = RelayController(self, self.topology.host, self.spec.port, self.name, self._passwords,
-                                           {p.name for p in self.peers})
+                                           {p.name for p in self.peers},
+                                           tls.server_context(self.topology.tls_dir(), self.name))
         self._controller.start()
         follower = CommandFollower(self, self.bootstrap, self.commands_topic)
         for target, label in ((self._delivery_loop, "delivery"), (self._heartbeat_loop, "heartbeat"),
@@ -117,10 +118,13 @@ class RelayNode:
         for thread in self._threads:
             thread.join(timeout=15)
         self.events.emit(ev.NodeStopping, self.name, reason=reason)
-        self.events.flush()
+        self.events.flush(self.events.deliveries.timeout_s + 5)
         if self.db is not None:
             self.db.close()
-        log.info("%s stopped", self.name)
+        if self.events.deliveries.unacknowledged:
+            log.error("%s stopped: %s", self.name, self.events.deliveries.describe_failure())
+        else:
+            log.info("%s stopped", self.name)
 
     def wait(self) -> None:
         self._stopping.wait()
@@ -186,7 +190,7 @@ class RelayNode:
                              attempt=attempt)
             try:
                 client.send_shadow(self.topology.host, peer.port, self.name, self.credentials, request, mail_from,
-                                   rcpts, content, self.topology.smtp_timeout_seconds)
+                                   rcpts, content, self.topology.smtp_timeout_seconds, peer.name)
             except client.SessionFailed as failure:
                 log.warning("shadow copy of %s on %s failed: %s", ref.internal_id, peer.name, failure)
                 self.events.emit(ev.ShadowCopyFailed, self.name, ref, candidate=peer.name, locality=locality,
@@ -283,7 +287,7 @@ class RelayNode:
         try:
             answer = client.query_discards(self.topology.host, spec.port, self.name, self.credentials,
                                            protocol.DiscardQuery(self.name, self.db.queue_db_id),
-                                           self.topology.smtp_timeout_seconds)
+                                           self.topology.smtp_timeout_seconds, primary)
         except client.SessionFailed as failure:
             failed_at = self.events.now_ms()
             self.events.emit(ev.DiscardQueryFailed, primary, at_ms=failed_at, reason=failure.query_reason)

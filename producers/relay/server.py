@@ -1,7 +1,12 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
-- EHLO advertises `XSHADOW` and `XQDISCARD` (and AUTH LOGIN/PLAIN; loopback lab, no TLS);
-- AUTH checks the login against the nodes' credentials (`NodeAuthenticator`);
+- EHLO advertises `XSHADOW` and `XQDISCARD`, STARTTLS with the node's lab certificate
+  (`producers.relay.tls`), and AUTH LOGIN/PLAIN once the session is encrypted (before that,
+  AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
+- AUTH checks the login against the nodes' credentials and against the client certificate
+  the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
+  logged with the peer's address (never a credential) and answered late: 0.5 s, doubling with
+  each further failure from that address, at most 8 s;
 - `XSHADOW`/`XQDISCARD` on a session that has not authenticated get
   `530 5.7.0 Authentication required for <verb>` and a warning in the log naming the peer's
   address and the verb, never a credential; a peer may only shadow as itself (PRIMARY=) and
@@ -19,12 +24,17 @@ import asyncio
 import concurrent.futures
 import hmac
 import logging
+import ssl
 from typing import Protocol
 
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
 
 from producers.relay import protocol
+from producers.relay.tls import certified_name
+
+BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
+FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -48,21 +58,39 @@ class RelayBackend(Protocol):
 
 
 class NodeAuthenticator:
-    """AUTH LOGIN/PLAIN against the nodes' passwords; the session's auth data is the node's name."""
+    """AUTH LOGIN/PLAIN against the nodes' passwords and certificates; the session's auth data is the
+    node's name. Counts failures per address, for the delay of the next answer."""
 
     def __init__(self, passwords: dict[str, str], allowed: set[str]):
         self._passwords = {name: passwords[name].encode() for name in allowed if name in passwords}
+        self.failures: dict[str, int] = {}
 
     def __call__(self, server, session: Session, envelope, mechanism: str, auth_data) -> AuthResult:
         login = bytes(getattr(auth_data, "login", b"") or b"").decode(errors="replace")
         password = bytes(getattr(auth_data, "password", b"") or b"")
         expected = self._passwords.get(login)
-        if expected is not None and hmac.compare_digest(expected, password):
+        certified = certified_name((session.ssl or {}).get("peercert"))
+        address = _address(session)
+        if expected is not None and hmac.compare_digest(expected, password) and certified == login:
             log.debug("AUTH %s: %s authenticated from %s", mechanism, login, _peer(session))
+            self.failures.pop(address, None)
             return AuthResult(success=True, auth_data=login)
         who = login if login in self._passwords else "an unknown login"
-        log.warning("AUTH %s refused for %s from %s", mechanism, who, _peer(session))
+        why = "" if expected is None or certified == login else \
+            f" (its certificate names {certified})" if certified else " (no client certificate)"
+        log.warning("AUTH %s refused for %s from %s%s", mechanism, who, _peer(session), why)
+        self.failures[address] = self.failures.get(address, 0) + 1
+        session.auth_failed = True
         return AuthResult(success=False, handled=False)
+
+    def delay_s(self, session: Session) -> float:
+        failures = self.failures.get(_address(session), 0)
+        return min(FIRST_DELAY_S * 2 ** (failures - 1), MAX_DELAY_S) if failures else 0.0
+
+
+def _address(session: Session) -> str:
+    peer = session.peer
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
 
 
 def _peer(session: Session) -> str:
@@ -74,7 +102,23 @@ class RelaySMTP(SMTP):
     """aiosmtpd's SMTP with the two shadow-redundancy verbs (syntax: producers/relay/protocol.py)."""
 
     def _authenticated_as(self) -> str | None:
-        return self.session.auth_data if self.session.authenticated else None
+        return self.session.auth_data if self.session.authenticated and self._tls_protocol else None
+
+    async def smtp_AUTH(self, arg: str) -> None:
+        """aiosmtpd's AUTH, with a failure's answer held back (`NodeAuthenticator.delay_s`)."""
+        self.session.auth_failed = False
+        push = self.push
+
+        async def slowed(status: str) -> None:
+            if self.session.auth_failed and status.startswith("535"):
+                await asyncio.sleep(self._authenticator.delay_s(self.session))
+            await push(status)
+
+        self.push = slowed
+        try:
+            await super().smtp_AUTH(arg)
+        finally:
+            del self.push
 
     async def _refuse_unauthenticated(self, verb: str) -> bool:
         if self._authenticated_as() is not None:
@@ -145,12 +189,12 @@ class RelayController(Controller):
     """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
-                 peers: set[str], workers: int = 16):
+                 peers: set[str], tls_context: ssl.SSLContext, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
-                         authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=False,
-                         enable_SMTPUTF8=False, timeout=60)
+                         authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
+                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=60)
 
     def factory(self):
         return RelaySMTP(self.handler, **self.SMTP_kwargs)

@@ -82,6 +82,10 @@ class LabTopology:
     def secrets_path(self) -> Path:
         return self.run_dir / "secrets.json"
 
+    def tls_dir(self) -> Path:
+        """The lab CA and the nodes' certificates and keys (`producers.relay.tls`)."""
+        return self.run_dir / "tls"
+
 
 def load_topology(path: Path | str | None = None) -> LabTopology:
     path = Path(path or DEFAULT_TOPOLOGY)

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
 from producers.recording import write_events
+from producers.replayer import publish
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 
@@ -33,6 +35,7 @@ class SimulationOutcome:
     drained: bool
     commands_obeyed: int = 0
     interrupted: bool = False
+    failure: str | None = None  # how many events the broker did not acknowledge, and why
 
     def describe(self) -> str:
         rate = self.events / self.seconds if self.seconds > 0 else 0.0
@@ -69,37 +72,38 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
 
 def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed: float | None = None,
              truth_path: Path | None = None, progress: Callable[[str], None] | None = None,
-             simulation: Simulation | None = None, stop: threading.Event | None = None) -> SimulationOutcome:
+             simulation: Simulation | None = None, stop: threading.Event | None = None,
+             delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> SimulationOutcome:
     """Publish a simulation's events; `speed` None is as fast as possible, 1 real time."""
-    from producers.replayer import publish
-
     simulation = simulation or Simulation(topology, seed)
-    outcome = publish(bootstrap, topic, simulation.events(), speed=speed, progress=progress, stop=stop)
+    outcome = publish(bootstrap, topic, simulation.events(), speed=speed, progress=progress, stop=stop,
+                      delivery_timeout_s=delivery_timeout_s)
     if truth_path is not None:
         simulation.truth.write(truth_path, seed, outcome.sent)
     return SimulationOutcome(outcome.sent, outcome.seconds, truth_path, simulation.truth.counts(),
-                             simulation.drained, simulation.commands_obeyed, outcome.interrupted)
+                             simulation.drained, simulation.commands_obeyed, outcome.interrupted, outcome.failure())
 
 
 def live(topology: Topology, seed: int, bootstrap: str, topic: str, commands_topic: str, *, speed: float = 1.0,
          truth_path: Path | None = None, progress: Callable[[str], None] | None = None,
-         seconds: float | None = None) -> SimulationOutcome:
-    """Real time from now (for at most `seconds`); the nodes act on the redelivery commands
-    addressed to them."""
+         seconds: float | None = None, stop: threading.Event | None = None,
+         delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> SimulationOutcome:
+    """Real time from now (for at most `seconds`, or until `stop` is set); the nodes act on the
+    redelivery commands addressed to them."""
     now_ms = int(time.time() * 1000)
     simulation = Simulation(topology, seed, start_ms=now_ms)
     simulation.inbox = queue.SimpleQueue()
     simulation.clock = lambda: now_ms + int((time.time() * 1000 - now_ms) * speed)
     listener = CommandListener(bootstrap, commands_topic, simulation.inbox)
     listener.start()
-    stop, timer = threading.Event(), None
+    stop, timer = stop or threading.Event(), None
     if seconds is not None:
         timer = threading.Timer(seconds, stop.set)
         timer.daemon = True
         timer.start()
     try:
         return to_kafka(topology, seed, bootstrap, topic, speed=speed, truth_path=truth_path, progress=progress,
-                        simulation=simulation, stop=stop)
+                        simulation=simulation, stop=stop, delivery_timeout_s=delivery_timeout_s)
     finally:
         if timer is not None:
             timer.cancel()

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
-from producers.recording import read_events, write_events
+from producers.recording import read_events, read_recorded, write_events
 from producers.replayer import replay
 from producers.synthetic import Workload, generate
 from schemas.codec import decode
@@ -47,6 +48,20 @@ def test_replay_then_record_gives_the_same_events_in_the_same_order(kafka_bootst
     got = record(kafka_bootstrap, topic, tmp_path / "out.jsonl", from_beginning=True, seconds=60)
     assert got.reached_end and got.written == len(events) and not got.undecodable
     assert list(read_events(tmp_path / "out.jsonl")) == events
+
+
+def test_a_recording_keeps_each_events_kafka_timestamp(kafka_bootstrap, tmp_path):
+    topic = one_partition_topic(kafka_bootstrap)
+    events = list(generate(Workload(servers=2, duration_ms=30_000)))
+    write_events(tmp_path / "in.jsonl", events)
+    before = int(time.time() * 1000)
+    replay(kafka_bootstrap, topic, tmp_path / "in.jsonl")
+    after = int(time.time() * 1000)
+    for suffix in (".avro", ".jsonl"):
+        record(kafka_bootstrap, topic, tmp_path / f"out{suffix}", from_beginning=True, seconds=60)
+        recorded = list(read_recorded(tmp_path / f"out{suffix}"))
+        assert [event for event, _ in recorded] == events
+        assert all(before - 1000 <= at <= after + 1000 for _, at in recorded), "the time Kafka took it in"
 
 
 def test_record_counts_records_that_do_not_decode_and_stops_at_count(kafka_bootstrap, tmp_path):

@@ -8,7 +8,7 @@ from typing import Iterator
 import fastavro
 import pytest
 
-from producers import recording
+from schemas import container
 from producers.recording import read_events, write_events
 from producers.synthetic import Workload, generate
 from schemas import binary, catalogue
@@ -89,8 +89,8 @@ def test_a_block_the_compiled_reader_refuses_is_read_as_fastavro_reads_it(tmp_pa
     event = dataclasses.replace(sample_events()["AcknowledgedToSender"], redundant=False)
     path = write_with_fastavro(tmp_path / "odd.avro", CURRENT.schema, [SAMPLES[0], event], "null")
     data = bytearray(path.read_bytes())
-    assert data[-recording.SYNC_SIZE - 1] == 0, "the file ends with the boolean `redundant`, then the sync marker"
-    data[-recording.SYNC_SIZE - 1] = 2  # no Avro boolean, but fastavro reads it as true
+    assert data[-container.SYNC_SIZE - 1] == 0, "the file ends with the boolean `redundant`, then the sync marker"
+    data[-container.SYNC_SIZE - 1] = 2  # no Avro boolean, but fastavro reads it as true
     path.write_bytes(data)
     with open(path, "rb") as file:
         (block,) = fastavro.block_reader(file)

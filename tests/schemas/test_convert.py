@@ -6,6 +6,7 @@ import fastavro
 import pytest
 
 from schemas import catalogue, convert, jsonl
+from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.datum import to_datum
 from tests.schemas.samples import sample_alert, sample_events
@@ -77,7 +78,7 @@ def test_a_bad_line_stops_the_conversion_and_leaves_the_target_alone(tmp_path):
 
 def test_a_file_that_is_not_avro_is_named(tmp_path):
     (tmp_path / "x.avro").write_bytes(b"\x00" * 20)
-    with pytest.raises(ConversionError, match="x.avro"):
+    with pytest.raises(ContainerError, match="x.avro: not an Avro container file"):
         convert.convert(tmp_path / "x.avro", tmp_path / "x.jsonl")
 
 

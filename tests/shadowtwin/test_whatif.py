@@ -51,4 +51,48 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert per_node.returncode == 0, per_node.stderr
     assert "31.0m" in next(line for line in per_node.stdout.splitlines() if line.startswith("delay per hop"))
     bad = whatif(recording, "--set", "ShadowResubmitTimespam=1h")
-    assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stdout
+    assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def quiet_outage(org):
+    """mbx01 holds three messages (shadows on mbx02) and is silent for an hour: less than the 3-hour span."""
+    events = [*org.started("mbx01", "dbP1", 0)]
+    for i in range(3):
+        events += [*org.received("mbx01", f"m{i}", 1, external=["bob@fabrikam.com"]),
+                   *org.shadowed("mbx01", "mbx02", f"m{i}", 1)]
+    return events + [*org.query_ok("mbx02", "mbx01", 2), *org.heartbeats_failing("mbx02", "mbx01", 4, 60)]
+
+
+def test_an_event_stamped_a_day_ahead_is_a_dead_letter_and_moves_no_clock(tmp_path):
+    from schemas import jsonl
+    from schemas.events import DeadLetter
+
+    org = Org()
+    honest = quiet_outage(org)
+    write_events(tmp_path / "honest.jsonl", honest)
+    ahead = org.started("mbx03", "dbP3", 24 * 60)[0]  # a node whose clock runs a day ahead
+    skewed = tmp_path / "skewed.jsonl"
+    write_events(skewed, [*honest[:5], ahead, *honest[5:]])
+    clean = whatif(tmp_path / "honest.jsonl", "--out", tmp_path / "clean")
+    result = whatif(skewed, "--out", tmp_path / "out")
+    assert clean.returncode == 0 and result.returncode == 0, result.stderr
+    assert "1 events left out: stamped more than 300 s ahead" in result.stdout
+    assert result.stdout.splitlines()[0] == clean.stdout.splitlines()[0], "the same span: the run is not stretched"
+    for name in ("alerts.jsonl", "commands.jsonl"):
+        assert (tmp_path / "out" / name).read_text() == (tmp_path / "clean" / name).read_text()
+    assert (tmp_path / "out" / "alerts.jsonl").read_text() == "", "no false promotion at the day-ahead clock"
+    (letter,) = jsonl.read((tmp_path / "out" / "dead_letters.jsonl").read_text().splitlines())
+    assert isinstance(letter, DeadLetter) and letter.topic == str(skewed) and letter.offset == 6
+    assert "ahead of the latest event time before it" in letter.reason
+
+
+def test_a_recorded_kafka_timestamp_is_the_reference(tmp_path):
+    org = Org()
+    events = quiet_outage(org)
+    late = [(e, e.event_time_ms) for e in events]
+    late[3] = (late[3][0], late[3][1] - 10 * 60_000)  # taken in by Kafka ten minutes before its stamp
+    write_events(tmp_path / "recorded.avro", late, timestamps=True)
+    result = whatif(tmp_path / "recorded.avro", "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "1 events left out" in result.stdout
+    assert "ahead of its Kafka ingestion time" in (tmp_path / "out" / "dead_letters.jsonl").read_text()

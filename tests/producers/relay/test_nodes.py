@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import smtplib
+import ssl
 import time
 
 import pytest
 
+from producers.relay import tls
 from producers.relay.sink import read_deliveries
 from producers.relay.topology import read_secrets
 from schemas import events as ev
@@ -55,21 +57,37 @@ def test_a_message_is_shadowed_delivered_and_released_and_the_model_agrees(make_
     assert all(state.holds_nothing() for state in result.states.values()), "the model keeps nothing once all is done"
 
 
-def test_only_authenticated_peers_may_shadow_or_query_and_no_credential_leaks(make_lab, kafka_bootstrap, topics):
+def test_only_authenticated_peers_over_tls_may_shadow_or_query_and_no_secret_leaks(make_lab, kafka_bootstrap,
+                                                                                      topics):
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
     lab.up()
     host, port = lab.topology.host, lab.topology.node("ex01").port
     passwords = read_secrets(lab.topology.secrets_path())
+    folder = lab.topology.tls_dir()
     with smtplib.SMTP(host, port, local_hostname="intruder.example") as smtp:
-        smtp.ehlo()
+        banner = smtp.ehlo()[1].decode() + smtp.docmd("NOOP")[1].decode()
+        assert "Python" not in banner and "aiosmtpd" not in banner and "SMTP 1." not in banner
         advertised = smtp.ehlo_resp.decode()
-        assert "XSHADOW" in advertised and "XQDISCARD" in advertised and "AUTH" in advertised
+        assert "XSHADOW" in advertised and "XQDISCARD" in advertised and "STARTTLS" in advertised
         assert smtp.docmd("XSHADOW", "PRIMARY=ex02 QDB=x ID=ex02.x.1")[0] == 530
         assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530
+        plain = base64.b64encode(f"\0ex02\0{passwords['ex02']}".encode()).decode()
+        assert smtp.docmd("AUTH", f"PLAIN {plain}")[0] == 538, "no AUTH on a plaintext session"
+        assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530
+    with smtplib.SMTP(host, port, local_hostname="intruder.example") as smtp:
+        smtp.starttls(context=_unverified())  # TLS, but no lab certificate of its own
+        smtp.ehlo()
+        with pytest.raises(smtplib.SMTPAuthenticationError):
+            smtp.login("ex02", passwords["ex02"])  # the right password, without ex02's certificate
+        started = time.monotonic()
         with pytest.raises(smtplib.SMTPAuthenticationError):
             smtp.login("ex02", passwords["ex02"] + "-wrong")
+        assert time.monotonic() - started >= 0.9, "a second failure from the address is answered later"
         assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530, "a failed AUTH authenticates nothing"
     with smtplib.SMTP(host, port, local_hostname="ex02") as smtp:
+        smtp.starttls(context=tls.client_context(folder, "ex02"))
+        assert tls.certified_name(smtp.sock.getpeercert()) == "ex01", "the node's certificate, from the lab CA"
+        smtp.ehlo()
         smtp.login("ex02", passwords["ex02"])
         code, text = smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")
         assert code == 250 and text.decode().startswith(f"QDB={lab.node_status('ex01').queue_db_id}")
@@ -79,11 +97,13 @@ def test_only_authenticated_peers_may_shadow_or_query_and_no_credential_leaks(ma
     sent = lab.send(4)
     assert len(sent.accepted) == 4
     assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 4 and idle(lab), 30)
+    events = read_topic(kafka_bootstrap, topics.events)
+    assert any(isinstance(e, ev.ShadowCopyStored) for e in events), "the peers shadow over TLS"
 
     log = lab.log_path("ex01").read_text()
     assert "refused XSHADOW from 127.0.0.1:" in log and "refused XQDISCARD from 127.0.0.1:" in log
-    assert "AUTH LOGIN refused for ex02" in log or "AUTH PLAIN refused for ex02" in log
-    secrets = []
+    assert "refused for ex02 from 127.0.0.1:" in log and "(no client certificate)" in log
+    secrets = [(folder / f"{name}.key").read_text().splitlines()[1] for name in ("ca", "ex01", "ex02")]
     for name, password in passwords.items():
         secrets += [password, base64.b64encode(password.encode()).decode(),
                     base64.b64encode(f"\0{name}\0{password}".encode()).decode()]
@@ -92,6 +112,12 @@ def test_only_authenticated_peers_may_shadow_or_query_and_no_credential_leaks(ma
     assert len(published) > 1000
     for secret in secrets:
         assert secret not in logs and secret.encode() not in published
+
+
+def _unverified() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    return context
 
 
 def test_451_when_no_shadow_can_be_made_and_the_switch_is_on_else_250_not_redundant(make_lab, kafka_bootstrap,

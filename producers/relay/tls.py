@@ -1,0 +1,100 @@
+"""The lab's certificate authority: a CA and one certificate per node, generated like the passwords.
+
+    ensure_certificates(topology.tls_dir(), ["ex01", "ex02"], "127.0.0.1")   # once, by `lab up`
+    server_context(folder, "ex01")        # STARTTLS on the node's SMTP server; asks peers for their certificate
+    client_context(folder, "ex02")        # a node's sessions to its peers; verifies them against the lab CA
+    certified_name(peercert)              # the node a verified certificate names, or None
+
+Files (under the lab's run folder, keys mode 0600, never printed): `ca.pem` and `ca.key`, and
+per node `<name>.pem` (its certificate, signed by the lab CA, naming the node as its common
+name and DNS name and the lab's host as its IP address) and `<name>.key`. EC P-256 keys.
+
+Peers verify each other: a node's client checks the server's certificate against the lab CA
+and that it names the peer it meant to reach; the server asks for a client certificate (a
+plain mail sender has none and may still send mail), and accepts AUTH only over TLS and only
+as the node the client's certificate names.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+CA = "ca"
+VALID_FOR = datetime.timedelta(days=825)
+
+
+def ensure_certificates(folder: Path, names: list[str], host: str) -> None:
+    """The lab CA (made once) and a certificate for every node in `names` that has none yet."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / f"{CA}.pem").exists():
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "shadowtwin lab CA")])
+        cert = (_builder(subject, subject, key.public_key())
+                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                             content_commitment=False, key_encipherment=False,
+                                             data_encipherment=False, key_agreement=False, encipher_only=False,
+                                             decipher_only=False), critical=True)
+                .sign(key, hashes.SHA256()))
+        _write(folder, CA, key, cert)
+    ca_key = serialization.load_pem_private_key((folder / f"{CA}.key").read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate((folder / f"{CA}.pem").read_bytes())
+    for name in names:
+        if (folder / f"{name}.pem").exists():
+            continue
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        cert = (_builder(subject, ca_cert.subject, key.public_key())
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName(name),
+                                                            x509.IPAddress(ipaddress.ip_address(host))]),
+                               critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH,
+                                                      x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        _write(folder, name, key, cert)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALID_FOR))
+
+
+def _write(folder: Path, name: str, key, cert: x509.Certificate) -> None:
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    fd = os.open(folder / f"{name}.key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(pem)
+    (folder / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def server_context(folder: Path, name: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(folder / f"{CA}.pem"))
+    context.load_cert_chain(folder / f"{name}.pem", folder / f"{name}.key")
+    context.verify_mode = ssl.CERT_OPTIONAL  # a certificate, when given, must be the lab CA's
+    return context
+
+
+def client_context(folder: Path, name: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(folder / f"{CA}.pem"))
+    context.load_cert_chain(folder / f"{name}.pem", folder / f"{name}.key")
+    context.check_hostname = False  # the peer is reached by IP; `certified_name` checks the node it names
+    return context
+
+
+def certified_name(peercert: dict | None) -> str | None:
+    """The node named (DNS name) by a certificate the TLS layer verified; None without one."""
+    names = [value for kind, value in (peercert or {}).get("subjectAltName", ()) if kind == "DNS"]
+    return names[0] if len(names) == 1 else None

@@ -1,0 +1,79 @@
+"""Honest producers: every publishing command counts the broker's acknowledgements; a dead broker
+ends the command within the delivery timeout, non-zero, saying how many records were not acknowledged."""
+
+import os
+import subprocess
+import sys
+import time
+
+from producers.mtl_ingest import KafkaSink, ingest
+from producers.recording import write_events
+from producers.replayer import replay
+from producers.synthetic import Workload, generate
+from tests.conftest import free_port
+from tests.producers.test_mtl import EX01
+
+CLI = [sys.executable, "-m", "shadowtwin.cli"]
+TIMEOUT_S = 3
+
+
+def closed_port_conf(tmp_path):
+    """Settings whose broker address nobody listens on, with a short delivery timeout."""
+    conf = tmp_path / "dead.toml"
+    conf.write_text(f'[kafka]\nbootstrap_servers = "127.0.0.1:{free_port()}"\ndelivery_timeout_seconds = {TIMEOUT_S}\n')
+    return conf
+
+
+def run_against_dead_broker(tmp_path, *args):
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    started = time.monotonic()
+    result = subprocess.run([*CLI, "--conf", str(closed_port_conf(tmp_path)), *map(str, args)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    return result, time.monotonic() - started
+
+
+def assert_none_acknowledged(result, seconds, count=None):
+    assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert " records were not acknowledged by Kafka at 127.0.0.1:" in line and "Message timed out" in line
+    if count is not None:
+        assert line.startswith(f"{count} of {count} records")
+    assert seconds < TIMEOUT_S + 15, "bounded by the delivery timeout"
+
+
+def test_replay_to_a_dead_broker_fails_within_the_timeout_naming_the_count(tmp_path):
+    events = list(generate(Workload(servers=4, duration_ms=5 * 60_000)))
+    write_events(tmp_path / "day.avro", events)
+    result, seconds = run_against_dead_broker(tmp_path, "replay", tmp_path / "day.avro")
+    assert_none_acknowledged(result, seconds)
+
+
+def test_simulate_to_kafka_on_a_dead_broker_fails_the_same_way(tmp_path):
+    result, seconds = run_against_dead_broker(tmp_path, "simulate", "--to-kafka", "--duration", "00:10:00")
+    assert_none_acknowledged(result, seconds)
+
+
+def test_ingest_to_a_dead_broker_fails_the_same_way(tmp_path):
+    result, seconds = run_against_dead_broker(tmp_path, "ingest", "exchange-mtl", EX01)
+    assert_none_acknowledged(result, seconds)
+
+
+def test_every_record_published_to_a_live_broker_is_acknowledged(kafka_bootstrap, topics, tmp_path):
+    events = list(generate(Workload(servers=4, duration_ms=60_000)))
+    write_events(tmp_path / "day.jsonl", events)
+    outcome = replay(kafka_bootstrap, topics.events, tmp_path / "day.jsonl")
+    assert outcome.deliveries.acknowledged == outcome.deliveries.produced == len(events)
+    assert outcome.unacknowledged == 0 and outcome.failure() is None
+    sink = KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters)
+    counts = ingest([str(EX01)], sink)
+    assert sink.close() == 0
+    assert sink.deliveries.acknowledged == sum(counts.events.values()) + counts.dead_letters > 0
+
+
+def test_record_from_a_dead_broker_says_so_in_one_line(tmp_path):
+    result, seconds = run_against_dead_broker(tmp_path, "record", "shadowtwin.events", tmp_path / "out.avro")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "shadowtwin record: Kafka: Failed to get metadata: Local: Broker transport failure"]
+    assert seconds < 30

@@ -1,0 +1,162 @@
+"""`ingest --follow` as a service: positions per file that advance only on delivery reports, survive a
+restart, and are refused to a file that merely reuses an inode; rolled-over files closed; old files skipped."""
+
+import json
+import os
+import signal
+import time
+
+from producers.ingest_positions import Positions
+from producers.mtl_ingest import ingest
+from producers.log_tail import LogTail
+from producers.mtl_log import MtlReader
+from tests.producers.relay.conftest import read_topic, wait_until
+from tests.producers.test_kafka_producers import dead_letters
+from tests.producers.test_mtl import EX01, GARBLED, ListSink, run
+from tests.producers.test_signals import start, stopped
+
+
+class AckingSink(ListSink):
+    """Holds each record's delivery callback; the test acknowledges (or refuses) them in any order."""
+
+    def __init__(self):
+        super().__init__()
+        self.callbacks = []
+
+    def event(self, event, on_delivery=None):
+        super().event(event)
+        self.callbacks.append((event.event_id, on_delivery))
+
+    def dead(self, letter, on_delivery=None):
+        super().dead(letter)
+        self.callbacks.append((f"dead-{letter.offset}", on_delivery))
+
+    def poll(self):
+        pass
+
+
+def by_line(sink: AckingSink) -> list[list]:
+    """The records' (id, callback) grouped by the line they came from (ids are mtl-<line hash>-<n>)."""
+    lines: dict[str, list] = {}
+    for record_id, done in sink.callbacks:
+        lines.setdefault(record_id.rsplit("-", 1)[0], []).append((record_id, done))
+    return list(lines.values())
+
+
+def ids(records) -> list[str]:
+    return [record_id for line in records for record_id, _ in line]
+
+
+def copy_of_ex01(tmp_path, lines=None):
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    data = EX01.read_bytes().split(b"\r\n")
+    log.write_bytes(b"\r\n".join(data[:lines] if lines else data) + b"\r\n")
+    return log
+
+
+def everything(tmp_path):
+    return {e.event_id for e in run([copy_of_ex01(tmp_path)])[0].events}
+
+
+def test_a_restart_sends_only_what_was_not_acknowledged(tmp_path):
+    log, state = copy_of_ex01(tmp_path), tmp_path / "positions.json"
+    first = AckingSink()
+    ingest([str(log)], first, positions=(positions := Positions(state)))
+    lines = by_line(first)
+    half = len(lines) // 2
+    for _, done in reversed([record for line in lines[:half] for record in line]):  # out of order
+        done(None)
+    positions.save()
+    second = AckingSink()
+    counts = ingest([str(log)], second, positions=Positions(state))
+    assert counts.published_before >= half
+    assert ids(by_line(second)) == ids(lines[half:]), "nothing acknowledged is sent again, nothing else left out"
+
+
+def test_a_position_does_not_pass_a_line_in_flight_or_refused(tmp_path):
+    log, state = copy_of_ex01(tmp_path), tmp_path / "positions.json"
+    sink = AckingSink()
+    ingest([str(log)], sink, positions=(positions := Positions(state)))
+    lines = by_line(sink)
+    lines[1][0][1]("refused")  # the second line: refused
+    for _, done in [record for line in lines[2:] for record in line] + lines[1][1:]:
+        done(None)
+    positions.save()
+    assert positions.refused == 1
+    (entry,) = json.loads(state.read_text())["files"]
+    assert entry["beyond"], "what was acknowledged after the refused line is remembered one by one"
+    again = AckingSink()
+    ingest([str(log)], again, positions=Positions(state))
+    assert ids(by_line(again)) == ids(lines[:2]), \
+        "the first line (never acknowledged) and the refused one; nothing that was acknowledged"
+
+
+def test_a_file_with_the_same_inode_but_other_first_bytes_starts_from_its_start(tmp_path):
+    log, state = copy_of_ex01(tmp_path), tmp_path / "positions.json"
+    sink = AckingSink()
+    ingest([str(log)], sink, positions=(positions := Positions(state)))
+    for _, done in sink.callbacks:
+        done(None)
+    positions.save()
+    with open(log, "r+b") as rewrite:  # the same inode, other content
+        rewrite.write(b"#Software: another server's log\r\n")
+    again = AckingSink()
+    ingest([str(log)], again, positions=Positions(state))
+    assert len(again.callbacks) > 0
+
+
+def test_a_rolled_over_file_is_closed_and_a_file_older_than_max_age_is_skipped(tmp_path):
+    head = EX01.read_bytes().split(b"\r\n")[:6]
+    first = tmp_path / "MSGTRK20261122-1.LOG"
+    first.write_bytes(b"\r\n".join(head) + b"\r\n")
+    old = tmp_path / "MSGTRK20261101-1.LOG"
+    old.write_bytes(b"\r\n".join(head) + b"\r\n")
+    os.utime(old, (time.time() - 3 * 86400,) * 2)
+    tail = LogTail([str(first)], follow=True, new_reader=MtlReader, max_age_s=86400)
+    try:
+        assert [line.path for line in tail.poll() if line.item is not None] == [first]
+        later = tmp_path / "MSGTRK20261122-2.LOG"
+        later.write_bytes(b"\r\n".join(head) + b"\r\n")
+        os.utime(later, (time.time() + 5,) * 2)
+        for _ in range(3):
+            list(tail.poll())
+        assert tail.open_paths() == [later], "the finished file is closed, the old one never opened"
+        with open(first, "ab") as more:  # a closed file that grows is read again where it was left
+            more.write(head[-1] + b"\r\n")
+        assert [line.number for line in tail.poll() if line.path == first] == [7]
+    finally:
+        tail.close()
+
+
+def test_ingest_follow_restarted_mid_file_publishes_everything_once(kafka_bootstrap, topics, tmp_path):
+    lines = EX01.read_bytes().split(b"\r\n")
+    (tmp_path / "whole").mkdir()
+    expected = everything(tmp_path / "whole")
+    log, state, conf = tmp_path / "MSGTRK20261122-1.LOG", tmp_path / "positions.json", tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
+    thirds = [len(lines) // 3, 2 * len(lines) // 3, len(lines)]
+    log.write_bytes(b"\r\n".join(lines[:thirds[0]]) + b"\r\n")
+
+    def service():
+        return start(kafka_bootstrap, "--conf", conf, "ingest", "exchange-mtl", log, "--follow", "--state", state)
+
+    def published():
+        return read_topic(kafka_bootstrap, topics.events, seconds=1, max_s=10)
+
+    first = service()
+    assert wait_until(lambda: len(published()) > 0, 30)
+    with open(log, "ab") as out:
+        out.write(b"\r\n".join(lines[thirds[0]:thirds[1]]) + b"\r\n")
+    time.sleep(1.0)
+    assert stopped(first, signal.SIGTERM)[0] == 143
+    with open(log, "ab") as out:
+        out.write(b"\r\n".join(lines[thirds[1]:]))
+    second = service()
+    assert wait_until(lambda: len(published()) >= len(expected), 40)
+    time.sleep(2.0)  # anything sent twice would arrive by now
+    code, said, _ = stopped(second, signal.SIGTERM)
+    assert code == 143 and "published by an earlier run and not sent again" in said
+    back = [e.event_id for e in published()]
+    assert sorted(back) == sorted(expected), "every event once: none lost, none twice"
+    letters = dead_letters(kafka_bootstrap, topics.dead_letters, len(GARBLED))
+    assert sorted(d.offset for d in letters) == sorted(GARBLED)

@@ -1,0 +1,97 @@
+"""Avro container files: the one writer and reader; a file cut short or damaged reads to its last
+complete block, then names the file and the offset."""
+
+import io
+
+import pytest
+
+from producers.synthetic import Workload, generate
+from schemas import container
+from schemas.container import ContainerError
+from tests.schemas.samples import sample_alert
+
+EVENTS = list(generate(Workload(servers=4, duration_ms=10 * 60_000)))
+
+
+def blocks_of(data: bytes) -> list[int]:
+    """The offsets where each block ends (after its sync marker)."""
+    sync, ends, at = data[-container.SYNC_SIZE:], [], 0
+    while (found := data.find(sync, at)) >= 0:
+        ends.append(found + container.SYNC_SIZE)
+        at = found + 1
+    return ends[1:]  # the first is the header's
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = tmp_path / "day.avro"
+    with open(path, "wb") as out:
+        assert container.write(out, "Event", EVENTS) == len(EVENTS)
+    return path
+
+
+def test_a_file_of_several_blocks_reads_back_whole(recording):
+    assert len(blocks_of(recording.read_bytes())) > 2
+    assert list(container.read(recording, "Event")) == EVENTS
+
+
+@pytest.mark.parametrize("cut", [1, 100, 5000, -container.SYNC_SIZE - 3, -1])
+def test_a_file_cut_short_reads_to_its_last_complete_block_then_names_the_file_and_offset(recording, cut):
+    data = recording.read_bytes()
+    ends = blocks_of(data)
+    cut_at = ends[1] + cut if cut > 0 else len(data) + cut
+    recording.write_bytes(data[:cut_at])
+    complete = max(end for end in [0, *ends] if end <= cut_at)
+    got = []
+    with pytest.raises(ContainerError) as raised:
+        for event in container.read(recording, "Event"):
+            got.append(event)
+    assert got == EVENTS[:len(got)] and len(got) > 0
+    assert str(raised.value).startswith(f"{recording}: cut short")
+    assert raised.value.offset == complete, "the offset is where the last complete block ends"
+    assert f"(at byte {complete})" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_damaged_block_is_named_and_what_came_before_it_was_read(recording):
+    data = bytearray(recording.read_bytes())
+    ends = blocks_of(bytes(data))
+    data[ends[0] + 40] ^= 0xFF  # inside the second block's compressed bytes
+    recording.write_bytes(bytes(data))
+    got = []
+    with pytest.raises(ContainerError, match=r"day.avro: damaged: .* \(at byte %d\)" % ends[0]):
+        got.extend(container.read(recording, "Event"))
+    assert 0 < len(got) == len(list(_first_block(bytes(data), ends[0])))
+
+
+def _first_block(data: bytes, end: int):
+    return container.records(io.BytesIO(data[:end]), "first block")
+
+
+def test_a_wrong_sync_marker_is_damage(recording):
+    data = bytearray(recording.read_bytes())
+    ends = blocks_of(bytes(data))
+    data[ends[1] - 1] ^= 0x01
+    recording.write_bytes(bytes(data))
+    with pytest.raises(ContainerError, match="does not end with the file's sync marker"):
+        list(container.read(recording, "Event"))
+
+
+def test_not_a_container_and_the_wrong_records_are_named(tmp_path):
+    (tmp_path / "x.avro").write_bytes(b"{\"kind\": \"ClockTick\"}\n")
+    with pytest.raises(ContainerError, match=r"x.avro: not an Avro container file .* \(at byte 0\)"):
+        list(container.read(tmp_path / "x.avro"))
+    with open(tmp_path / "alerts.avro", "wb") as out:
+        container.write(out, "Alert", [sample_alert()])
+    assert list(container.read(tmp_path / "alerts.avro")) == [sample_alert()]
+    with pytest.raises(ContainerError, match="alerts.avro: holds Alert records, not Event"):
+        list(container.read(tmp_path / "alerts.avro", "Event"))
+
+
+def test_a_huge_block_size_is_damage_not_an_allocation(tmp_path):
+    data = io.BytesIO()
+    container.write(data, "Event", EVENTS[:3], codec="null")
+    header_end = data.getvalue().find(data.getvalue()[-container.SYNC_SIZE:]) + container.SYNC_SIZE
+    path = tmp_path / "huge.avro"
+    path.write_bytes(data.getvalue()[:header_end] + b"\x06" + b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f" + b"xx")
+    with pytest.raises(ContainerError, match="cut short"):
+        list(container.read(path, "Event"))

@@ -1,0 +1,135 @@
+"""Bad input as a person types it: one line on stderr naming the file or argument and the problem,
+exit status 2, no traceback (unless --debug); a closed pipe ends quietly."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from producers.recording import write_events
+from tests.shadowtwin.test_whatif import outage_recording
+
+CLI = [sys.executable, "-m", "shadowtwin.cli"]
+
+
+def shadowtwin(*args, cwd=None):
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def one_line_naming(result, *names):
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for name in names:
+        assert str(name) in lines[0], (name, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = tmp_path / "outage.avro"
+    outage_recording(path)
+    return path
+
+
+def test_replay_of_a_missing_file(tmp_path):
+    one_line_naming(shadowtwin("replay", tmp_path / "gone.avro"), tmp_path / "gone.avro", "no such file")
+
+
+def test_replay_of_a_file_that_is_no_recording(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello\n")
+    one_line_naming(shadowtwin("replay", tmp_path / "notes.txt"), "notes.txt", "a recording ends in")
+
+
+def test_replay_with_a_bad_speed(recording):
+    one_line_naming(shadowtwin("replay", recording, "--speed", "0"), "--speed 0")
+
+
+def test_a_missing_argument():
+    one_line_naming(shadowtwin("replay"), "shadowtwin replay", "file")
+
+
+def test_a_missing_configuration_file(tmp_path):
+    one_line_naming(shadowtwin("--conf", tmp_path / "none.toml", "kafka", "status"), tmp_path / "none.toml")
+
+
+def test_record_to_a_file_that_is_no_recording(tmp_path):
+    one_line_naming(shadowtwin("record", "shadowtwin.events", tmp_path / "out.csv"), "out.csv", "a recording ends in")
+
+
+def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
+    one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_simulate_with_a_missing_topology(tmp_path):
+    one_line_naming(shadowtwin("simulate", "--topology", tmp_path / "none.toml"), "none.toml")
+
+
+def test_whatif_of_a_missing_file(tmp_path):
+    one_line_naming(shadowtwin("whatif", tmp_path / "gone.jsonl"), tmp_path / "gone.jsonl", "No such file")
+
+
+def test_whatif_of_an_unreadable_file(tmp_path):
+    (tmp_path / "folder.jsonl").mkdir()
+    one_line_naming(shadowtwin("whatif", tmp_path / "folder.jsonl"), tmp_path / "folder.jsonl", "Is a directory")
+
+
+def test_whatif_of_a_garbled_jsonl_names_the_line(tmp_path):
+    garbled = tmp_path / "garbled.jsonl"
+    outage_recording(garbled)
+    lines = len(garbled.read_text().splitlines())
+    with open(garbled, "a") as out:
+        out.write('{"kind": "ClockTi\n')
+    one_line_naming(shadowtwin("whatif", garbled), f"{garbled}:{lines + 1}")
+
+
+def test_whatif_of_a_file_that_is_not_avro(tmp_path):
+    fake = tmp_path / "fake.avro"
+    fake.write_text('{"kind": "ClockTick"}\n')
+    one_line_naming(shadowtwin("whatif", fake), fake, "not an Avro container file")
+
+
+def test_whatif_of_a_truncated_avro_summarises_what_was_read_and_names_the_cut(tmp_path):
+    from producers.synthetic import Workload, generate
+
+    path = tmp_path / "day.avro"
+    write_events(path, generate(Workload(servers=4, duration_ms=20 * 60_000)))
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) - 100])
+    result = shadowtwin("whatif", path)
+    line = one_line_naming(result, path, "cut short", "at byte")
+    assert "events" in result.stdout, "the summary of what was read is printed"
+    assert "EOFError" not in line
+
+
+def test_whatif_out_to_an_unwritable_folder(recording):
+    one_line_naming(shadowtwin("whatif", recording, "--out", "/proc/x"), "/proc/x")
+
+
+def test_whatif_with_a_bad_parameter(recording):
+    one_line_naming(shadowtwin("whatif", recording, "--compare", "ShadowHeartbeatRetryCount=x"), "--compare",
+                    "ShadowHeartbeatRetryCount")
+
+
+def test_ingest_of_a_glob_that_matches_nothing(tmp_path):
+    pattern = tmp_path / "none" / "*.LOG"
+    one_line_naming(shadowtwin("ingest", "exchange-mtl", pattern), pattern, "no file matches")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = shadowtwin("--debug", "whatif", tmp_path / "gone.jsonl")
+    assert result.returncode != 0 and "Traceback" in result.stderr and "FileNotFoundError" in result.stderr
+
+
+def test_whatif_into_a_closed_pipe_ends_quietly(recording):
+    reader = subprocess.Popen([*CLI, "whatif", str(recording)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.close()  # as `| head` does once it has its lines
+    _, err = reader.communicate(timeout=120)
+    assert err == b"" and reader.returncode == 141
+
+
+def test_lab_names_an_unknown_node():
+    one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
