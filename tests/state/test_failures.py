@@ -14,14 +14,15 @@ def shadowed_message(org):
 
 def test_silent_shadow_server_is_reported():
     org = Org()
-    events = [*shadowed_message(org), *org.tick(30)]
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 30), *org.tick(30)]
     alerts = [a for a in replay(events).alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
     assert len(alerts) == 1 and alerts[0].decided_at_ms == at(1) + 3 * 2 * MINUTE
 
 
 def test_both_servers_down_is_a_message_at_risk_then_lost():
     org = Org()
-    events = [*shadowed_message(org), *org.tick(4 * 60)]  # nobody speaks again
+    # mbx01 and mbx02 fall silent together; mbx03 goes on: the feed is alive, the two are down
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 4 * 60), *org.tick(4 * 60)]
     result = replay(events)
     assert result.commands == []
     at_risk = [a for a in result.alerts if a.type is AlertType.MESSAGE_AT_RISK]
@@ -34,9 +35,9 @@ def test_both_servers_down_is_a_message_at_risk_then_lost():
 
 def test_shadow_back_after_the_span_promotes_at_once():
     org = Org()
-    events = [*shadowed_message(org), *org.query_failed("mbx02", "mbx01", 5 * 60)]
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 5 * 60), *org.query_failed("mbx02", "mbx01", 5 * 60)]
     result = replay(events)
-    assert [c.decided_at_ms for c in result.commands] == [at(5 * 60)]
+    assert [c.decided_at_ms for c in result.commands if c.primary_server == "mbx01"] == [at(5 * 60)]
 
 
 def test_shadow_restarted_with_a_new_database_lost_its_copies():
