@@ -277,8 +277,9 @@ def deferred_then_primary_fails() -> Timeline:
 
 def stream_sent_twice() -> Timeline:
     """A log shipper resends a whole stream (same event ids): the twin decides exactly what one pass
-    decides (here: the crash between forks)."""
-    once = crash_between_forks()
+    decides. Here Chicago's failed 2010 discard queries: counted twice, the third consecutive
+    timeout would come at minute 11 instead of 16."""
+    once = exchange_2010_shadow_from_its_node_started()
     return Timeline("a stream sent twice", once.events + once.events, once.config, once.alerts, once.commands)
 
 
