@@ -98,3 +98,20 @@ def test_shadow_back_from_its_own_outage_is_judged_by_the_answer_to_its_query():
     assert [c.decided_at_ms for c in failed.commands] == [] and [
         a.type for a in failed.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [
         AlertType.DUPLICATE_DELIVERY_EXPECTED], "processed before: no command, but mbx02 resubmits it on its own"
+
+
+def test_double_failure_shadow_back_first_then_primary_with_new_databases_is_message_lost():
+    """The other order: mbx02 is back (new database) before mbx01 (new database): m1 is lost when
+    mbx01's new database is seen, and no command names a copy that no longer exists."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.busy("mbx03", 0, 60),
+              *org.started("mbx02", "dbS2", 20), *org.query_failed("mbx02", "mbx01", 21, shadow_db="dbS2"),
+              *org.started("mbx01", "dbP2", 30)]
+    result = replay(events)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts if "m1" in {m.message.internal_id for m in a.messages}] \
+        == [(AlertType.SHADOW_SERVER_UNREACHABLE, at(8)), (AlertType.SHADOW_SERVER_UNREACHABLE, at(20)),
+            (AlertType.MESSAGE_LOST, at(30))]
+    assert [c for c in result.commands if c.primary_server == "mbx01"] == []
+    assert result.settles("mbx01")
