@@ -229,8 +229,11 @@ class MtlMapper:
         _, _, header = self._on_primary(row, "server-hostname")
         return [ev.MessageExpired(**header, reason=row.get("recipient-status") or "FAIL in message tracking")]
 
-    def _defer(self, row: Row) -> Skip:
-        return Skip("DEFER: delivery delayed, no change of state")
+    def _defer(self, row: Row) -> list[ev.Event]:
+        # The next hop that refused is not in the line (server-hostname is the local server): "".
+        _, _, header = self._on_primary(row, "server-hostname")
+        return [ev.DeliveryDeferred(**header, next_hop="", recipients=row.values("recipient-address"),
+                                    smtp_response=row.get("recipient-status") or "DEFER in message tracking")]
 
 
 HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT", "SEND",

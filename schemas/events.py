@@ -87,6 +87,9 @@ class AlertType(AvroEnum):
     DISCARD_EVENTS_DROPPED = "DISCARD_EVENTS_DROPPED"
     SHADOW_EXPIRED = "SHADOW_EXPIRED"
     LATE_EVENTS = "LATE_EVENTS"
+    MESSAGE_EXPIRED = "MESSAGE_EXPIRED"
+    SHADOW_IN_SAME_SITE = "SHADOW_IN_SAME_SITE"
+    EVENTS_STOPPED = "EVENTS_STOPPED"
 
 
 class Severity(AvroEnum):
@@ -342,6 +345,17 @@ class ClockTick(Event):
     """Published by the twin to keep event time moving when every node is quiet."""
 
 
+# ---- added in v2 (the body union only grows at its end) ------------------------------
+
+@_event("DeliveryDeferred", "DEFER")
+class DeliveryDeferred(Event):
+    """The next hop refused (a 4xx answer) or timed out: (the fork of) the message stays queued for a retry."""
+
+    next_hop: str = doc("the next hop that refused or did not answer")
+    smtp_response: str = doc("the answer, or why there was none, in words", default="")
+    recipients: tuple[str, ...] = doc("the recipients of this fork (empty: all of the message's)", default=())
+
+
 # ---- outputs --------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +388,8 @@ class RedeliveryCommand:
     next_hop: str | None = doc("where to send it; null means any route", default=None)
     reason: CommandReason = doc("why")
     decided_at_ms: int = doc("the event time at which the twin decided", logical="timestamp-millis")
+    recipients: tuple[str, ...] = doc("the recipients still to be served by this resubmission; empty means all",
+                                      default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,12 +23,16 @@ from typing import Callable, Iterable
 
 from schemas import events as ev
 from schemas.events import (
-    Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, RedeliveryCommand, Severity,
+    Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, Recipient, RedeliveryCommand, Severity,
 )
+from state.facts import NodeSeen
 from state.parameters import ModelConfig, ShadowMessagePreference
 from state.records import (
-    DeadlineKind, Fork, Message, Pair, PrimaryState, Promoted, Redundancy,
+    DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
 )
+
+# Applied event ids are remembered in buckets of this much event time, one deadline per bucket.
+SEEN_BUCKET_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +89,9 @@ class ShadowRedundancyModel:
             ev.DeliveredToMailbox: _Transition.fork_processed,
             ev.DiscardStatusSet: _Transition.primary_processed,
             ev.MovedToSafetyNet: _Transition.primary_processed,
-            ev.MessageExpired: _Transition.primary_processed,
+            ev.MessageExpired: _Transition.message_expired,
+            ev.DeliveryDeferred: _Transition.delivery_deferred,
+            NodeSeen: _Transition.node_seen,
             ev.SideEffectGenerated: _Transition.side_effect_generated,
             ev.DiscardQuerySent: _Transition.discard_query_sent,
             ev.DiscardQueryAnswered: _Transition.discard_query_answered,
@@ -97,15 +103,29 @@ class ShadowRedundancyModel:
     def new_state(self, primary: str) -> PrimaryState:
         return PrimaryState(primary=primary)
 
+    @property
+    def liveness_bucket_ms(self) -> int:
+        """The grain of `NodeSeen` facts (state.facts): a minute, or a heartbeat if that is shorter."""
+        return max(1, min(60_000, self.config.timing("").heartbeat_ms))
+
     def on_events(self, state: PrimaryState, events: Iterable[ev.Event]) -> Output:
-        """Apply events (of this group, in event-time order), firing deadlines due before each."""
+        """Apply events (of this group, and the facts every group shares, in event-time order),
+        firing deadlines due before each. An event id already applied changes nothing."""
         run = _Transition(self, state)
         handlers = self._handlers
         primary = state.primary
+        seen = state.seen_ids
+        remember = self.config.clock_skew_allowance_ms > 0
         for event in events:
-            run.advance(event.event_time_ms)
+            event_id = event.event_id
+            if event_id in seen:
+                continue
+            t = event.event_time_ms
+            run.advance(t)
+            if remember:
+                run.remember_applied(event_id, t)
             if event.node == primary:
-                state.primary_seen_ms = event.event_time_ms
+                state.primary_seen_ms = t
             handler = handlers.get(type(event))
             if handler is not None:
                 handler(run, event)
@@ -142,11 +162,34 @@ class _Transition:
             _FIRE[kind](self, key, at_ms)
         self.s.clock_ms = max(self.s.clock_ms, now_ms)
 
+    def remember_applied(self, event_id: str, t: int) -> None:
+        s = self.s
+        bucket = t // SEEN_BUCKET_MS
+        ids = s.seen_buckets.get(bucket)
+        if ids is None:
+            ids = s.seen_buckets[bucket] = []
+            s.deadlines.set(DeadlineKind.FORGET_SEEN, str(bucket),
+                            (bucket + 1) * SEEN_BUCKET_MS + self.config.clock_skew_allowance_ms)
+        ids.append(event_id)
+        s.seen_ids[event_id] = bucket
+
     # ---- node lifecycle ---------------------------------------------------------------
 
     def node_started(self, e: ev.NodeStarted) -> None:
         s = self.s
+        fact = s.nodes.get(e.node)
+        if fact is None:
+            fact = s.nodes[e.node] = NodeFact()
+        previous_db = fact.queue_db_id
+        fact.mode, fact.ad_site, fact.dag, fact.queue_db_id = e.mode, e.ad_site, e.dag, e.queue_db_id
         if e.node != s.primary:
+            pair = s.pairs.get(e.node)
+            if pair is not None and pair.held:
+                known = pair.shadow_db_id if pair.shadow_db_id is not None else previous_db
+                if known is not None and known != e.queue_db_id:
+                    self.shadow_copies_lost(pair, e.event_time_ms)
+                    if (pair := s.pairs.get(e.node)) is not None:
+                        pair.shadow_db_id = e.queue_db_id
             return
         if e.mode is not NodeMode.UNKNOWN:
             s.mode = e.mode
@@ -162,10 +205,12 @@ class _Transition:
         for record in [r for r in s.promoted.values() if r.primary_db_id != db_id]:
             self.forget_promoted(record.ref.internal_id)  # its queue is gone: nothing twice
         for pair in list(s.pairs.values()):
-            if pair.held and pair.primary_db_seen is not None and pair.primary_db_seen != db_id:
-                reason = (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE if pair.primary_failed_ms is not None
-                          else CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)
-                self.promote(pair, t, reason, include_unrouted=True)
+            # A silent shadow cannot see the new id: it promotes when it queries again, if its
+            # own copies survived (discard_query_sent), and they are lost if they did not.
+            if not self.shadow_silent(pair, t):
+                self.promote_if_primary_db_changed(pair, t)
+            elif pair.held:
+                pair.db_change_pending = True
         if previous_db is not None and previous_db != db_id:
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None]
             if lost:
@@ -174,6 +219,23 @@ class _Transition:
                            " it held had no shadow copy anywhere and are lost")
                 for m in lost:
                     self.close(m, t, "lost")
+
+    def promote_if_primary_db_changed(self, pair: Pair, t: int) -> None:
+        s = self.s
+        if pair.held and pair.primary_db_seen is not None and s.queue_db_id is not None \
+                and pair.primary_db_seen != s.queue_db_id:
+            reason = (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE if pair.primary_failed_ms is not None
+                      else CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)
+            self.promote(pair, t, reason, include_unrouted=True)
+
+    def shadow_silent(self, pair: Pair, t: int) -> bool:
+        silence = self.silence_span(pair.shadow)
+        return silence > 0 and (pair.awaiting_shadow or t - pair.last_query_ms >= silence)
+
+    def node_seen(self, e: NodeSeen) -> None:
+        last = self.s.last_seen
+        if e.event_time_ms > last.get(e.node, -1):
+            last[e.node] = e.event_time_ms
 
     # ---- message flow on the primary --------------------------------------------------
 
@@ -184,7 +246,10 @@ class _Transition:
         m = self.message(e.message, e.event_time_ms)
         if m is None:
             return
-        m.received_ms = min(m.received_ms, e.event_time_ms)
+        if e.event_time_ms < m.received_ms:
+            m.received_ms = e.event_time_ms
+            s.deadlines.set(DeadlineKind.EXPIRE, m.ref.internal_id,
+                            m.received_ms + self.config.timing(s.primary).expiration_ms)
         m.recipients = e.recipients
         m.sender_supports_shadow = e.sender_supports_shadow
         params = self.config.for_node(s.primary)
@@ -236,8 +301,46 @@ class _Transition:
 
     def shadow_copy_acknowledged(self, e: ev.ShadowCopyAcknowledged) -> None:
         m = self.known(e)
-        if m is not None:
-            self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None)
+        if m is None:
+            return
+        self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None)
+        locality = e.locality
+        if locality is ev.SiteLocality.UNKNOWN:
+            locality = self.locality_of(e.shadow_server)
+        m.shadow_locality = locality
+        if locality is ev.SiteLocality.LOCAL and self.dag_spans_sites(m):
+            self.report_same_site(m, e.shadow_server, e.event_time_ms)
+
+    def locality_of(self, shadow: str) -> ev.SiteLocality:
+        """LOCAL or REMOTE from the servers' sites, when the facts know both."""
+        nodes = self.s.nodes
+        mine, theirs = nodes.get(self.s.primary), nodes.get(shadow)
+        if mine is None or theirs is None or mine.ad_site is None or theirs.ad_site is None:
+            return ev.SiteLocality.UNKNOWN
+        return ev.SiteLocality.LOCAL if mine.ad_site == theirs.ad_site else ev.SiteLocality.REMOTE
+
+    def dag_spans_sites(self, m: Message) -> bool:
+        """Whether the primary's boundary is a DAG with members in another site (a remote attempt
+        failed, or the facts show such a member); outside a DAG the preference is ignored."""
+        s = self.s
+        preference = self.config.for_node(s.primary).shadow_message_preference_setting
+        if preference is ShadowMessagePreference.REMOTE_ONLY:
+            return False
+        if m.remote_failures > 0:
+            return True
+        mine = s.nodes.get(s.primary)
+        if mine is None or mine.dag is None:
+            return False
+        return any(f.dag == mine.dag and f.ad_site != mine.ad_site for f in s.nodes.values())
+
+    def report_same_site(self, m: Message, shadow: str, t: int) -> None:
+        """Same-site copies are reported together, per shadow, a heartbeat after the first."""
+        s = self.s
+        waiting = s.same_site.get(shadow)
+        if waiting is None:
+            waiting = s.same_site[shadow] = []
+            s.deadlines.set(DeadlineKind.SAME_SITE_REPORT, shadow, t + self.config.timing(s.primary).heartbeat_ms)
+        waiting.append(m.ref)
 
     def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
         if e.message is None:
@@ -284,12 +387,17 @@ class _Transition:
         elif m.ref.internal_id in self.s.messages:
             self.close(m, e.event_time_ms, "rejected")
 
-    def sent_to_next_hop(self, e: ev.SentToNextHop) -> None:
+    def sent_to_next_hop(self, e: ev.SentToNextHop | ev.DeliveryDeferred) -> None:
         m = self.known(e)
         if m is not None:
             key = e.message.fork_id or e.next_hop
             if key not in m.forks:
                 m.forks[key] = Fork(e.next_hop, e.recipients)
+
+    def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
+        """The next hop refused or timed out: that fork is still pending (it is retried, or it
+        expires with the message)."""
+        self.sent_to_next_hop(e)
 
     def fork_processed(self, e: ev.NextHopAcknowledged | ev.BoundaryCrossed | ev.DeliveredToMailbox) -> None:
         m = self.known(e)
@@ -303,10 +411,44 @@ class _Transition:
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 
-    def primary_processed(self, e: ev.DiscardStatusSet | ev.MovedToSafetyNet | ev.MessageExpired) -> None:
+    def primary_processed(self, e: ev.DiscardStatusSet | ev.MovedToSafetyNet) -> None:
         m = self.known(e)
         if m is not None and m.primary_done_ms is None:
             self.primary_done(m, e.event_time_ms)
+
+    def message_expired(self, e: ev.MessageExpired) -> None:
+        """The primary's own expiry: of one fork (that fork failed for good), of a message still
+        queued (the twin says so and lets it go), or of a processed one from Safety Net."""
+        m = self.known(e)
+        if m is None:
+            return
+        t = e.event_time_ms
+        fork_id = e.message.fork_id
+        if fork_id is not None and m.primary_done_ms is None:
+            fork = m.forks.get(fork_id)
+            if fork is None:
+                fork = m.forks[fork_id] = Fork("", ())
+            fork.done = True
+            self.maybe_primary_done(m, t)
+        elif m.primary_done_ms is None:
+            self.expired_in_queue(m, t)
+        else:
+            self.close(m, t, "expired")
+
+    def expired_in_queue(self, m: Message, t: int) -> None:
+        s = self.s
+        pending = self.pending_recipients(m)
+        self.out.alerts.append(Alert(
+            alert_id=stable_id("alert", AlertType.MESSAGE_EXPIRED.value, s.primary, t, m.ref.internal_id),
+            type=AlertType.MESSAGE_EXPIRED, severity=Severity.WARNING,
+            servers=tuple(dict.fromkeys(x for x in (s.primary, m.shadow_server) if x)),
+            messages=(AlertMessage(m.ref, tuple(r.address for r in pending)),),
+            reason=f"the message stayed in {s.primary}'s queue past MessageExpirationTimeout (received"
+                   f" {_iso(m.received_ms)}): Exchange expires it and returns a non-delivery report to the sender;"
+                   " its shadow copy is not promoted",
+            decided_at_ms=t,
+        ))
+        self.close(m, t, "expired")
 
     def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
         if e.message is None or e.node != self.s.primary:
@@ -318,13 +460,73 @@ class _Transition:
         if child.redundancy is Redundancy.PENDING:
             child.redundancy = Redundancy.DISABLED  # protected through its parent's copy
         parent = self.s.messages.get(e.parent.internal_id)
-        if parent is not None and parent.primary_done_ms is None:
-            child.parent = parent.ref.internal_id
-            parent.side_effects.add(child.ref.internal_id)
+        if parent is None:
+            return
+        if parent.primary_done_ms is not None:
+            # Processed, but its shadow copy is still there: it is released only once this side
+            # effect is processed too.
+            pair = self.s.pairs.get(parent.shadow_server) if parent.shadow_server is not None else None
+            if pair is None or parent.ref.internal_id not in pair.pending_discards:
+                return
+            pair.pending_discards.discard(parent.ref.internal_id)
+            parent.primary_done_ms = None
+            self.schedule_pair(pair)
+        child.parent = parent.ref.internal_id
+        parent.side_effects.add(child.ref.internal_id)
 
     def maybe_primary_done(self, m: Message, t: int) -> None:
-        if m.primary_done_ms is None and m.forks and not m.side_effects and all(f.done for f in m.forks.values()):
+        """Fully processed: every recipient handed to a next hop that acknowledged (or failed for
+        good), whatever forks are still to come; without the recipients, every fork seen."""
+        if m.primary_done_ms is not None or m.side_effects or not m.forks:
+            return
+        if not m.recipients:
+            if all(f.done for f in m.forks.values()):
+                self.primary_done(m, t)
+            return
+        served: set[str] = set()
+        for fork in m.forks.values():
+            if fork.done:
+                if not fork.recipients:  # a fork for the whole message
+                    self.primary_done(m, t)
+                    return
+                served.update(r.lower() for r in fork.recipients)
+        if all(r.address.lower() in served for r in m.recipients):
             self.primary_done(m, t)
+
+    def pending_recipients(self, m: Message) -> tuple[Recipient, ...]:
+        """The recipients no acknowledged fork has served yet."""
+        served: set[str] = set()
+        for fork in m.forks.values():
+            if fork.done:
+                if not fork.recipients:
+                    return ()
+                served.update(r.lower() for r in fork.recipients)
+        return tuple(r for r in m.recipients if r.address.lower() not in served)
+
+    def pending_routes(self, m: Message) -> list[tuple[MessageRef, str | None, tuple[str, ...]]]:
+        """What the new owner must send: each fork not yet processed (to its next hop), the
+        recipients no fork has been sent to yet, and the side-effect messages still pending;
+        the whole message when nothing more precise is known."""
+        routes: list[tuple[MessageRef, str | None, tuple[str, ...]]] = []
+        covered: set[str] = set()
+        covers_all = False
+        for key, fork in sorted(m.forks.items()):
+            if not fork.recipients:
+                covers_all = True
+            covered.update(r.lower() for r in fork.recipients)
+            if not fork.done:
+                routes.append((MessageRef(m.ref.message_id, m.ref.internal_id, key), fork.next_hop or None,
+                               fork.recipients))
+        if not m.forks:
+            routes.append((m.ref, None, ()))
+        elif not covers_all:
+            rest = tuple(r.address for r in m.recipients if r.address.lower() not in covered)
+            if rest:
+                routes.append((m.ref, None, rest))
+        for child_id in sorted(m.side_effects):
+            if (child := self.s.messages.get(child_id)) is not None:
+                routes.extend(self.pending_routes(child))
+        return routes or [(m.ref, None, ())]
 
     def primary_done(self, m: Message, t: int) -> None:
         """Every fork and side effect of the message is processed: its shadow may be discarded."""
@@ -354,6 +556,10 @@ class _Transition:
                 return
         pair.shadow_db_id = e.shadow_queue_db_id
         self.shadow_alive(pair, t)
+        if pair.db_change_pending and pair.shadow in self.s.pairs:
+            # Back with its copies, it sees the primary's new database now and promotes.
+            pair.db_change_pending = False
+            self.promote_if_primary_db_changed(pair, t)
 
     def discard_query_failed(self, e: ev.DiscardQueryFailed) -> None:
         """A failed query: in 2010 mode the retries count; and a shadow that comes back after the
@@ -419,9 +625,17 @@ class _Transition:
         m = s.messages.get(e.message.internal_id)
         if m is None or m.shadow_server != e.node:
             return
+        t = e.event_time_ms
+        if m.primary_done_ms is not None:
+            # The primary had processed it; the shadow never got the discard notification (it
+            # was down, or out of touch past the span) and resubmits it: it arrives twice.
+            self.predict_duplicates([Promoted(m.ref.whole(), e.node, m.recipients, s.queue_db_id, t)], t,
+                                    f"had processed a message whose shadow on {e.node} promoted it on its own")
+            self.close(m, t, "delivered")
+            return
         pair = s.pairs.get(e.node)
-        self.remember_promoted(m, e.node, e.event_time_ms, pair.primary_db_seen if pair else None)
-        self.close(m, e.event_time_ms, "promoted")
+        self.remember_promoted(m, e.node, t, pair.primary_db_seen if pair else None)
+        self.close(m, t, "promoted")
 
     def release_shadow(self, internal_id: str, pair: Pair, t: int) -> None:
         """The shadow's copy went into Safety Net: the primary's processing is proven complete."""
@@ -437,6 +651,16 @@ class _Transition:
         lost = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
         for m in lost:
             m.redundancy = Redundancy.LOST
+        if pair.primary_db_seen is not None and s.queue_db_id is not None and pair.primary_db_seen != s.queue_db_id:
+            # The primary's queue went too (it came back with a new database): no copy is left.
+            gone = [m for m in lost if m.primary_done_ms is None]
+            if gone:
+                self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [s.primary, pair.shadow], gone, t,
+                           f"{pair.shadow} came back with a new queue database after {s.primary} did: both copies"
+                           f" of {len(gone)} message(s) are gone; they are lost")
+                for m in gone:
+                    self.close(m, t, "lost")
+                lost = [m for m in lost if m.ref.internal_id in s.messages]
         if lost:
             self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [pair.shadow, s.primary], lost, t,
                        f"{pair.shadow} came back with a new queue database: its shadow copies of {len(lost)}"
@@ -461,8 +685,10 @@ class _Transition:
         beat = timing.heartbeat_timeout_ms if self.mode_of(shadow) is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
         return beat * self.config.shadow_silence_heartbeats
 
-    def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False) -> None:
-        """The shadow takes ownership: a redelivery command per unfinished fork, and one alert."""
+    def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
+                forecast: bool = False) -> None:
+        """The shadow takes ownership: a redelivery command per unfinished fork, and one alert.
+        A forecast (the feed stopped) leaves the messages the twin saw processed alone."""
         s = self.s
         pair.primary_failed_ms = t
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
@@ -472,6 +698,8 @@ class _Transition:
         processed = [m for m in held if m.primary_done_ms is not None]
         for m in processed:
             held.remove(m)
+        if forecast:
+            processed = []
         will_resubmit = [m for m in processed if m.shadow_alternate_route
                          or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
         if will_resubmit:
@@ -485,14 +713,26 @@ class _Transition:
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route]
         unrouted = [m for m in held if m not in routed]
         for m in routed:
-            for ref, next_hop in _pending_routes(m):
+            routes = self.pending_routes(m)
+            for ref, next_hop, recipients in routes:
                 self.out.commands.append(RedeliveryCommand(
                     command_id=stable_id("command", pair.shadow, s.primary, ref.internal_id, ref.fork_id, reason.value, t),
                     holder=pair.shadow, primary_server=s.primary, message=ref, next_hop=next_hop,
-                    reason=reason, decided_at_ms=t,
+                    reason=reason, decided_at_ms=t, recipients=recipients,
                 ))
             if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:  # else the primary's queue is gone already
-                self.remember_promoted(m, pair.shadow, t, pair.primary_db_seen)
+                # Should the primary return with its queue, it delivers what was pending: those
+                # recipients get it twice, and only those.
+                everyone = any(not rc for ref, _, rc in routes if ref.internal_id == m.ref.internal_id)
+                again = {a.lower() for ref, _, rc in routes if ref.internal_id == m.ref.internal_id for a in rc}
+                recipients = m.recipients if everyone else tuple(r for r in m.recipients if r.address.lower() in again)
+                if everyone or recipients:
+                    self.remember_promoted(m, pair.shadow, t, pair.primary_db_seen, recipients)
+            for ref, _, _ in routes:  # pending side-effect messages are the new owner's now too
+                if ref.internal_id != m.ref.internal_id and (child := s.messages.get(ref.internal_id)) is not None:
+                    if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:
+                        self.remember_promoted(child, pair.shadow, t, pair.primary_db_seen)
+                    self.close(child, t, "promoted")
             self.close(m, t, "promoted")
         if routed:
             alert_type = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT
@@ -513,9 +753,11 @@ class _Transition:
         if pair.shadow in s.pairs:
             self.schedule_pair(pair)
 
-    def remember_promoted(self, m: Message, holder: str, t: int, primary_db_id: str | None) -> None:
+    def remember_promoted(self, m: Message, holder: str, t: int, primary_db_id: str | None,
+                          recipients: tuple[Recipient, ...] | None = None) -> None:
         s = self.s
-        record = Promoted(m.ref.whole(), holder, m.recipients, primary_db_id or s.queue_db_id, t)
+        record = Promoted(m.ref.whole(), holder, m.recipients if recipients is None else recipients,
+                          primary_db_id or s.queue_db_id, t)
         s.promoted[m.ref.internal_id] = record
         s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id,
                         t + self.config.timing(s.primary).retention_ms)
@@ -576,6 +818,14 @@ class _Transition:
         if pair is None or not pair.held:
             return
         silence = self.silence_span(shadow)
+        if silence > 0 and at_ms - pair.last_query_ms >= silence and any(
+                i in s.messages and s.messages[i].primary_done_ms is None for i in pair.held) \
+                and self.feed_stopped(at_ms):
+            # Every server fell silent at once: the feed stopped, not the servers. Exchange goes
+            # on without the twin: the shadow promotes what it holds unprocessed at the deadline,
+            # as forecast here (what the twin saw processed waits for its discard notification).
+            self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, forecast=True)
+            return
         if silence > 0 and at_ms - pair.last_query_ms >= silence:
             # The shadow itself is silent: it cannot promote anything. Only if the primary is
             # silent too (no event of its own within the same silence span) are its
@@ -603,7 +853,7 @@ class _Transition:
             return
         pair.silent_alerted = True
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
-        if held:
+        if held and not self.feed_stopped(at_ms):
             self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [shadow, s.primary], held, at_ms,
                        f"{shadow} has not queried {s.primary} since {_iso(pair.last_query_ms)}: its shadow copies"
                        f" of {len(held)} message(s) may be gone; they are not redundantly protected")
@@ -626,8 +876,18 @@ class _Transition:
             self.schedule_pair(pair)
 
     def fire_expire(self, internal_id: str, at_ms: int) -> None:
-        m = self.s.messages.get(internal_id)
+        s = self.s
+        m = s.messages.get(internal_id)
         if m is None:
+            return
+        pair = s.pairs.get(m.shadow_server) if m.shadow_server is not None else None
+        if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
+            # Still in a primary that is not known to have failed, past MessageExpirationTimeout.
+            self.expired_in_queue(m, at_ms)
+            return
+        retention_end = m.received_ms + self.config.timing(s.primary).retention_ms
+        if at_ms < retention_end:  # processed (or in a failed primary): Safety Net's hold comes next
+            s.deadlines.set(DeadlineKind.EXPIRE, internal_id, retention_end)
             return
         if m.at_risk:
             self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary, m.shadow_server or ""], [m], at_ms,
@@ -656,11 +916,62 @@ class _Transition:
     def fire_forget_closed(self, internal_id: str, at_ms: int) -> None:
         self.s.closed.pop(internal_id, None)
 
+    def fire_forget_seen(self, bucket: str, at_ms: int) -> None:
+        s = self.s
+        for event_id in s.seen_buckets.pop(int(bucket), ()):
+            s.seen_ids.pop(event_id, None)
+
+    def fire_same_site_report(self, shadow: str, at_ms: int) -> None:
+        s = self.s
+        refs = s.same_site.pop(shadow, [])
+        if not refs:
+            return
+        fact = s.nodes.get(s.primary)
+        site = fact.ad_site if fact is not None and fact.ad_site else "its own AD site"
+        messages = tuple(AlertMessage(r) for r in refs)
+        self.out.alerts.append(Alert(
+            alert_id=stable_id("alert", AlertType.SHADOW_IN_SAME_SITE.value, s.primary, shadow, site, at_ms,
+                               *(r.internal_id for r in refs)),
+            type=AlertType.SHADOW_IN_SAME_SITE, severity=Severity.INFO, servers=(s.primary, shadow),
+            messages=messages,
+            reason=f"{s.primary}'s DAG spans sites, but the only shadow copy of {len(refs)} message(s) is on {shadow},"
+                   f" in the same site as {s.primary} ({site}): a failure of that site loses both copies",
+            decided_at_ms=at_ms,
+        ))
+
+    def feed_stopped(self, at_ms: int) -> bool:
+        """Whether every server known from the liveness facts has been silent for the silence span
+        before `at_ms`: then the event feed stopped, not the servers. Reported once per silence."""
+        s = self.s
+        last = s.last_seen
+        span = self.config.shadow_silence_heartbeats * self.config.timing("").heartbeat_ms
+        if not last or span <= 0:
+            return False
+        latest = max(last.values())
+        if at_ms - latest < span:
+            return False
+        if s.feed_stopped_ms != latest:
+            s.feed_stopped_ms = latest
+            servers = sorted(last)
+            self.out.alerts.append(Alert(
+                alert_id=stable_id("alert", AlertType.EVENTS_STOPPED.value, latest, *(f"{n}={last[n]}" for n in servers)),
+                type=AlertType.EVENTS_STOPPED, severity=Severity.CRITICAL, servers=tuple(servers),
+                reason="no event from any server of the topology since " + _iso(latest) + ": the event feed stopped."
+                       " Decisions go on as Exchange would take them. Last event per server: "
+                       + ", ".join(f"{n} {_iso(last[n])}" for n in servers),
+                decided_at_ms=latest + span,
+            ))
+        return True
+
     # ---- helpers ----------------------------------------------------------------------
 
     def mode_of(self, node: str) -> NodeMode:
+        """The server's own word (its NodeStarted, wherever published), else its configuration."""
         if node == self.s.primary and self.s.mode is not None:
             return self.s.mode
+        fact = self.s.nodes.get(node)
+        if fact is not None and fact.mode is not NodeMode.UNKNOWN:
+            return fact.mode
         return self.config.for_node(node).mode
 
     def message(self, ref: MessageRef, t: int) -> Message | None:
@@ -672,7 +983,8 @@ class _Transition:
             if ref.internal_id in s.closed:
                 return None
             m = s.messages[ref.internal_id] = Message(ref=ref.whole(), received_ms=t)
-            s.deadlines.set(DeadlineKind.EXPIRE, ref.internal_id, t + self.config.timing(s.primary).retention_ms)
+            # First the queue's MessageExpirationTimeout; then (fire_expire) Safety Net's hold.
+            s.deadlines.set(DeadlineKind.EXPIRE, ref.internal_id, t + self.config.timing(s.primary).expiration_ms)
         return m
 
     def known(self, e: ev.Event) -> Message | None:
@@ -724,14 +1036,6 @@ class _Transition:
         ))
 
 
-def _pending_routes(m: Message) -> list[tuple[MessageRef, str | None]]:
-    """What the new owner must send: each fork not yet processed, or the whole message."""
-    pending = [(key, fork) for key, fork in sorted(m.forks.items()) if not fork.done]
-    if not m.forks or not pending:
-        return [(m.ref, None)]
-    return [(MessageRef(m.ref.message_id, m.ref.internal_id, key), fork.next_hop) for key, fork in pending]
-
-
 def _iso(ms_: int) -> str:
     from datetime import datetime, timezone
 
@@ -746,4 +1050,6 @@ _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.EXPIRE: _Transition.fire_expire,
     DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,
     DeadlineKind.FORGET_CLOSED: _Transition.fire_forget_closed,
+    DeadlineKind.SAME_SITE_REPORT: _Transition.fire_same_site_report,
+    DeadlineKind.FORGET_SEEN: _Transition.fire_forget_seen,
 }

@@ -58,6 +58,7 @@ class Timing:
     resubmit_ms: int
     auto_discard_ms: int
     hold_ms: int
+    expiration_ms: int
     retention_ms: int
     heartbeat_timeout_ms: int
     max_ack_delay_ms: int
@@ -69,6 +70,7 @@ class Timing:
             resubmit_ms=ms(p.shadow_resubmit_time_span),
             auto_discard_ms=ms(p.shadow_message_auto_discard_interval),
             hold_ms=ms(p.safety_net_hold_time),
+            expiration_ms=ms(p.message_expiration_timeout),
             retention_ms=ms(p.safety_net_hold_time) + ms(p.message_expiration_timeout),
             heartbeat_timeout_ms=ms(p.shadow_heartbeat_timeout_interval),
             max_ack_delay_ms=ms(p.max_acknowledgement_delay),

@@ -16,7 +16,7 @@ import enum
 import heapq
 from dataclasses import dataclass, field
 
-from schemas.events import MessageRef, NodeMode, Recipient
+from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
 
 
 class Redundancy(enum.Enum):
@@ -53,6 +53,7 @@ class Message:
     primary_done_ms: int | None = None  # every fork and side effect fully processed
     shadow_alternate_route: bool = True
     at_risk: bool = False
+    shadow_locality: SiteLocality = SiteLocality.UNKNOWN  # the copy's site relative to the primary's
 
     @property
     def shadow_held(self) -> bool:
@@ -74,6 +75,17 @@ class Pair:
     primary_failed_ms: int | None = None  # when the twin declared the primary failed for this pair
     silent_alerted: bool = False
     awaiting_shadow: bool = False  # its promotion came due while it was silent: nothing to do until it speaks
+    db_change_pending: bool = False  # the primary came back with a new database while this shadow was silent
+
+
+@dataclass(slots=True)
+class NodeFact:
+    """What a group knows of any server from the facts every group is fed (state/README.md)."""
+
+    mode: NodeMode = NodeMode.UNKNOWN
+    ad_site: str | None = None
+    dag: str | None = None
+    queue_db_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -97,6 +109,8 @@ class DeadlineKind(enum.IntEnum):
     EXPIRE = 5
     FORGET_PROMOTED = 6
     FORGET_CLOSED = 7
+    SAME_SITE_REPORT = 8
+    FORGET_SEEN = 9
 
 
 @dataclass(slots=True)
@@ -155,7 +169,20 @@ class PrimaryState:
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
     primary_seen_ms: int | None = None  # the primary's own latest event: a sign it is up
+    # Facts about every server (mode, site, queue database; and when it last published), fed
+    # to every group alike: see state/README.md, "Facts every group shares".
+    nodes: dict[str, NodeFact] = field(default_factory=dict)
+    last_seen: dict[str, int] = field(default_factory=dict)
+    # Same-site shadow copies waiting to be reported together: shadow -> internal ids.
+    same_site: dict[str, list[MessageRef]] = field(default_factory=dict)
+    # Event ids already applied, remembered for the clock-skew allowance (a repeat changes
+    # nothing): id -> bucket, and bucket -> ids, so that one deadline forgets a whole bucket.
+    seen_ids: dict[str, int] = field(default_factory=dict)
+    seen_buckets: dict[int, list[str]] = field(default_factory=dict)
+    feed_stopped_ms: int | None = None  # the last event time of a whole-topology silence already reported
 
     def holds_nothing(self) -> bool:
-        """No message, copy, heartbeat pair, promoted record, closed-message memory or deadline is left."""
-        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.due)
+        """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts
+        about servers are not about messages and stay)."""
+        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.due
+                    or self.same_site or self.seen_ids)

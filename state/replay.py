@@ -1,9 +1,11 @@
 """The reference engine: runs the model over recorded events in event-time order.
 
-Each group (primary server) is independent of the others, so the engine feeds each its own
-events, in event-time order (ties keep the recording's order), and then lets event time run
-to the end of the recording: every deadline strictly before the last event time fires, at
-its own time. The streaming twin must produce the same alerts and commands (by id).
+Each group (primary server) gets its own events and the facts every group shares
+(`state.facts`: every server's NodeStarted, and one NodeSeen per server and liveness bucket),
+merged in event-time order (ties: the recording's order, the group's own events before
+facts), and then event time runs to the end of the recording: every deadline strictly
+before the last event time fires, at its own time. The streaming twin must produce the same
+alerts and commands (by id); an alert several groups make alike (EVENTS_STOPPED) counts once.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from schemas.events import Alert, ClockTick, Event, RedeliveryCommand
-from state.model import Outcome, ShadowRedundancyModel
+from schemas.events import Alert, ClockTick, Event, NodeStarted, RedeliveryCommand
+from state.facts import shared_facts
+from state.model import SEEN_BUCKET_MS, Outcome, ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.records import PrimaryState
 
@@ -31,9 +34,11 @@ class ReplayResult:
 
     def settles(self, primary: str) -> bool:
         """Whether the group holds nothing (no message, memory or deadline) once event time has
-        passed the clock-skew allowance, deciding nothing more on the way."""
+        passed the clock-skew allowance (and the bucket of applied event ids), deciding nothing
+        more on the way."""
         state = self.states[primary]
-        later = self.model.on_time(state, state.clock_ms + self.model.config.clock_skew_allowance_ms + 1)
+        later = self.model.on_time(state, state.clock_ms + self.model.config.clock_skew_allowance_ms
+                                   + SEEN_BUCKET_MS + 1)
         return not (later.alerts or later.commands) and state.holds_nothing()
 
 
@@ -42,6 +47,8 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     model = ShadowRedundancyModel(config)
     groups: dict[str, list[Event]] = defaultdict(list)
     result = ReplayResult(model=model)
+    events = sorted(events, key=_event_time)
+    facts = list(shared_facts(events, model.liveness_bucket_ms))
     for event in events:
         result.events += 1
         t = event.event_time_ms
@@ -51,16 +58,25 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
             groups[event.primary_server].append(event)
     if until_ms is not None:
         result.end_ms = until_ms
+    alert_ids: set[str] = set()
     for primary in sorted(groups):
-        group_events = sorted(groups[primary], key=lambda e: e.event_time_ms)
+        shared = [f for f in facts if not (isinstance(f, NodeStarted) and f.node == primary)]
+        group_events = sorted(groups[primary] + shared, key=_event_time)
         state = model.new_state(primary)
         output = model.on_events(state, group_events)
         if result.end_ms is not None:
             output.extend(model.on_time(state, result.end_ms))
-        result.alerts.extend(output.alerts)
+        for alert in output.alerts:
+            if alert.alert_id not in alert_ids:
+                alert_ids.add(alert.alert_id)
+                result.alerts.append(alert)
         result.commands.extend(output.commands)
         result.outcomes.extend(output.outcomes)
         result.states[primary] = state
     result.alerts.sort(key=lambda a: (a.decided_at_ms, a.alert_id))
     result.commands.sort(key=lambda c: (c.decided_at_ms, c.command_id))
     return result
+
+
+def _event_time(event) -> int:
+    return event.event_time_ms

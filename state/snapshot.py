@@ -13,18 +13,18 @@ from __future__ import annotations
 import pickle
 from operator import attrgetter
 
-from schemas.events import MessageRef, NodeMode, Recipient
-from state.records import Deadlines, DeadlineKind, Fork, Message, Pair, PrimaryState, Promoted, Redundancy
+from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
+from state.records import Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy
 
-FORMAT = 2
+FORMAT = 3
 
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
 MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remote_failures", "local_failures",
                 "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk")
-MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects")
+MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
-             "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow")
+             "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 
@@ -33,7 +33,7 @@ def dump(state: PrimaryState) -> bytes:
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
          tuple((key, f.next_hop, f.recipients, f.done) for key, f in m.forks.items()), tuple(m.side_effects),
-         _MESSAGE(m))
+         _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()
     ]
     pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
@@ -41,24 +41,33 @@ def dump(state: PrimaryState) -> bytes:
                  r.promoted_ms) for r in state.promoted.values()]
     deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
     header = (FORMAT, state.primary, state.mode.value if state.mode else None, state.queue_db_id,
-              state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms)
+              state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms)
     closed = tuple(state.closed.items())
-    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines), protocol=pickle.HIGHEST_PROTOCOL)
+    facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
+             tuple(state.last_seen.items()),
+             tuple((shadow, tuple(_ref(r) for r in refs)) for shadow, refs in state.same_site.items()),
+             tuple((bucket, tuple(ids)) for bucket, ids in state.seen_buckets.items()))
+    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines, facts), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(data: bytes) -> PrimaryState:
-    header, messages, pairs, promoted, closed, deadlines = pickle.loads(data)
+    loaded = pickle.loads(data)
+    header = loaded[0]
     if header[0] != FORMAT:
         raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT}")
-    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms = header
+    _, messages, pairs, promoted, closed, deadlines, facts = loaded
+    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
-                         shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms)
+                         shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
+                         feed_stopped_ms=feed_stopped_ms)
     redundancy = {r.value: r for r in Redundancy}
-    for ref, recipients, level, forks, side_effects, flat in messages:
+    locality = {x.value: x for x in SiteLocality}
+    for ref, recipients, level, forks, side_effects, flat, where in messages:
         message = Message(
             **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref), recipients=tuple(Recipient(*r) for r in recipients),
             redundancy=redundancy[level], side_effects=set(side_effects),
             forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks},
+            shadow_locality=locality[where],
         )
         state.messages[message.ref.internal_id] = message
     for flat, held, pending in pairs:
@@ -68,6 +77,12 @@ def load(data: bytes) -> PrimaryState:
         record = Promoted(MessageRef(*ref), holder, tuple(Recipient(*r) for r in recipients), db_id, promoted_ms)
         state.promoted[record.ref.internal_id] = record
     state.closed = dict(closed)
+    nodes, last_seen, same_site, seen_buckets = facts
+    state.nodes = {n: NodeFact(NodeMode(m), site, dag, db) for n, m, site, dag, db in nodes}
+    state.last_seen = dict(last_seen)
+    state.same_site = {shadow: [MessageRef(*r) for r in refs] for shadow, refs in same_site}
+    state.seen_buckets = {bucket: list(ids) for bucket, ids in seen_buckets}
+    state.seen_ids = {event_id: bucket for bucket, ids in seen_buckets for event_id in ids}
     state.deadlines = Deadlines()
     for kind, key, at_ms in deadlines:
         state.deadlines.set(DeadlineKind(kind), key, at_ms)

@@ -407,6 +407,9 @@ class Simulation:
         if stalled is not None and t < stalled:
             self._at(stalled, self._deliver, node, internal_id, epoch)  # it dies first, with the mail queued
             return
+        if t - mail.received_ms >= node.timing.expiration_ms:  # queued for MessageExpirationTimeout
+            self._expire(node, mail, t)
+            return
         waiting = False
         for fork in mail.forks:
             if fork.done:
@@ -414,15 +417,21 @@ class Simulation:
             delay = self._slow.get(fork.hop.name)
             if delay is not None and t - mail.slow_since.setdefault(fork.hop.name, t) < delay:
                 waiting = True
+                self._deferred(node, mail, fork, t, "timed out: the next hop did not answer in time")
                 continue
             if fork.hop.name in self._refusing or not self._hand_over(node, mail, fork, t):
                 waiting = True
+                self._deferred(node, mail, fork, t, "451 4.3.2 the next hop refused the message; will retry")
         if not waiting:
             self._processed(node, mail, t + 100)  # after the last next hop's acknowledgement
-        elif t - mail.received_ms >= node.timing.retention_ms - node.timing.hold_ms:
-            self._expire(node, mail, t)
-        else:
-            self._at(t + min(RETRY_MS, self._next_change(mail)), self._deliver, node, internal_id, epoch)
+        else:  # retried, and expired at MessageExpirationTimeout to the millisecond
+            retry = min(t + min(RETRY_MS, self._next_change(mail)), mail.received_ms + node.timing.expiration_ms)
+            self._at(retry, self._deliver, node, internal_id, epoch)
+
+    def _deferred(self, node: Node, mail: Mail, fork: Fork, t: int, why: str) -> None:
+        """An attempt the next hop refused or let time out (Exchange's DEFER): retried later."""
+        node.event(ev.DeliveryDeferred, t, node.name, MessageRef(mail.message_id, mail.internal_id, fork.fork_id),
+                   next_hop=fork.hop.name, smtp_response=why, recipients=tuple(r.address for r in fork.recipients))
 
     def _next_change(self, mail: Mail) -> int:
         """How soon a slow hop lets the mail through: its delay, counted from when it first waited."""

@@ -77,9 +77,9 @@ def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files()
     assert counts.events == {"MessageReceived": 4, "ShadowCopyRequested": 4, "ShadowCopyAcknowledged": 4,
                              "ShadowCopyFailed": 1, "ShadowCopyStored": 4, "SentToNextHop": 5,
                              "NextHopAcknowledged": 4, "DeliveredToMailbox": 2, "MessageExpired": 1,
-                             "SideEffectGenerated": 1, "ShadowDiscarded": 2, "ShadowPromoted": 1}
+                             "SideEffectGenerated": 1, "ShadowDiscarded": 2, "ShadowPromoted": 1,
+                             "DeliveryDeferred": 1}
     assert counts.skipped == {"event-id AGENTINFO is not one the twin uses": 1,
-                              "DEFER: delivery delayed, no change of state": 1,
                               "RESUBMIT from SAFETYNET (Safety Net): not a promotion": 1}
     assert counts.lines == 31 and counts.dead_letters == 3 and counts.unjoined == 1
 
@@ -107,6 +107,10 @@ def test_each_event_id_becomes_its_contract_event():
     assert dsn.side_effect is ev.SideEffectKind.NDR and dsn.message.internal_id == "9006"
     assert dsn.parent == ev.MessageRef("<m3@fabrikam.com>", "9004")
     assert by_kind["MessageExpired"][0].reason.startswith("550 5.1.1")
+    deferred = by_kind["DeliveryDeferred"][0]
+    assert (deferred.node, deferred.primary_server, deferred.next_hop, deferred.recipients) == (
+        "ex01", "ex01", "", ("erin@contoso.com",))
+    assert deferred.smtp_response == "451 4.4.0 Primary target IP address responded with 421"
     assert all(s.primary_queue_db_id == "" for s in by_kind["ShadowCopyStored"])
     # The second HADISCARD names no primary: it is learned from the shadow's HARECEIVE.
     assert [(d.node, d.primary_server, d.message.internal_id) for d in by_kind["ShadowDiscarded"]] == [

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from schemas.events import (
     EVENT_TYPES, AcknowledgedToSender, Alert, AlertMessage, AlertType, BoundaryCrossed, ClockTick, CommandReason,
-    DeadLetter, DeliveredToMailbox, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
+    DeadLetter, DeliveredToMailbox, DeliveryDeferred, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
     Event, MessageExpired, MessageReceived, MessageRef, MessageSource, MovedToSafetyNet, NextHopAcknowledged,
     NodeMode, NodeStarted, NodeStopping, QueryFailureReason, Recipient, RedeliveryCommand, RejectedToSender,
     SentToNextHop, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
@@ -70,6 +70,8 @@ def sample_events() -> dict[str, Event]:
         ShadowDiscarded(**_on_shadow(21)),
         ShadowPromoted(**_on_shadow(22), reason="primary silent for ShadowResubmitTimeSpan (03:00:00)"),
         ClockTick(event_id="twin/clock/23", event_time_ms=T0 + 23 * 250, node="shadowtwin", primary_server=PRIMARY),
+        DeliveryDeferred(**_on_primary(24), next_hop="fabrikam.com", smtp_response="451 4.7.1 Greylisted, try later",
+                         recipients=RECIPIENTS[1:]),
     ]
     by_kind = {type(e).kind: e for e in events}
     assert list(by_kind) == list(EVENT_TYPES), "samples.py needs one event of every kind, in EVENT_TYPES order"
@@ -90,6 +92,7 @@ def sample_command() -> RedeliveryCommand:
     return RedeliveryCommand(
         command_id="resubmit/mbx02/21474836481/2", holder=SHADOW, primary_server=PRIMARY, message=MESSAGE,
         next_hop="fabrikam.com", reason=CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, decided_at_ms=T0 + 1_020_000,
+        recipients=RECIPIENTS[1:],
     )
 
 

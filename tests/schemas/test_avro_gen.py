@@ -97,19 +97,21 @@ def test_a_compatible_change_becomes_the_next_history_version(tmp_path):
 
     avro = tmp_path / "avro"
     shutil.copytree(catalogue.AVRO_DIR, avro)
-    (avro / "history" / "Event.v1.avsc").write_text(avro_gen.render(previous_event().schema))
+    latest = catalogue.default().current("Event").version
+    (avro / "history" / f"Event.v{latest}.avsc").write_text(avro_gen.render(previous_event().schema))
     changes = avro_gen.plan(avro)
-    assert list(changes) == [avro / "history" / "Event.v2.avsc"]
-    assert changes[avro / "history" / "Event.v2.avsc"] == (avro / "Event.avsc").read_text()
+    assert list(changes) == [avro / "history" / f"Event.v{latest + 1}.avsc"]
+    assert changes[avro / "history" / f"Event.v{latest + 1}.avsc"] == (avro / "Event.avsc").read_text()
 
 
 def test_a_change_that_breaks_the_policy_is_refused(tmp_path):
     avro = tmp_path / "avro"
     shutil.copytree(catalogue.AVRO_DIR, avro)
-    released = json.loads((avro / "history" / "Alert.v1.avsc").read_text())
+    latest = catalogue.default().current("Alert").version
+    released = json.loads((avro / "history" / f"Alert.v{latest}.avsc").read_text())
     released["fields"].append({"name": "ticket", "type": "string", "doc": "a field the dataclass no longer has"})
-    (avro / "history" / "Alert.v1.avsc").write_text(avro_gen.render(released))
+    (avro / "history" / f"Alert.v{latest}.avsc").write_text(avro_gen.render(released))
     with pytest.raises(evolution.PolicyError, match=r"Alert\.ticket: removed"):
         avro_gen.plan(avro)
     assert avro_gen.main(["--dir", str(avro)]) == 1
-    assert not (avro / "history" / "Alert.v2.avsc").exists()
+    assert not (avro / "history" / f"Alert.v{latest + 1}.avsc").exists()

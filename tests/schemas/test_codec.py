@@ -16,6 +16,7 @@ from tests.schemas.samples import all_samples, sample_alert, sample_events
 from tests.schemas.strategies import any_record
 
 SAMPLES = all_samples()
+EVENT_VERSION = catalogue.default().current("Event").version
 
 
 @pytest.mark.parametrize("kind", list(SAMPLES))
@@ -76,9 +77,9 @@ GOOD = codec.encode(sample_events()["MessageReceived"])
     (b"\xc3\x01\x00\x01", wire.TRUNCATED_HEADER, "4 bytes, the single-object header alone has 10"),
     (b"\xc3\x01" + bytes(range(8)) + GOOD[10:], wire.UNKNOWN_FINGERPRINT,
      "0001020304050607 is no catalogued writer schema"),
-    (GOOD[:40], wire.CORRUPT_BODY, "not a valid Event v1 record"),
+    (GOOD[:40], wire.CORRUPT_BODY, f"not a valid Event v{EVENT_VERSION} record"),
     (GOOD + b"\x00", wire.CORRUPT_BODY, "(1 bytes after the record)"),
-    (GOOD[:10] + b"\x02" * 3, wire.CORRUPT_BODY, "not a valid Event v1 record"),
+    (GOOD[:10] + b"\x02" * 3, wire.CORRUPT_BODY, f"not a valid Event v{EVENT_VERSION} record"),
 ])
 def test_undecodable_bytes_raise_decode_error_with_the_reason(data, reason, detail):
     with pytest.raises(DecodeError) as caught:
@@ -89,7 +90,7 @@ def test_undecodable_bytes_raise_decode_error_with_the_reason(data, reason, deta
 
 
 def test_a_record_of_another_schema_is_the_wrong_schema_for_the_topic():
-    with pytest.raises(DecodeError, match=r"^wrong schema: written with Alert v1, expected Event$"):
+    with pytest.raises(DecodeError, match=rf"^wrong schema: written with Alert v{catalogue.default().current('Alert').version}, expected Event$"):
         codec.decode_event(codec.encode(sample_alert()))
     assert codec.decode(codec.encode(sample_alert())) == sample_alert(), "without an expectation any schema reads"
 

@@ -35,8 +35,8 @@ class Org:
         return dict(event_id=f"e{next(self._ids)}", event_time_ms=at(minutes), node=node, primary_server=primary,
                     message=ref(mid, fork) if mid else None)
 
-    def started(self, node, db, at, mode=ev.NodeMode.EXCHANGE_2013):
-        return [ev.NodeStarted(**self._header(node, node, at), ad_site="site1", boundary="dag1", dag="dag1",
+    def started(self, node, db, at, mode=ev.NodeMode.EXCHANGE_2013, site="site1", dag="dag1"):
+        return [ev.NodeStarted(**self._header(node, node, at), ad_site=site, boundary=dag or site, dag=dag,
                                mode=mode, queue_db_id=db)]
 
     def received(self, primary, mid, at, recipients=("alice@contoso.com",), external=(), sender_supports_shadow=True):
@@ -45,13 +45,14 @@ class Org:
                                    source=ev.MessageSource.OUTSIDE_BOUNDARY, recipients=rcpts, size_bytes=2048,
                                    sender_supports_shadow=sender_supports_shadow)]
 
-    def shadowed(self, primary, shadow, mid, at, db="dbP1", alternate_route=True):
+    def shadowed(self, primary, shadow, mid, at, db="dbP1", alternate_route=True, locality=ev.SiteLocality.UNKNOWN):
         return [
             ev.ShadowCopyRequested(**self._header(primary, primary, at, mid), candidate=shadow,
                                    locality=ev.SiteLocality.LOCAL, attempt=1),
             ev.ShadowCopyStored(**self._header(shadow, primary, at, mid), primary_queue_db_id=db,
                                 alternate_route=alternate_route),
-            ev.ShadowCopyAcknowledged(**self._header(primary, primary, at, mid), shadow_server=shadow),
+            ev.ShadowCopyAcknowledged(**self._header(primary, primary, at, mid), shadow_server=shadow,
+                                      locality=locality),
             ev.AcknowledgedToSender(**self._header(primary, primary, at, mid), redundant=True),
         ]
 
@@ -70,6 +71,16 @@ class Org:
     def delivered(self, primary, mid, hop, at, fork=None):
         """Sent to a next hop and acknowledged at once."""
         return [*self.sent(primary, mid, hop, at, fork), *self.acked(primary, mid, hop, at, fork)]
+
+    def deferred(self, primary, mid, hop, at, fork=None, recipients=("alice@contoso.com",)):
+        return [ev.DeliveryDeferred(**self._header(primary, primary, at, mid, fork), next_hop=hop,
+                                    smtp_response="451 4.7.0 Temporary server error", recipients=tuple(recipients))]
+
+    def expired(self, primary, mid, at, fork=None):
+        return [ev.MessageExpired(**self._header(primary, primary, at, mid, fork), reason="MessageExpirationTimeout")]
+
+    def promoted(self, shadow, primary, mid, at):
+        return [ev.ShadowPromoted(**self._header(shadow, primary, at, mid), reason="no contact")]
 
     def crossed(self, primary, mid, hop, at, fork=None):
         return [ev.BoundaryCrossed(**self._header(primary, primary, at, mid, fork), next_hop=hop)]
@@ -97,6 +108,17 @@ class Org:
         minute = start
         while minute < stop:
             out += self.query_failed(shadow, primary, minute, shadow_db=shadow_db)
+            minute += every
+        return out
+
+    def busy(self, node, start, stop, every=2):
+        """`node` goes on working (a message received and delivered every `every` minutes): the
+        event feed is alive, whatever else falls silent."""
+        out = []
+        minute = start
+        while minute < stop:
+            mid = f"{node}-{minute}"
+            out += [*self.received(node, mid, minute), *self.delivered(node, mid, "smtp.fabrikam.com", minute)]
             minute += every
         return out
 

@@ -2,6 +2,7 @@
 
 from schemas.events import AlertType
 from state.replay import replay
+from tests.state import timelines
 from tests.state.scenario import DAY, Org, at
 
 
@@ -20,13 +21,40 @@ def test_discard_events_are_dropped_when_the_shadow_does_not_ask_for_two_days():
 
 
 def test_unacknowledged_shadow_expires_after_hold_time_plus_expiration_timeout():
+    """The primary processed m1, but no discard notification for it ever comes (the primary answers
+    every query without it): the shadow copy expires from Safety Net, unacknowledged."""
     org = Org()
-    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0)]
-    for minute in range(2, 5 * 24 * 60, 2):  # the primary answers, but never with a discard for m1
+    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.delivered("mbx01", "m1", "mbx03", 1)]
+    for minute in range(2, 5 * 24 * 60, 2):
         events += org.query_ok("mbx02", "mbx01", minute)
     result = replay(events)
-    assert [(a.type, a.decided_at_ms) for a in result.alerts if a.type is AlertType.SHADOW_EXPIRED] == [
-        (AlertType.SHADOW_EXPIRED, at(0) + 4 * DAY)]
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [(AlertType.SHADOW_EXPIRED, at(0) + 4 * DAY)]
+    assert result.settles("mbx01")
+
+
+def test_a_message_stuck_in_a_live_primary_expires_after_message_expiration_timeout():
+    """The next hop keeps refusing, heartbeats keep succeeding: Exchange expires the message at
+    receipt + MessageExpirationTimeout. The twin says so then, never promotes it, keeps nothing."""
+    result = replay(timelines.expiry_in_a_live_primary().events)
+    expected = timelines.expiry_in_a_live_primary()
+    assert [(a.type, a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in result.alerts] == [
+        (AlertType.MESSAGE_EXPIRED, at(0) + 2 * DAY, ["m1"])]
+    assert expected.alert_types() == [a.type for a in result.alerts]
+    assert result.commands == []
+    assert result.settles("mbx01")
+
+
+def test_the_primarys_own_expiry_event_comes_first():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.deferred("mbx01", "m1", "mbx03", 1),
+              *org.expired("mbx01", "m1", 36 * 60)]  # the primary's own, shorter MessageExpirationTimeout
+    for minute in range(2, 3 * 24 * 60, 2):
+        events += org.query_ok("mbx02", "mbx01", minute)
+    result = replay(events)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [(AlertType.MESSAGE_EXPIRED, at(36 * 60))]
+    assert result.commands == []
     assert result.settles("mbx01")
 
 

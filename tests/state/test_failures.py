@@ -14,14 +14,15 @@ def shadowed_message(org):
 
 def test_silent_shadow_server_is_reported():
     org = Org()
-    events = [*shadowed_message(org), *org.tick(30)]
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 30), *org.tick(30)]
     alerts = [a for a in replay(events).alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
     assert len(alerts) == 1 and alerts[0].decided_at_ms == at(1) + 3 * 2 * MINUTE
 
 
 def test_both_servers_down_is_a_message_at_risk_then_lost():
     org = Org()
-    events = [*shadowed_message(org), *org.tick(4 * 60)]  # nobody speaks again
+    # mbx01 and mbx02 fall silent together; mbx03 goes on: the feed is alive, the two are down
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 4 * 60), *org.tick(4 * 60)]
     result = replay(events)
     assert result.commands == []
     at_risk = [a for a in result.alerts if a.type is AlertType.MESSAGE_AT_RISK]
@@ -34,9 +35,9 @@ def test_both_servers_down_is_a_message_at_risk_then_lost():
 
 def test_shadow_back_after_the_span_promotes_at_once():
     org = Org()
-    events = [*shadowed_message(org), *org.query_failed("mbx02", "mbx01", 5 * 60)]
+    events = [*shadowed_message(org), *org.busy("mbx03", 0, 5 * 60), *org.query_failed("mbx02", "mbx01", 5 * 60)]
     result = replay(events)
-    assert [c.decided_at_ms for c in result.commands] == [at(5 * 60)]
+    assert [c.decided_at_ms for c in result.commands if c.primary_server == "mbx01"] == [at(5 * 60)]
 
 
 def test_shadow_restarted_with_a_new_database_lost_its_copies():
@@ -97,3 +98,20 @@ def test_shadow_back_from_its_own_outage_is_judged_by_the_answer_to_its_query():
     assert [c.decided_at_ms for c in failed.commands] == [] and [
         a.type for a in failed.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [
         AlertType.DUPLICATE_DELIVERY_EXPECTED], "processed before: no command, but mbx02 resubmits it on its own"
+
+
+def test_double_failure_shadow_back_first_then_primary_with_new_databases_is_message_lost():
+    """The other order: mbx02 is back (new database) before mbx01 (new database): m1 is lost when
+    mbx01's new database is seen, and no command names a copy that no longer exists."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.busy("mbx03", 0, 60),
+              *org.started("mbx02", "dbS2", 20), *org.query_failed("mbx02", "mbx01", 21, shadow_db="dbS2"),
+              *org.started("mbx01", "dbP2", 30)]
+    result = replay(events)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts if "m1" in {m.message.internal_id for m in a.messages}] \
+        == [(AlertType.SHADOW_SERVER_UNREACHABLE, at(8)), (AlertType.SHADOW_SERVER_UNREACHABLE, at(20)),
+            (AlertType.MESSAGE_LOST, at(30))]
+    assert [c for c in result.commands if c.primary_server == "mbx01"] == []
+    assert result.settles("mbx01")

@@ -72,6 +72,7 @@ def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
     events = [
         *org.started("mbx01", "dbP1", 0),
         *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.heartbeats_failing("mbx02", "mbx01", 3, 10),  # mbx01 is down; mbx02 keeps asking
         *org.started("mbx01", "dbP2", 10),
     ]
     assert [c.decided_at_ms for c in replay(events).commands] == [at(10)]

@@ -2,10 +2,11 @@
 
 import pytest
 
-from schemas.events import AlertType, ShadowFailureReason, SiteLocality
+from schemas.events import AlertType, Severity, ShadowFailureReason, SiteLocality
 from state.parameters import ModelConfig, ShadowMessagePreference, parameters_from
 from state.replay import replay
-from tests.state.scenario import Org
+from tests.state import timelines
+from tests.state.scenario import Org, at
 
 REMOTE, LOCAL = SiteLocality.REMOTE, SiteLocality.LOCAL
 
@@ -84,3 +85,23 @@ def test_shadow_redundancy_disabled_raises_no_alert_and_releases_on_delivery():
     events = [*org.received("mbx01", "m1", 0), *org.delivered("mbx01", "m1", "x", 1)]
     result = replay(events, config(shadow_redundancy_enabled=False))
     assert result.alerts == [] and result.settles("mbx01")
+
+
+def test_a_copy_in_the_primarys_own_site_is_reported_once_for_the_group_and_its_locality_kept():
+    timeline = timelines.same_site_copies_after_remote_retries()
+    before_delivery = [e for e in timeline.events if e.event_time_ms < at(4)]
+    state = replay(before_delivery).states["mbx01"]
+    assert {m: state.messages[m].shadow_locality for m in ("m1", "m2", "m3", "m4")} == {
+        "m1": SiteLocality.LOCAL, "m2": SiteLocality.LOCAL, "m3": SiteLocality.LOCAL, "m4": SiteLocality.REMOTE}
+    result = replay(timeline.events)
+    [alert] = [a for a in result.alerts if a.type is AlertType.SHADOW_IN_SAME_SITE]
+    assert alert.servers == ("mbx01", "mbx02") and alert.severity is Severity.INFO and "site1" in alert.reason
+    assert result.settles("mbx01")
+
+
+def test_a_dag_in_one_site_has_every_copy_local_and_no_alert():
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.tick(4)]
+    assert replay(events).alerts == []

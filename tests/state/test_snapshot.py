@@ -8,6 +8,8 @@ from hypothesis import given, settings
 from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.records import Message, Pair
+from state.replay import replay
+from tests.state import timelines
 from tests.state.scenario import Org
 from tests.state.world import simulate, worlds
 
@@ -56,3 +58,17 @@ def test_another_format_is_refused():
     stale = pickle.dumps(((99, *data[0][1:]), *data[1:]))
     with pytest.raises(ValueError, match="format 99"):
         snapshot.load(stale)
+
+
+@pytest.mark.parametrize("make", [timelines.same_site_copies_after_remote_retries, timelines.silent_feed,
+                                  timelines.double_failure_with_new_databases], ids=lambda f: f.__name__)
+def test_facts_same_site_reports_and_applied_ids_survive_a_snapshot(make):
+    """Midway through a timeline fed with the shared facts, as the reference replay feeds them."""
+    timeline = make()
+    events = sorted(timeline.events, key=lambda e: e.event_time_ms)
+    half = [e for e in events if e.event_time_ms <= events[len(events) // 2].event_time_ms]
+    primary = half[-1].primary_server or events[0].node
+    state = replay(half, timeline.config).states[primary]
+    copy = snapshot.load(snapshot.dump(state))
+    assert copy == state
+    assert state.nodes and state.last_seen and state.seen_ids

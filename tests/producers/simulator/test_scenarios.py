@@ -112,7 +112,12 @@ def test_refusing_next_hop_past_the_expiration_timeout_expires_the_mail():
     expired = {t.message_id for t in run.with_result("expired")}
     assert expired
     assert {e.message.message_id for e in run.events if isinstance(e, ev.MessageExpired)} == expired
-    assert run.result.alerts == [] and run.commands() == []
+    # The twin names each expired message, once, and promotes none of them.
+    named = [m.message.message_id for a in run.alerts(AlertType.MESSAGE_EXPIRED) for m in a.messages]
+    assert sorted(named) == sorted(expired)
+    assert {a.type for a in run.result.alerts} == {AlertType.MESSAGE_EXPIRED} and run.commands() == []
+    deferred = {e.message.message_id for e in run.events if isinstance(e, ev.DeliveryDeferred)}
+    assert expired <= deferred, "every refused attempt is a DEFER in the stream"
     assert_nothing_left(run)
 
 

@@ -1,0 +1,363 @@
+"""The behaviours the documents make clear, each as a timeline of plain data.
+
+A function per behaviour returns a `Timeline`: the events (the facts every group shares are
+derived from them by the engine, see state/facts.py), the ModelConfig, and what the twin
+must decide: every alert (type, event time, messages) and every redelivery command (holder,
+message, fork, next hop, recipients, event time), nothing more. The scenario tests in this
+folder run them through the reference replay; the streaming tests can run exactly the same
+timelines through the Spark operator and compare by alert and command id with the replay.
+
+Times are minutes after T0 (`at`), as in tests/state/scenario.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schemas import events as ev
+from schemas.events import AlertType, CommandReason, NodeMode, SiteLocality
+from state.parameters import ModelConfig, parameters_from
+from tests.state.scenario import DAY, HOUR, MINUTE, Org, T0, at
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One alert the twin must raise."""
+
+    type: AlertType
+    at_ms: int
+    messages: tuple[str, ...] = ()  # internal ids, in the alert's order
+    recipients: tuple[tuple[str, ...], ...] | None = None  # per message, when the behaviour is about them
+
+
+@dataclass(frozen=True)
+class Command:
+    """One redelivery command the twin must send."""
+
+    holder: str
+    primary: str
+    message: str
+    fork: str | None
+    next_hop: str | None
+    recipients: tuple[str, ...]
+    at_ms: int
+    reason: CommandReason = CommandReason.PRIMARY_HEARTBEAT_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Timeline:
+    name: str
+    events: list
+    config: ModelConfig = field(default_factory=ModelConfig)
+    alerts: tuple[Expected, ...] = ()
+    commands: tuple[Command, ...] = ()
+
+    def alert_types(self) -> list[AlertType]:
+        return [a.type for a in self.alerts]
+
+
+def observed_alerts(alerts, with_recipients: bool = False) -> list[Expected]:
+    """The replay's (or the twin's) alerts in the shape of `Expected`, in event-time order."""
+    return [Expected(a.type, a.decided_at_ms, tuple(m.message.internal_id for m in a.messages),
+                     tuple(m.recipients for m in a.messages) if with_recipients else None)
+            for a in sorted(alerts, key=lambda a: (a.decided_at_ms, a.type.value,
+                                                   tuple(m.message.internal_id for m in a.messages)))]
+
+
+def observed_commands(commands) -> list[Command]:
+    return [Command(c.holder, c.primary_server, c.message.internal_id, c.message.fork_id, c.next_hop, c.recipients,
+                    c.decided_at_ms, c.reason)
+            for c in sorted(commands, key=lambda c: (c.decided_at_ms, c.command_id))]
+
+
+def _heartbeats_ok(org, shadow, primary, start, stop, every=2, db="dbP1", shadow_db="dbS1"):
+    out = []
+    minute = start
+    while minute < stop:
+        out += org.query_ok(shadow, primary, minute, db=db, shadow_db=shadow_db)
+        minute += every
+    return out
+
+
+# ---- 1. expiry ------------------------------------------------------------------------
+
+def expiry_in_a_live_primary() -> Timeline:
+    """mbx03 keeps refusing m1 (DEFER every 30 min); mbx02's heartbeats to mbx01 keep succeeding.
+    Exchange expires m1 at receipt + MessageExpirationTimeout (2 days): one MESSAGE_EXPIRED then,
+    no promotion ever, nothing held afterwards."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
+              *org.shadowed("mbx01", "mbx02", "m1", 0)]
+    for minute in range(1, 2 * 24 * 60, 30):
+        events += org.deferred("mbx01", "m1", "mbx03", minute)
+    events += _heartbeats_ok(org, "mbx02", "mbx01", 2, 2 * 24 * 60 + 60)
+    return Timeline("expiry in a live primary", events,
+                    alerts=(Expected(AlertType.MESSAGE_EXPIRED, at(0) + 2 * DAY, ("m1",)),))
+
+
+# ---- 3. forks and side effects ---------------------------------------------------------
+
+def crash_between_forks() -> Timeline:
+    """m1 is for a@fabrikam.com and b@tailspin.com. mbx01 hands fork f1 (a) to the Internet gateway,
+    which acknowledges, and crashes before it sends anything for b. After ShadowResubmitTimeSpan
+    mbx02 promotes: ONE command, for b only. mbx01 returns with the same database and delivers b
+    again: the duplicate names b, never a."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 0, recipients=(), external=("a@fabrikam.com", "b@tailspin.com")),
+        *org.shadowed("mbx01", "mbx02", "m1", 0),
+        *org.query_ok("mbx02", "mbx01", 1),
+        *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+        *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
+        # mbx01 crashes at minute 2
+        *org.heartbeats_failing("mbx02", "mbx01", 3, 4 * 60),
+        *org.started("mbx01", "dbP1", 4 * 60),
+        *org.query_ok("mbx02", "mbx01", 4 * 60 + 1),
+    ]
+    promoted_at = at(1) + 3 * HOUR
+    return Timeline("crash between forks", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(4 * 60), ("m1",), (("b@tailspin.com",),)),
+    ), commands=(Command("mbx02", "mbx01", "m1", None, None, ("b@tailspin.com",), promoted_at),))
+
+
+def crash_with_a_fork_pending() -> Timeline:
+    """Both forks were sent; only f1 was acknowledged: the command resends f2 to its own next hop."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 0, recipients=("a@contoso.com", "b@contoso.com")),
+        *org.shadowed("mbx01", "mbx02", "m1", 0),
+        *org.query_ok("mbx02", "mbx01", 1),
+        *org.sent("mbx01", "m1", "mbx03", 1, fork="f1", recipients=("a@contoso.com",)),
+        *org.sent("mbx01", "m1", "mbx04", 1, fork="f2", recipients=("b@contoso.com",)),
+        *org.acked("mbx01", "m1", "mbx03", 1.5, fork="f1"),
+        *org.heartbeats_failing("mbx02", "mbx01", 3, 4 * 60),
+    ]
+    promoted_at = at(1) + 3 * HOUR
+    return Timeline("crash with a fork pending", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "m1", "f2", "mbx04", ("b@contoso.com",), promoted_at),))
+
+
+def crash_with_a_side_effect_pending() -> Timeline:
+    """m1 reached every recipient, but the DSN it caused (d1) was not sent yet: the promotion
+    resends d1 only, never m1."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+        *org.query_ok("mbx02", "mbx01", 1),
+        *org.delivered("mbx01", "m1", "mbx03", 1),
+        *org.dsn("mbx01", "d1", parent="m1", at=1.2),
+        *org.heartbeats_failing("mbx02", "mbx01", 3, 4 * 60),
+    ]
+    promoted_at = at(1) + 3 * HOUR
+    return Timeline("crash with a side effect pending", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "d1", None, None, (), promoted_at),))
+
+
+# ---- 8. double failure ------------------------------------------------------------------
+
+def double_failure_with_new_databases() -> Timeline:
+    """mbx01 (primary of m1) and mbx02 (its shadow) fail together at minute 9; mbx03 goes on.
+    mbx01 comes back at 30 with a new, empty queue database, mbx02 at 40 with one too: m1 is
+    lost, which the twin says when it learns of mbx02's new database; no redelivery command for
+    a copy that no longer exists."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+        *org.busy("mbx03", 0, 60),
+        *org.started("mbx01", "dbP2", 30),
+        *org.started("mbx02", "dbS2", 40),
+        *org.query_ok("mbx02", "mbx01", 41, db="dbP2", shadow_db="dbS2"),
+    ]
+    return Timeline("double failure with new databases", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_LOST, at(40), ("m1",)),
+    ))
+
+
+# ---- 6. Exchange 2010 per server ---------------------------------------------------------
+
+def _previous_hop_outage(org, chicago_started: bool) -> list:
+    """Chicago (2010 hub) hands n1 to New York (2010 hub) and keeps the shadow; New York dies at 2;
+    Chicago's discard queries (every ShadowHeartbeatTimeoutInterval, 5 min) time out from then on."""
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010)]
+    if chicago_started:
+        events += org.started("chicago", "dbCHI", 0, mode=NodeMode.EXCHANGE_2010)
+    events += [
+        *org.received("newyork", "n1", 1), *org.shadowed("newyork", "chicago", "n1", 1, db="dbNY"),
+        *org.query_ok("chicago", "newyork", 1, db="dbNY", shadow_db="dbCHI"),
+        *org.heartbeats_failing("chicago", "newyork", 6, 40, every=5, shadow_db="dbCHI"),
+    ]
+    return events
+
+
+def exchange_2010_shadow_from_its_node_started() -> Timeline:
+    """A 2013+ deployment with two 2010 hubs that say so in their NodeStarted: Chicago's silence is
+    judged by 300 s x 3, and it takes ownership after 3 consecutive timeouts, as 2010 does."""
+    return Timeline("Exchange 2010 shadow, mode from NodeStarted", _previous_hop_outage(Org(), True), alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(16), ("n1",)),
+    ), commands=(Command("chicago", "newyork", "n1", None, None, (), at(16)),))
+
+
+def exchange_2010_shadow_from_node_configuration() -> Timeline:
+    """The same with Chicago's mode from its per-node configuration (it publishes no NodeStarted)."""
+    config = ModelConfig(nodes={"chicago": parameters_from({"mode": "EXCHANGE_2010"})})
+    return Timeline("Exchange 2010 shadow, mode from configuration", _previous_hop_outage(Org(), False), config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(16), ("n1",)),),
+                    commands=(Command("chicago", "newyork", "n1", None, None, (), at(16)),))
+
+
+# ---- 2. same-site copies -----------------------------------------------------------------
+
+def same_site_copies_after_remote_retries() -> Timeline:
+    """dag1 spans site1 (mbx01, mbx02) and site2 (mbx03). mbx03 does not answer: for m1..m3,
+    PreferRemote tries it 4 times, then makes the copy on mbx02, in mbx01's own site. m4 gets
+    its copy on mbx03 once it answers again. One informational alert names mbx01, mbx02, site1
+    and m1..m3, a heartbeat after the first such copy; everything is then delivered and released."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+              *org.started("mbx03", "dbX1", 0, site="site2")]
+    for i, mid in enumerate(("m1", "m2", "m3")):
+        t = 1 + i * 0.2
+        events += org.received("mbx01", mid, t)
+        for attempt in range(1, 5):
+            events += org.shadow_failed("mbx01", mid, t + attempt * 0.01, locality=SiteLocality.REMOTE,
+                                        attempt=attempt, candidate="mbx03")
+        events += org.shadowed("mbx01", "mbx02", mid, t + 0.05, locality=SiteLocality.LOCAL)
+    events += [*org.received("mbx01", "m4", 2), *org.shadowed("mbx01", "mbx03", "m4", 2, locality=SiteLocality.REMOTE)]
+    for mid in ("m1", "m2", "m3", "m4"):
+        events += org.delivered("mbx01", mid, "mbx09", 4)
+    events += [*org.query_ok("mbx02", "mbx01", 5, discarded=("m1", "m2", "m3")),
+               *org.query_ok("mbx03", "mbx01", 5, discarded=("m4",))]
+    return Timeline("same-site copies after remote retries", events, alerts=(
+        Expected(AlertType.SHADOW_IN_SAME_SITE, at(1.05) + 2 * MINUTE, ("m1", "m2", "m3")),))
+
+
+def same_site_copies_local_only() -> Timeline:
+    """LocalOnly in a DAG that spans sites: every copy is in the primary's site, without any remote
+    attempt (the sites are known from the servers' NodeStarted); one grouped alert."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_message_preference_setting": "LocalOnly"}))
+    events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+              *org.started("mbx03", "dbX1", 0, site="site2")]
+    for i, mid in enumerate(("m1", "m2")):
+        events += [*org.received("mbx01", mid, 1 + i * 0.1), *org.shadowed("mbx01", "mbx02", mid, 1 + i * 0.1)]
+    events += org.tick(3.5)
+    return Timeline("same-site copies, LocalOnly", events, config, alerts=(
+        Expected(AlertType.SHADOW_IN_SAME_SITE, at(1) + 2 * MINUTE, ("m1", "m2")),))
+
+
+# ---- 9. deferred delivery -----------------------------------------------------------------
+
+def deferred_then_primary_fails() -> Timeline:
+    """mbx03 refuses m1 (DEFER), then mbx01 crashes: m1 is still pending, and the promotion sends it
+    to the next hop it was meant for."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+        *org.query_ok("mbx02", "mbx01", 1),
+        *org.deferred("mbx01", "m1", "mbx03", 1, fork="f1"),
+        *org.heartbeats_failing("mbx02", "mbx01", 3, 4 * 60),
+    ]
+    promoted_at = at(1) + 3 * HOUR
+    return Timeline("deferred, then the primary fails", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),),
+        commands=(Command("mbx02", "mbx01", "m1", "f1", "mbx03", ("alice@contoso.com",), promoted_at),))
+
+
+# ---- issue 12, item 2: idempotent input ------------------------------------------------------
+
+def stream_sent_twice() -> Timeline:
+    """A log shipper resends a whole stream (same event ids): the twin decides exactly what one pass
+    decides. Here Chicago's failed 2010 discard queries: counted twice, the third consecutive
+    timeout would come at minute 11 instead of 16."""
+    once = exchange_2010_shadow_from_its_node_started()
+    return Timeline("a stream sent twice", once.events + once.events, once.config, once.alerts, once.commands)
+
+
+# ---- 7. a returning shadow's resubmissions --------------------------------------------------
+
+def returning_shadow_resubmits_what_was_delivered() -> Timeline:
+    """The lab's case, in seconds (heartbeat 1 s, ShadowResubmitTimeSpan 8 s). ex02 keeps the shadow
+    copies of ex01's o1..o3 and dies at 3 s; ex01 delivers o1..o3 at 5 s, but ex02 never collects
+    the discard notifications. Back at 30 s, past the span, ex02 takes ownership of its copies on its
+    own and resubmits all three: each reaches the mailbox twice, and each is named, nothing else."""
+    org = Org()
+    second = 1000
+    config = ModelConfig(defaults=parameters_from({"shadow_heartbeat_frequency": "1s",
+                                                   "shadow_resubmit_time_span": "8s"}))
+
+    def s(x):
+        return x * second / MINUTE
+
+    events = [*org.started("ex01", "q1", 0), *org.started("ex02", "q2", 0), *org.started("ex03", "q3", 0)]
+    for i, mid in enumerate(("o1", "o2", "o3")):
+        events += [*org.received("ex01", mid, s(0.1 + i * 0.1)),
+                   *org.shadowed("ex01", "ex02", mid, s(0.1 + i * 0.1), db="q1")]
+    for beat in (1, 2, 3):
+        events += org.query_ok("ex02", "ex01", s(beat), db="q1", shadow_db="q2")
+    for i, mid in enumerate(("o1", "o2", "o3")):
+        t = s(5 + i * 0.1)
+        events += [*org.delivered("ex01", mid, "sink", t),
+                   ev.DiscardStatusSet(**org._header("ex01", "ex01", t, mid), shadow_server="ex02"),
+                   ev.MovedToSafetyNet(**org._header("ex01", "ex01", t, mid))]
+    for beat in range(4, 40):  # ex01 and ex03 go on: ex03 holds copies of nothing, but publishes
+        events += org.received("ex03", f"x{beat}", s(beat))
+        events += org.delivered("ex03", f"x{beat}", "sink", s(beat))
+    events += [*org.started("ex02", "q2", s(30)),
+               ev.DiscardQuerySent(**org._header("ex02", "ex01", s(30.1)), shadow_queue_db_id="q2")]
+    for mid in ("o1", "o2", "o3"):
+        events += org.promoted("ex02", "ex01", mid, s(30.2))
+    return Timeline("a returning shadow resubmits what was delivered", events, config, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, T0 + 3 * second + 3 * second, ("o1", "o2", "o3")),
+        *(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(s(30.2)), (mid,)) for mid in ("o1", "o2", "o3")),
+    ))
+
+
+# ---- 5. a silent feed -------------------------------------------------------------------------
+
+def silent_feed() -> Timeline:
+    """Every server falls silent at minute 9 (the feed stopped, not the servers); only the twin's
+    clock goes on. Exchange goes on too: mbx02 promotes m1 at the deadline, which the twin
+    forecasts, with one alert that events stopped from the whole topology."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+              *org.busy("mbx03", 0, 9),
+              *org.tick(4 * 60)]
+    last = at(8)
+    return Timeline("a silent feed", events, alerts=(
+        Expected(AlertType.EVENTS_STOPPED, last + 6 * MINUTE),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
+
+
+def silent_shadow_and_primary_while_others_publish() -> Timeline:
+    """The contrast: mbx01 and mbx02 stop, mbx03 goes on: mbx02 is down, m1 is at risk."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+              *org.busy("mbx03", 0, 4 * 60)]
+    return Timeline("silent primary and shadow, others publish", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
+    ))
+
+
+ALL = (
+    expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
+    double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
+    exchange_2010_shadow_from_node_configuration, same_site_copies_after_remote_retries, same_site_copies_local_only,
+    deferred_then_primary_fails, stream_sent_twice, returning_shadow_resubmits_what_was_delivered, silent_feed,
+    silent_shadow_and_primary_while_others_publish,
+)
