@@ -49,7 +49,7 @@ RECORD, REASON = "_record", "_reason"
 def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataFrame:
     """Every Kafka record of the events topic in ONE frame, usable or not: a single scan of the source.
 
-    Columns: kind, event_time and primary_server (null when unusable), the Kafka key, value,
+    Columns: kind, event_time, primary_server and node (null when unusable), the Kafka key, value,
     topic, partition, offset and timestamp, and `reason` (null when usable, else why not).
     Splitting into two frames makes a streaming query that writes both scan the source once per branch.
     """
@@ -60,6 +60,7 @@ def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataF
         F.when(usable, event_kind(record["body"], kinds(catalogue.current("Event")))).alias("kind"),
         F.when(usable, record["event_time_ms"]).alias(EVENT_TIME),
         F.when(usable, record["primary_server"]).alias("primary_server"),
+        F.when(usable, record["node"]).alias("node"),
         "key", "value", "topic", "partition", "offset", "timestamp",
         F.col(REASON).alias("reason"),
     )

@@ -40,10 +40,13 @@ from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
 from schemas.wire import CORRUPT_BODY, DecodeError
 from state import snapshot
+from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
+# A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
+FACT_STARTED, FACT_SEEN = "started", "seen"
 STATE_SCHEMA = "blob BINARY"
 DEAD_LETTER_GROUP = ""
 
@@ -82,29 +85,38 @@ def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
             for row in batch[batch["reason"].notna()].itertuples(index=False)]
 
 
-def decode_rows(batches: Iterator[pd.DataFrame], primary: str) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
-    """A primary's rows as (event, row), by the contract's codec; what it refuses, or reads otherwise
-    than Spark did (another group, another event time), as dead letters."""
+def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
+                bucket_ms: int) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
+    """A group's rows as (event, row) in event-time order, its own events before the facts at equal
+    times, by the contract's codec; what it refuses, or reads otherwise than Spark did (another
+    group, another event time), as dead letters. Fact rows become the facts of `state.facts`."""
     decode = default_codec().decode_event
-    decoded: list[tuple[Event, object]] = []
+    decoded: list[tuple[int, int, Event, object]] = []
     letters: list[DeadLetter] = []
     for batch in batches:
         spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
         for row, spark_time_ms in zip(batch.itertuples(index=False), spark_times_ms):
+            if row.fact == FACT_SEEN:
+                decoded.append((spark_time_ms, 1, NodeSeen(f"seen:{row.node}:{spark_time_ms // bucket_ms}",
+                                                           spark_time_ms, row.node), row))
+                continue
             try:
                 event = decode(row.value)
             except Exception as exc:  # noqa: BLE001 - whatever the decoder says, the record is set aside
-                letters.append(dead_letter(row, str(exc) if isinstance(exc, DecodeError)
-                                           else f"{CORRUPT_BODY}: {type(exc).__name__}: {exc}"))
+                if row.fact is None:  # a fact's record is set aside in its own group already
+                    letters.append(dead_letter(row, str(exc) if isinstance(exc, DecodeError)
+                                               else f"{CORRUPT_BODY}: {type(exc).__name__}: {exc}"))
                 continue
-            if event.primary_server != primary or event.event_time_ms != spark_time_ms:
-                letters.append(dead_letter(row, (
-                    f"{CORRUPT_BODY}: the contract's decoder reads primary {event.primary_server!r} at"
-                    f" {event.event_time_ms} ms, Spark's reads {primary!r} at {spark_time_ms} ms")))
+            fact = row.fact is not None
+            if (not fact and event.primary_server != primary) or event.event_time_ms != spark_time_ms:
+                if not fact:
+                    letters.append(dead_letter(row, (
+                        f"{CORRUPT_BODY}: the contract's decoder reads primary {event.primary_server!r} at"
+                        f" {event.event_time_ms} ms, Spark's reads {primary!r} at {spark_time_ms} ms")))
                 continue
-            decoded.append((event, row))
-    decoded.sort(key=lambda pair: pair[0].event_time_ms)
-    return decoded, letters
+            decoded.append((spark_time_ms, int(fact), event, row))
+    decoded.sort(key=lambda item: (item[0], item[1]))
+    return [(event, row) for _, _, event, row in decoded], letters
 
 
 def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
@@ -127,7 +139,7 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
         if watermark > 0:
             output.extend(model.on_time(state, watermark))
         if not group.hasTimedOut:
-            decoded, letters = decode_rows(batches, primary)
+            decoded, letters = decode_rows(batches, primary, model.liveness_bucket_ms)
             for event, row in decoded:
                 try:
                     output.extend(model.on_events(state, (event,)))
@@ -147,8 +159,8 @@ def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> D
     """Kafka rows (topic, key, value) of alerts, commands and dead letters from a watermarked frame.
 
     `rows`: primary_server (empty for ticks and unusable records), event_time (with a
-    watermark), the Kafka record's value, key, topic, partition and offset, and a reason for
-    the unusable ones.
+    watermark), the Kafka record's value, key, topic, partition and offset, a reason for the
+    unusable ones, and for the facts every group is fed, `fact` and the `node` they concern.
     """
     return (
         rows.groupBy("primary_server")

@@ -14,6 +14,9 @@
   are dropped by Spark, counted in the progress (`numRowsDroppedByWatermark`) and reported.
 - Clock ticks (`ClockTick`, published by `streaming.ticker`) move event time when every node
   is quiet; they have no primary server, and the operator drops them (they never reach the model).
+- The facts every group shares (other servers' NodeStarted, and that each server still
+  publishes: state/README.md) are rows addressed to every declared server's group
+  (`shared_facts`).
 - One Kafka sink: each output row names its topic (alerts, commands or dead letters).
 """
 
@@ -28,7 +31,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from infra.settings import Settings
 from streaming.decode import classify_events
-from streaming.operator import DEAD_LETTER_GROUP, OutputTopics, apply_model
+from state.model import ShadowRedundancyModel
+from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, apply_model
 
 QUERY_NAME = "shadowtwin"
 
@@ -53,10 +57,38 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         F.when(usable, F.col("event_time")).alias("event_time"),
         F.when(usable, F.col("primary_server")).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("primary_server"),
         "value", "key", "topic", "partition", "offset", reason.alias("reason"),
-    )
+        F.lit(None).cast("string").alias("fact"), F.col("node"), F.col("kind"),
+    ).withWatermark("event_time", str(settings.twin.watermark_delay))
+    facts = shared_facts(routed, settings)
+    rows_and_facts = routed.drop("kind") if facts is None else routed.drop("kind").unionByName(facts)
     topics = settings.topics
-    return apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)), settings.shadow_redundancy,
+    return apply_model(rows_and_facts, settings.shadow_redundancy,
                        OutputTopics(topics.alerts, topics.commands, topics.dead_letters))
+
+
+def shared_facts(routed: DataFrame, settings: Settings) -> DataFrame | None:
+    """The facts every group is fed (state/facts.py), as rows addressed to every declared server.
+
+    Every NodeStarted (to every other server's group), and one NodeSeen per server and liveness
+    bucket: the first row of the bucket that Spark meets (`dropDuplicatesWithinWatermark`, kept
+    in the JVM's state store). Servers come from `[shadow_redundancy] servers`: without them no
+    facts are fed, and the model decides as it does without facts (state/README.md).
+    """
+    servers = settings.shadow_redundancy.servers
+    if not servers:
+        return None
+    bucket_ms = ShadowRedundancyModel(settings.shadow_redundancy).liveness_bucket_ms
+    usable = routed.where(F.col("reason").isNull() & (F.col("primary_server") != DEAD_LETTER_GROUP))
+    targets = F.explode(F.array(*[F.lit(s) for s in servers])).alias("primary_server")
+    millis = (F.col("event_time").cast("double") * 1000).cast("long")
+    started = usable.where(F.col("kind") == "NodeStarted").select(
+        "event_time", targets, "value", "key", "topic", "partition", "offset", "reason",
+        F.lit(FACT_STARTED).alias("fact"), "node").where(F.col("primary_server") != F.col("node"))
+    seen = (usable.withColumn("bucket", F.floor(millis / bucket_ms))
+            .dropDuplicatesWithinWatermark(["node", "bucket"])
+            .select("event_time", targets, F.lit(None).cast("binary").alias("value"), "key", "topic", "partition",
+                    "offset", "reason", F.lit(FACT_SEEN).alias("fact"), "node"))
+    return started.unionByName(seen)
 
 
 def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | str,

@@ -26,7 +26,7 @@ from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.replay import ReplayResult
-from streaming.operator import DEAD_LETTER_GROUP, OutputTopics, step_function
+from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, step_function
 
 TOPICS = OutputTopics("alerts", "commands", "dead-letters")
 EVENTS_TOPIC = "events"
@@ -77,10 +77,12 @@ class MemoryGroupState:
         self.timeout_ms = timestamp_ms
 
 
+COLUMNS = ["primary_server", "event_time", "value", "key", "topic", "partition", "offset", "reason", "fact", "node"]
+
+
 def row_frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows as the operator receives them: primary_server, event_time, value, key, topic, partition, offset, reason."""
-    frame = pd.DataFrame(rows, columns=["primary_server", "event_time", "value", "key", "topic", "partition", "offset",
-                                        "reason"])
+    """Rows as the operator receives them (streaming.twin.twin_output's columns)."""
+    frame = pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=COLUMNS)
     frame["event_time"] = pd.to_datetime(frame["event_time"], unit="ms", utc=True)
     return frame
 
@@ -92,12 +94,19 @@ def event_row(event: Event, offset: int, value: bytes | None = None) -> dict:
         reason = f"no primary server: a {type(event).__name__} event must name the primary server it concerns"
     return {"primary_server": event.primary_server, "event_time": event.event_time_ms,
             "value": encode(event) if value is None else value, "key": event.primary_server.encode() or None,
-            "topic": EVENTS_TOPIC, "partition": 0, "offset": offset, "reason": reason}
+            "topic": EVENTS_TOPIC, "partition": 0, "offset": offset, "reason": reason, "fact": None,
+            "node": event.node, "kind": type(event).__name__}
 
 
 class OperatorHarness:
-    def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0):
-        self.step = step_function(config or ModelConfig(), TOPICS)
+    def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0,
+                 servers: Iterable[str] | None = None):
+        config = config or ModelConfig()
+        self.step = step_function(config, TOPICS)
+        # The groups every fact is addressed to, as streaming.twin.shared_facts does.
+        self.servers = tuple(servers if servers is not None else config.servers)
+        self.bucket_ms = ShadowRedundancyModel(config).liveness_bucket_ms
+        self._seen_buckets: set[tuple[str, int]] = set()
         self.delay_ms = watermark_delay_ms
         self.watermark_ms = 0
         self.max_event_ms: int | None = None
@@ -113,6 +122,7 @@ class OperatorHarness:
         """One micro-batch of rows (see `event_row`); the watermark moves at its end, as Spark's does."""
         usable = [r for r in rows if r["reason"] is not None or r["event_time"] > self.watermark_ms]
         self.late_rows += len(rows) - len(usable)
+        usable += self._facts(usable)
         groups: dict[str, list[dict]] = {}
         for row in usable:
             key = DEAD_LETTER_GROUP if row["reason"] is not None else row["primary_server"]
@@ -124,6 +134,21 @@ class OperatorHarness:
         if times:
             self.max_event_ms = max(times + ([self.max_event_ms] if self.max_event_ms is not None else []))
             self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
+
+    def _facts(self, rows: list[dict]) -> list[dict]:
+        """The facts of this batch's rows, addressed to every server: other servers' NodeStarted,
+        and one NodeSeen per server and liveness bucket (the first row met, in batch order)."""
+        facts = []
+        for row in rows:
+            if row["reason"] is not None or row["primary_server"] == DEAD_LETTER_GROUP:
+                continue
+            if row["kind"] == "NodeStarted":
+                facts += [{**row, "primary_server": s, "fact": FACT_STARTED} for s in self.servers if s != row["node"]]
+            bucket = (row["node"], row["event_time"] // self.bucket_ms)
+            if bucket not in self._seen_buckets:
+                self._seen_buckets.add(bucket)
+                facts += [{**row, "primary_server": s, "value": None, "fact": FACT_SEEN} for s in self.servers]
+        return facts
 
     def events(self, events: Iterable[Event]) -> None:
         """One micro-batch of events."""
@@ -160,7 +185,8 @@ def run_operator(events: Iterable[Event], config: ModelConfig | None = None, unt
     where event time moves on, so nothing is late with no watermark delay), then the watermark
     at the end (default: the last event's time). The same alerts and commands are expected."""
     events = list(events)
-    harness = OperatorHarness(config)
+    servers = {name for e in events for name in (e.node, e.primary_server) if name}
+    harness = OperatorHarness(config, servers=sorted(servers | set((config or ModelConfig()).servers)))
     ordered = sorted(events, key=lambda e: e.event_time_ms)
     sizes = random.Random(seed)
     batch: list[Event] = []
@@ -177,7 +203,10 @@ def run_operator(events: Iterable[Event], config: ModelConfig | None = None, unt
     model = ShadowRedundancyModel(config)
     result = ReplayResult(model=model, events=len(events), end_ms=end_ms,
                           start_ms=ordered[0].event_time_ms if ordered else None)
-    result.alerts = sorted(harness.alerts, key=lambda a: (a.decided_at_ms, a.alert_id))
+    # A topology-wide alert (EVENTS_STOPPED) comes from every group that notices, with one id:
+    # consumers keep one, as the reference engine lists one.
+    unique = {a.alert_id: a for a in reversed(harness.alerts)}
+    result.alerts = sorted(unique.values(), key=lambda a: (a.decided_at_ms, a.alert_id))
     result.commands = sorted(harness.commands, key=lambda c: (c.decided_at_ms, c.command_id))
     result.states = {key: snapshot.load(value[0]) for key, value in harness.states.items() if key != DEAD_LETTER_GROUP}
     assert not harness.dead_letters, [d.reason for d in harness.dead_letters]

@@ -13,6 +13,7 @@ from tests.state.scenario import Org
 from tests.streaming.harness import OperatorHarness, event_row, run_operator
 
 FAST = model_config_from({"shadow_heartbeat_frequency": "1m", "shadow_resubmit_time_span": "10m"})
+SERVERS = ("mbx01", "mbx02")  # the groups the facts every group shares are addressed to
 
 
 def stranded(org: Org):
@@ -35,13 +36,13 @@ def test_the_operator_decides_what_the_reference_decides():
 def test_a_record_spark_accepts_but_the_contracts_decoder_refuses_is_a_dead_letter_and_the_rest_goes_on():
     events = stranded(Org())
     victim = dataclasses.replace(events[3], event_id="with-trailing-bytes")
-    harness = OperatorHarness(FAST)
+    harness = OperatorHarness(FAST, servers=SERVERS)
     rows = [event_row(e, i) for i, e in enumerate(events)]
     rows.insert(4, event_row(victim, 99, value=encode(victim) + b"\x00\x01"))  # Spark read the body, ignored the rest
     harness.batch(rows)
     harness.advance(events[-1].event_time_ms)
     assert [(d.offset, d.reason) for d in harness.dead_letters] == [
-        (99, "corrupt body: not a valid Event v1 record (2 bytes after the record)")]
+        (99, "corrupt body: not a valid Event v2 record (2 bytes after the record)")]
     assert harness.dead_letters[0].original == encode(victim) + b"\x00\x01"
     expected = replay(events, FAST, until_ms=events[-1].event_time_ms)
     assert {c.command_id for c in harness.commands} == {c.command_id for c in expected.commands}
@@ -52,7 +53,7 @@ def test_a_body_read_otherwise_than_spark_read_it_never_reaches_another_group():
     events = stranded(org)
     elsewhere = dataclasses.replace(events[0], event_id="other-primary", primary_server="mbx09")
     row = event_row(events[0], 50, value=encode(elsewhere))  # Spark grouped it under mbx01
-    harness = OperatorHarness(FAST)
+    harness = OperatorHarness(FAST, servers=SERVERS)
     harness.batch([row, *(event_row(e, i) for i, e in enumerate(events))])
     assert len(harness.dead_letters) == 1
     assert "reads primary 'mbx09'" in harness.dead_letters[0].reason and harness.dead_letters[0].offset == 50
@@ -68,7 +69,7 @@ def test_an_event_the_model_cannot_apply_is_a_dead_letter_and_the_group_goes_on(
         return original(self, state, batch)
 
     monkeypatch.setattr(ShadowRedundancyModel, "on_events", refuses_one)
-    harness = OperatorHarness(FAST)
+    harness = OperatorHarness(FAST, servers=SERVERS)
     harness.events(events)
     harness.advance(events[-1].event_time_ms)
     assert [d.reason for d in harness.dead_letters] == ["model refused the event: KeyError: 'impossible'"]
@@ -76,7 +77,7 @@ def test_an_event_the_model_cannot_apply_is_a_dead_letter_and_the_group_goes_on(
 
 
 def test_garbage_under_the_empty_key_is_a_dead_letter_and_ticks_are_not():
-    harness = OperatorHarness(FAST)
+    harness = OperatorHarness(FAST, servers=SERVERS)
     tick = Org().tick(0)[0]
     garbage = {**event_row(tick, 7, value=b"junk"), "primary_server": "", "reason": "bad magic: 6a75"}
     harness.batch([event_row(tick, 6), garbage])
@@ -86,7 +87,7 @@ def test_garbage_under_the_empty_key_is_a_dead_letter_and_ticks_are_not():
 def test_late_rows_are_dropped_before_the_operator_as_spark_does():
     org = Org()
     events = stranded(org)
-    harness = OperatorHarness(FAST, watermark_delay_ms=60_000)
+    harness = OperatorHarness(FAST, watermark_delay_ms=60_000, servers=SERVERS)
     harness.events(events)
     late = org.query_ok("mbx02", "mbx01", 1)  # 19 minutes behind the latest event
     harness.events(late)
