@@ -46,6 +46,7 @@ from streaming.session import build_spark
 
 FUZZ = "fuzz"  # every fuzzed record names servers fuzz01, fuzz02: never the valid stream's
 MODEL = {"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "6s"}
+VALID_SERVERS = ("mbx01", "mbx02", "mbx03", "mbx04")  # the valid stream's (producers.synthetic names)
 
 
 @dataclasses.dataclass
@@ -182,7 +183,7 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
     topics = TopicSettings(events=f"fuzz.events.{suffix}", alerts=f"fuzz.alerts.{suffix}",
                            commands=f"fuzz.commands.{suffix}", dead_letters=f"fuzz.dead.{suffix}")
     settings = dataclasses.replace(
-        settings, topics=topics, shadow_redundancy=model_config_from(MODEL),
+        settings, topics=topics, shadow_redundancy=dataclasses.replace(model_config_from(MODEL), servers=VALID_SERVERS),
         spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval("1 second")),
         twin=dataclasses.replace(settings.twin, watermark_delay=SparkInterval("10 seconds"), max_clock_skew_seconds=5,
                                  tick_interval_seconds=0.5, starting_offsets="earliest"))
@@ -196,7 +197,7 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
             time.sleep(0.2)
         start_ms = int(time.time() * 1000)
         valid = [e for e in generate(Workload(
-            servers=4, messages_per_second=10, start_ms=start_ms, duration_ms=seconds * 1000, heartbeat_ms=1_000,
+            servers=len(VALID_SERVERS), messages_per_second=10, start_ms=start_ms, duration_ms=seconds * 1000, heartbeat_ms=1_000,
             delivery_ms=1_500, crash=Crash("mbx02", start_ms + seconds * 300, seconds * 400, False, backlog_ms=2_000),
             seed=seed)) if not isinstance(e, ev.ClockTick)]
         say(f"valid stream: {len(valid):,} events over {seconds}s; sending {records:,} bad records beside it")

@@ -119,7 +119,7 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
     )
 
 
-def stop_between_batches(query: StreamingQuery, timeout_s: float = 15.0) -> None:
+def stop_between_batches(query: StreamingQuery, timeout_s: float = 30.0) -> None:
     """Stop the query while no micro-batch runs, if one ends within `timeout_s`: stopping
     mid-batch kills its tasks, which Spark reports as errors although nothing is lost."""
     deadline = time.monotonic() + timeout_s

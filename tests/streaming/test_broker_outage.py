@@ -12,7 +12,9 @@ from infra.broker import EmbeddedKafka
 from infra.topics import create_topics
 from streaming.app import TwinApplication
 from tests.conftest import free_port
-from tests.streaming.test_twin import collect, expected_ids, final_tick, publish, twin_settings, world_events
+from tests.streaming.test_twin import (
+    collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
+)
 
 OUTAGE_S = 15
 
@@ -28,7 +30,8 @@ def test_a_broker_killed_mid_stream_loses_nothing(settings, spark, topics, tmp_p
     alerts, commands = expected_ids(events)
     middle = events[len(events) // 2].event_time_ms
     lines: list[str] = []
-    twin = TwinApplication(twin_settings(settings, bootstrap, topics), spark=spark, ticks=False,
+    twin = TwinApplication(twin_settings(settings, bootstrap, topics, servers=world_servers()), spark=spark,
+                           ticks=False,
                            checkpoint_dir=tmp_path / "checkpoint", say=lines.append)
     try:
         with twin:

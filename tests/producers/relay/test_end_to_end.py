@@ -32,7 +32,7 @@ def twin(settings, spark, kafka_bootstrap, topics, tmp_path):
 
     def start(model):
         app = TwinApplication(dataclasses.replace(
-            twin_settings(settings, kafka_bootstrap, topics, model, delay_s=WATERMARK_S),
+            twin_settings(settings, kafka_bootstrap, topics, model, delay_s=WATERMARK_S, servers=tuple(NODES)),
             twin=dataclasses.replace(settings.twin, watermark_delay=SparkInterval(f"{WATERMARK_S} seconds"),
                                      tick_interval_seconds=0.5)),
             spark=spark, ticks=True, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None).start()
