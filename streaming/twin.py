@@ -15,8 +15,8 @@
 - Clock ticks (`ClockTick`, published by `streaming.ticker`) move event time when every node
   is quiet; they have no primary server, and the operator drops them (they never reach the model).
 - The facts every group shares (other servers' NodeStarted, and that each server still
-  publishes: state/README.md) are rows addressed to every declared server's group
-  (`shared_facts`).
+  publishes: state/README.md) are copies of rows addressed to every declared server's group,
+  in the same pass (`shared_facts`).
 - One Kafka sink: each output row names its topic (alerts, commands or dead letters).
 """
 
@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from infra.settings import Settings
 from streaming.decode import classify_events
-from state.model import ShadowRedundancyModel
 from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, apply_model
 
 QUERY_NAME = "shadowtwin"
@@ -52,43 +51,42 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         "no primary server: a %s event must name the primary server it concerns", F.col("kind")))
     reason = F.coalesce(F.col("reason"), F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
     usable = reason.isNull()
+    own = F.struct(F.when(usable, F.col("primary_server")).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("group"),
+                   F.lit(None).cast("string").alias("fact"))
     routed = rows.select(
         # An unusable row has no event time, so it can never move the watermark.
         F.when(usable, F.col("event_time")).alias("event_time"),
-        F.when(usable, F.col("primary_server")).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("primary_server"),
-        "value", "key", "topic", "partition", "offset", reason.alias("reason"),
-        F.lit(None).cast("string").alias("fact"), F.col("node"), F.col("kind"),
-    ).withWatermark("event_time", str(settings.twin.watermark_delay))
-    facts = shared_facts(routed, settings)
-    rows_and_facts = routed.drop("kind") if facts is None else routed.drop("kind").unionByName(facts)
+        F.explode(F.concat(F.array(own), shared_facts(usable, settings))).alias("to"),
+        "value", "key", "topic", "partition", "offset", reason.alias("reason"), "node",
+    ).select(F.col("to.group").alias("primary_server"), F.col("to.fact").alias("fact"), "event_time",
+             F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
+             "key", "topic", "partition", "offset", "reason", "node")
     topics = settings.topics
-    return apply_model(rows_and_facts, settings.shadow_redundancy,
-                       OutputTopics(topics.alerts, topics.commands, topics.dead_letters))
+    return apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
+                       settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters))
 
 
-def shared_facts(routed: DataFrame, settings: Settings) -> DataFrame | None:
-    """The facts every group is fed (state/facts.py), as rows addressed to every declared server.
-
-    Every NodeStarted (to every other server's group), and one NodeSeen per server and liveness
-    bucket: the first row of the bucket that Spark meets (`dropDuplicatesWithinWatermark`, kept
-    in the JVM's state store). Servers come from `[shadow_redundancy] servers`: without them no
-    facts are fed, and the model decides as it does without facts (state/README.md).
-    """
+def shared_facts(usable: Column, settings: Settings) -> Column:
+    """Where a row goes besides its own group, as the facts every group is fed (state/facts.py):
+    every event of a server to every declared server's group as a NodeSeen (the model keeps the
+    first of each server and liveness bucket), and a NodeStarted also as itself to every other
+    server's group, in the same pass (no second scan of the source). The copies carry no bytes,
+    but the operator still meets each: with P declared servers it handles P + 1 rows per event
+    (the price of cross-server reasoning; docs/engine-facts.md). Without declared servers
+    (`[shadow_redundancy] servers`) no facts are fed, and the model decides as it does without
+    them (state/README.md)."""
     servers = settings.shadow_redundancy.servers
+    none = F.array().cast("array<struct<group:string,fact:string>>")
     if not servers:
-        return None
-    bucket_ms = ShadowRedundancyModel(settings.shadow_redundancy).liveness_bucket_ms
-    usable = routed.where(F.col("reason").isNull() & (F.col("primary_server") != DEAD_LETTER_GROUP))
-    targets = F.explode(F.array(*[F.lit(s) for s in servers])).alias("primary_server")
-    millis = (F.col("event_time").cast("double") * 1000).cast("long")
-    started = usable.where(F.col("kind") == "NodeStarted").select(
-        "event_time", targets, "value", "key", "topic", "partition", "offset", "reason",
-        F.lit(FACT_STARTED).alias("fact"), "node").where(F.col("primary_server") != F.col("node"))
-    seen = (usable.withColumn("bucket", F.floor(millis / bucket_ms))
-            .dropDuplicatesWithinWatermark(["node", "bucket"])
-            .select("event_time", targets, F.lit(None).cast("binary").alias("value"), "key", "topic", "partition",
-                    "offset", "reason", F.lit(FACT_SEEN).alias("fact"), "node"))
-    return started.unionByName(seen)
+        return none
+
+    def to_all(fact: str) -> Column:
+        return F.array(*[F.struct(F.lit(s).alias("group"), F.lit(fact).alias("fact")) for s in servers])
+
+    started = F.filter(to_all(FACT_STARTED), lambda target: target["group"] != F.col("node"))
+    return F.when(usable & (F.col("primary_server") != DEAD_LETTER_GROUP), F.concat(
+        to_all(FACT_SEEN), F.when(F.col("kind") == "NodeStarted", started).otherwise(none),
+    )).otherwise(none)
 
 
 def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | str,

@@ -88,12 +88,12 @@ def twin_settings(settings: Settings, kafka_bootstrap: str, topics: TopicSetting
     )
 
 
-def twin_env(kafka_bootstrap: str, topics: TopicSettings, checkpoints) -> dict[str, str]:
+def twin_env(kafka_bootstrap: str, topics: TopicSettings, checkpoints, servers: tuple[str, ...] = ()) -> dict[str, str]:
     """The same, for a twin in another process: through environment variables named after the settings."""
     return dict(os.environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap,
                 SHADOWTWIN_SPARK_TRIGGER_INTERVAL="1 second", SHADOWTWIN_SPARK_CHECKPOINT_DIR=str(checkpoints),
                 SHADOWTWIN_TWIN_WATERMARK_DELAY=f"{DELAY_MS // 1000} seconds",
-                SHADOWTWIN_SHADOW_REDUNDANCY_SERVERS=",".join(world_servers()),
+                SHADOWTWIN_SHADOW_REDUNDANCY_SERVERS=",".join(servers),
                 **{f"SHADOWTWIN_TOPICS_{k.upper()}": str(v) for k, v in dataclasses.asdict(topics).items()})
 
 
@@ -189,7 +189,7 @@ def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_boo
 def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
     events = world_events()
     alerts, commands = expected_ids(events)
-    env = twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints")
+    env = twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints", servers=world_servers())
     command = [sys.executable, "-m", "shadowtwin", "twin", "run", "--no-ticks"]
     log = open(tmp_path / "twin.log", "w")
     middle = events[len(events) // 2].event_time_ms
