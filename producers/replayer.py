@@ -105,7 +105,10 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
             where = iso_time(position.last_ms) if position.last_ms is not None else "-"
             progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
             last_sent, last_at = publisher.sent, now
+    outcome = ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
+                            publisher.deliveries)
     if position.error is not None:
+        if progress is not None:
+            progress(f"{outcome.describe()}, up to where the recording could be read")
         raise position.error
-    return ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
-                         publisher.deliveries)
+    return outcome
