@@ -51,7 +51,8 @@ class ReplayOutcome:
         rate = self.sent / self.seconds if self.seconds > 0 else 0.0
         until = f", up to event time {iso_time(self.last_event_ms)}" if self.last_event_ms is not None else ""
         verb = "interrupted after sending" if self.interrupted else "sent"
-        return f"{verb} {self.sent} events in {self.seconds:.1f} s ({rate:,.0f} events/s){until}"
+        acknowledged = f", {self.deliveries.acknowledged} acknowledged" if self.unacknowledged else ""
+        return f"{verb} {self.sent} events in {self.seconds:.1f} s ({rate:,.0f} events/s){until}{acknowledged}"
 
     def failure(self) -> str | None:
         """One line when some events were not acknowledged, else None."""
@@ -104,7 +105,10 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
             where = iso_time(position.last_ms) if position.last_ms is not None else "-"
             progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
             last_sent, last_at = publisher.sent, now
+    outcome = ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
+                            publisher.deliveries)
     if position.error is not None:
+        if progress is not None:
+            progress(f"{outcome.describe()}, up to where the recording could be read")
         raise position.error
-    return ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
-                         publisher.deliveries)
+    return outcome

@@ -11,7 +11,9 @@ from producers.recording import write_events
 from producers.replayer import replay
 from producers.synthetic import Workload, generate
 from tests.conftest import free_port
+from tests.producers.relay.conftest import read_topic
 from tests.producers.test_mtl import EX01
+from tests.producers.test_signals import start
 
 CLI = [sys.executable, "-m", "shadowtwin.cli"]
 TIMEOUT_S = 3
@@ -77,3 +79,17 @@ def test_record_from_a_dead_broker_says_so_in_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [
         "shadowtwin record: Kafka: Failed to get metadata: Local: Broker transport failure"]
     assert seconds < 30
+
+
+def test_replay_of_a_cut_recording_publishes_its_complete_blocks_then_names_the_cut(kafka_bootstrap, topics,
+                                                                                    tmp_path):
+    events = list(generate(Workload(servers=4, duration_ms=20 * 60_000)))
+    write_events(tmp_path / "day.avro", events)
+    data = (tmp_path / "day.avro").read_bytes()
+    (tmp_path / "day.avro").write_bytes(data[:len(data) - 50])
+    process = start(kafka_bootstrap, "replay", tmp_path / "day.avro", "--to", topics.events)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 2 and len(err.strip().splitlines()) == 1 and "cut short" in err
+    sent = int(out.split("sent ")[-1].split()[0])
+    assert 0 < sent < len(events), out
+    assert len(read_topic(kafka_bootstrap, topics.events)) == sent

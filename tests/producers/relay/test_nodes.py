@@ -7,6 +7,7 @@ events are checked against the shadow-redundancy model itself.
 from __future__ import annotations
 
 import base64
+import signal
 import smtplib
 import ssl
 import time
@@ -172,3 +173,24 @@ def test_a_node_obeys_a_redelivery_command_once(make_lab, kafka_bootstrap, topic
     assert "cmd-1" in promoted[0].reason
     assert lab.node_status("ex02").shadows == 0 and lab.node_status("ex01").queued == 1
     assert "command cmd-1 repeated: ignored" in lab.log_path("ex02").read_text()
+
+
+def test_a_node_whose_events_were_not_acknowledged_says_how_many_and_exits_1(tmp_path, topics):
+    from producers.relay.lab import Lab
+    from producers.relay.topology import load_topology
+    from tests.conftest import free_port
+    from tests.producers.relay.conftest import topology_text
+
+    path = tmp_path / "lab.toml"
+    path.write_text(topology_text(tmp_path / "lab", {"ex01": "dag1"}))
+    lab = Lab(load_topology(path), path, f"127.0.0.1:{free_port()}", topics)  # no broker answers there
+    try:
+        lab.up()
+        pid = lab.pid("ex01")
+        process = lab._children[pid]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=90) == 1
+        log = lab.log_path("ex01").read_text()
+        assert "ex01 stopped: 2 of 2 records were not acknowledged by Kafka at 127.0.0.1:" in log
+    finally:
+        lab.down()
