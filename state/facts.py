@@ -32,15 +32,17 @@ class NodeSeen:
 
 
 def shared_facts(events: Iterable[ev.Event], bucket_ms: int) -> Iterator[ev.NodeStarted | NodeSeen]:
-    """The facts every group is fed, from a stream of events (any order within a bucket is fine:
-    a fact carries the earliest time seen for its bucket only if the stream is in time order)."""
-    seen: set[tuple[str, int]] = set()
+    """The facts every group is fed, from a stream of events in event-time order."""
+    last: dict[str, int] = {}  # node -> the bucket of its latest NodeSeen
+    tick, started = ev.ClockTick, ev.NodeStarted
     for event in events:
-        if isinstance(event, ev.ClockTick):
+        kind = type(event)
+        if kind is tick:
             continue
-        if isinstance(event, ev.NodeStarted):
+        if kind is started:
             yield event
         bucket = event.event_time_ms // bucket_ms
-        if (event.node, bucket) not in seen:
-            seen.add((event.node, bucket))
-            yield NodeSeen(f"seen:{event.node}:{bucket}", event.event_time_ms, event.node)
+        node = event.node
+        if last.get(node) != bucket:
+            last[node] = bucket
+            yield NodeSeen(f"seen:{node}:{bucket}", event.event_time_ms, node)

@@ -114,16 +114,26 @@ class ShadowRedundancyModel:
         run = _Transition(self, state)
         handlers = self._handlers
         primary = state.primary
-        seen = state.seen_ids
-        remember = self.config.clock_skew_allowance_ms > 0
+        seen, buckets = state.seen_ids, state.seen_buckets
+        allowance = self.config.clock_skew_allowance_ms
+        remember = allowance > 0
+        bucket, bucket_start, bucket_end, ids = 0, 0, 0, []
         for event in events:
             event_id = event.event_id
             if event_id in seen:
                 continue
             t = event.event_time_ms
             run.advance(t)
-            if remember:
-                run.remember_applied(event_id, t)
+            if remember:  # remembered, in one-minute buckets with a deadline each
+                if not bucket_start <= t < bucket_end:
+                    bucket = t // SEEN_BUCKET_MS
+                    bucket_start, bucket_end = bucket * SEEN_BUCKET_MS, (bucket + 1) * SEEN_BUCKET_MS
+                    ids = buckets.get(bucket)
+                    if ids is None:
+                        ids = buckets[bucket] = []
+                        state.deadlines.set(DeadlineKind.FORGET_SEEN, str(bucket), bucket_end + allowance)
+                ids.append(event_id)
+                seen[event_id] = bucket
             if event.node == primary:
                 state.primary_seen_ms = t
             handler = handlers.get(type(event))
@@ -162,17 +172,6 @@ class _Transition:
             _FIRE[kind](self, key, at_ms)
         self.s.clock_ms = max(self.s.clock_ms, now_ms)
 
-    def remember_applied(self, event_id: str, t: int) -> None:
-        s = self.s
-        bucket = t // SEEN_BUCKET_MS
-        ids = s.seen_buckets.get(bucket)
-        if ids is None:
-            ids = s.seen_buckets[bucket] = []
-            s.deadlines.set(DeadlineKind.FORGET_SEEN, str(bucket),
-                            (bucket + 1) * SEEN_BUCKET_MS + self.config.clock_skew_allowance_ms)
-        ids.append(event_id)
-        s.seen_ids[event_id] = bucket
-
     # ---- node lifecycle ---------------------------------------------------------------
 
     def node_started(self, e: ev.NodeStarted) -> None:
@@ -182,6 +181,7 @@ class _Transition:
             fact = s.nodes[e.node] = NodeFact()
         previous_db = fact.queue_db_id
         fact.mode, fact.ad_site, fact.dag, fact.queue_db_id = e.mode, e.ad_site, e.dag, e.queue_db_id
+        s.dag_spans_sites = s.nodes_span_sites()
         if e.node != s.primary:
             pair = s.pairs.get(e.node)
             if pair is not None and pair.held:
@@ -326,12 +326,7 @@ class _Transition:
         preference = self.config.for_node(s.primary).shadow_message_preference_setting
         if preference is ShadowMessagePreference.REMOTE_ONLY:
             return False
-        if m.remote_failures > 0:
-            return True
-        mine = s.nodes.get(s.primary)
-        if mine is None or mine.dag is None:
-            return False
-        return any(f.dag == mine.dag and f.ad_site != mine.ad_site for f in s.nodes.values())
+        return m.remote_failures > 0 or s.dag_spans_sites
 
     def report_same_site(self, m: Message, shadow: str, t: int) -> None:
         """Same-site copies are reported together, per shadow, a heartbeat after the first."""
@@ -489,9 +484,11 @@ class _Transition:
                 if not fork.recipients:  # a fork for the whole message
                     self.primary_done(m, t)
                     return
-                served.update(r.lower() for r in fork.recipients)
-        if all(r.address.lower() in served for r in m.recipients):
-            self.primary_done(m, t)
+                served.update(fork.recipients)
+        for r in m.recipients:
+            if r.address not in served and r.address.lower() not in {x.lower() for x in served}:
+                return
+        self.primary_done(m, t)
 
     def pending_recipients(self, m: Message) -> tuple[Recipient, ...]:
         """The recipients no acknowledged fork has served yet."""

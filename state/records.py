@@ -180,6 +180,12 @@ class PrimaryState:
     seen_ids: dict[str, int] = field(default_factory=dict)
     seen_buckets: dict[int, list[str]] = field(default_factory=dict)
     feed_stopped_ms: int | None = None  # the last event time of a whole-topology silence already reported
+    dag_spans_sites: bool = False  # the primary's DAG has members in another site (derived from `nodes`)
+
+    def nodes_span_sites(self) -> bool:
+        mine = self.nodes.get(self.primary)
+        return mine is not None and mine.dag is not None and any(
+            f.dag == mine.dag and f.ad_site != mine.ad_site for f in self.nodes.values())
 
     def holds_nothing(self) -> bool:
         """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts

@@ -11,6 +11,7 @@ alerts and commands (by id); an alert several groups make alike (EVENTS_STOPPED)
 from __future__ import annotations
 
 from collections import defaultdict
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -19,6 +20,9 @@ from state.facts import shared_facts
 from state.model import SEEN_BUCKET_MS, Outcome, ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.records import PrimaryState
+
+
+_EVENT_TIME = attrgetter("event_time_ms")
 
 
 @dataclass
@@ -47,7 +51,7 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     model = ShadowRedundancyModel(config)
     groups: dict[str, list[Event]] = defaultdict(list)
     result = ReplayResult(model=model)
-    events = sorted(events, key=_event_time)
+    events = sorted(events, key=_EVENT_TIME)
     facts = list(shared_facts(events, model.liveness_bucket_ms))
     for event in events:
         result.events += 1
@@ -61,7 +65,7 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     alert_ids: set[str] = set()
     for primary in sorted(groups):
         shared = [f for f in facts if not (isinstance(f, NodeStarted) and f.node == primary)]
-        group_events = sorted(groups[primary] + shared, key=_event_time)
+        group_events = sorted(groups[primary] + shared, key=_EVENT_TIME)  # two runs in time order: one merge
         state = model.new_state(primary)
         output = model.on_events(state, group_events)
         if result.end_ms is not None:
@@ -77,6 +81,3 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     result.commands.sort(key=lambda c: (c.decided_at_ms, c.command_id))
     return result
 
-
-def _event_time(event) -> int:
-    return event.event_time_ms

@@ -79,6 +79,7 @@ def load(data: bytes) -> PrimaryState:
     state.closed = dict(closed)
     nodes, last_seen, same_site, seen_buckets = facts
     state.nodes = {n: NodeFact(NodeMode(m), site, dag, db) for n, m, site, dag, db in nodes}
+    state.dag_spans_sites = state.nodes_span_sites()
     state.last_seen = dict(last_seen)
     state.same_site = {shadow: [MessageRef(*r) for r in refs] for shadow, refs in same_site}
     state.seen_buckets = {bucket: list(ids) for bucket, ids in seen_buckets}

@@ -22,6 +22,7 @@ class Summary:
     commands: int
     at_risk: int
     lost: int
+    expired: int
     not_redundant: int
     rejected: int
     duplicates: int
@@ -50,6 +51,7 @@ class Summary:
             commands=len(result.commands),
             at_risk=len(messages_in(AlertType.MESSAGE_AT_RISK)),
             lost=len(messages_in(AlertType.MESSAGE_LOST)),
+            expired=len(messages_in(AlertType.MESSAGE_EXPIRED)),
             not_redundant=len(messages_in(AlertType.NOT_REDUNDANT)),
             rejected=len(messages_in(AlertType.REJECTED_NO_SHADOW)),
             duplicates=sum(len(a.messages) for a in duplicate_alerts),
@@ -70,6 +72,7 @@ def render(summaries: list[Summary]) -> str:
         ("redelivery commands", lambda s: f"{s.commands:,}"),
         ("messages at risk", lambda s: f"{s.at_risk:,}"),
         ("messages lost", lambda s: f"{s.lost:,}"),
+        ("expired in a queue (MessageExpirationTimeout)", lambda s: f"{s.expired:,}"),
         ("not redundantly persisted", lambda s: f"{s.not_redundant:,}"),
         ("rejected 451 4.4.0", lambda s: f"{s.rejected:,}"),
         ("expected duplicate deliveries", lambda s: f"{s.duplicates:,} ({s.duplicates_seen_outside:,} seen outside)"),
