@@ -1,0 +1,50 @@
+"""shadowtwin.testing as someone else uses it: the twin container decides what the reference replay
+decides, read back as contract records; the plugin's fixtures reach a test suite through the entry point."""
+
+from __future__ import annotations
+
+import textwrap
+
+from schemas.events import ClockTick
+from state.parameters import ModelConfig
+from state.replay import replay
+from tests.state.world import Crash, Mail, simulate
+
+DELAY_MS = 60_000
+# mbx01 crashes and comes back with its queue database, mbx02 with a new one: promotions,
+# redelivery commands, duplicates expected.
+WORLD = (
+    [Mail(0, 1, 5, 3, True), Mail(0, 2, 20, 200, True), Mail(1, 1, 30, 5, True), Mail(1, 2, 40, 300, True),
+     Mail(2, 1, 50, 2, False), Mail(0, 1, 70, 5, True)],
+    (Crash(100, 300, False), Crash(110, 30, True), None),
+)
+
+
+def test_the_twin_container_decides_what_the_reference_replay_decides(shadowtwin_twin):
+    events = [e for e in simulate(*WORLD)[0] if not isinstance(e, ClockTick)]
+    end = max(e.event_time_ms for e in events)
+    reference = replay(events, ModelConfig(), until_ms=end + 1)
+    alerts, commands = {a.alert_id for a in reference.alerts}, {c.command_id for c in reference.commands}
+    assert len(alerts) >= 5 and len(commands) >= 2, "the world exercises promotions"
+
+    twin = shadowtwin_twin({"twin": {"watermark_delay": f"{DELAY_MS // 1000} seconds", "ticks": False},
+                            "spark": {"trigger_interval": "1 second"}})
+    twin.publish([*events, ClockTick(event_id="final", event_time_ms=end + DELAY_MS + 1, node="test",
+                                     primary_server="")])
+    got_alerts = twin.wait_for_alerts(lambda got: len(got) >= len(alerts), timeout_s=180)
+    got_commands = twin.wait_for_commands(lambda got: len(got) >= len(commands), timeout_s=30)
+    assert {a.alert_id for a in got_alerts} == alerts
+    assert {c.command_id for c in got_commands} == commands
+    assert twin.dead_letters() == []
+
+
+def test_the_plugin_serves_a_foreign_test_suite_through_its_entry_point(pytester, docker_engine):
+    pytester.makepyfile(test_foreign=textwrap.dedent('''
+        from confluent_kafka.admin import AdminClient
+
+        def test_kafka_and_topics(shadowtwin_kafka, shadowtwin_topics):
+            listed = AdminClient({"bootstrap.servers": shadowtwin_kafka.bootstrap_servers}).list_topics(timeout=10)
+            assert shadowtwin_topics.events in listed.topics and shadowtwin_topics.alerts in listed.topics
+    '''))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1)
