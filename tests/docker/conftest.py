@@ -16,6 +16,6 @@ def docker_engine() -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "tests/docker/" in item.nodeid:
+        if "docker_engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.containers)
