@@ -10,7 +10,8 @@ mounted settings file (`$SHADOWTWIN_CONF`) and `$KAFKA_BOOTSTRAP_SERVERS`. Image
 pulled: a missing one is an error naming `docker/build`. Testcontainers' reaper (Ryuk) is
 turned off when its image is not on the machine, since it cannot be pulled either; the
 containers are removed when the `with` block or the pytest fixture ends, and every one
-carries the label `shadowtwin.testing` so that `remove_leftovers()` finds any survivor.
+carries the label `shadowtwin.testing` (`docker ps -a --filter label=shadowtwin.testing`
+lists any survivor of a killed test run).
 """
 
 from __future__ import annotations
@@ -56,18 +57,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def remove_leftovers() -> list[str]:
-    """Remove every container this module started that is still there (running or not); return their names."""
-    import docker
-
-    client = docker.from_env()
-    removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        container.remove(force=True, v=True)
-        removed.append(container.name)
-    return removed
 
 
 class _ProjectContainer(DockerContainer):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from schemas.events import ClockTick
+from shadowtwin.testing.containers import LABEL
 from state.parameters import ModelConfig
 from state.replay import replay
 from tests.state.world import Crash, Mail, simulate
@@ -46,5 +47,13 @@ def test_the_plugin_serves_a_foreign_test_suite_through_its_entry_point(pytester
             listed = AdminClient({"bootstrap.servers": shadowtwin_kafka.bootstrap_servers}).list_topics(timeout=10)
             assert shadowtwin_topics.events in listed.topics and shadowtwin_topics.alerts in listed.topics
     '''))
+    before = labelled_containers()
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1)
+    assert labelled_containers() == before, "the plugin's Kafka container outlived the foreign test session"
+
+
+def labelled_containers() -> set[str]:
+    import docker
+
+    return {c.id for c in docker.from_env().containers.list(all=True, filters={"label": LABEL})}
