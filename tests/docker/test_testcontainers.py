@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from schemas.events import ClockTick
-from shadowtwin.testing.containers import LABEL
+from shadowtwin.testing.containers import LABEL, ContainerError, KafkaContainer, TwinContainer
 from state.parameters import ModelConfig
 from state.replay import replay
 from tests.state.world import Crash, Mail, simulate
@@ -57,3 +59,15 @@ def labelled_containers() -> set[str]:
     import docker
 
     return {c.id for c in docker.from_env().containers.list(all=True, filters={"label": LABEL})}
+
+
+def test_a_missing_image_or_a_twin_that_exits_is_a_clear_error_and_leaves_nothing(docker_engine, shadowtwin_kafka,
+                                                                                  shadowtwin_topics):
+    before = labelled_containers()
+    with pytest.raises(ContainerError, match="shadowtwin/kafka:0-never-built is not on this machine: build it with"
+                                             " docker/build"):
+        KafkaContainer(image="shadowtwin/kafka:0-never-built").start()
+    twin = TwinContainer(shadowtwin_kafka.bootstrap_servers, shadowtwin_topics, {"twin": {"watermark_delay": 5}})
+    with pytest.raises(ContainerError, match="exited before it was ready(.|\n)*twin:watermark_delay: expected str"):
+        twin.start()
+    assert labelled_containers() == before
