@@ -9,9 +9,13 @@ BIN := $(VENV)/bin
 run: $(VENV)/.installed
 	$(BIN)/shadowtwin demo
 
+# The container tests need a Docker engine: docker/engine starts one (as root, from Debian's
+# docker.io) or fails; docker/build brings the images up to date; the engine it started is
+# stopped again at the end, whatever the outcome.
 test: $(VENV)/.installed
 	$(BIN)/shadowtwin jars fetch
-	$(BIN)/pytest
+	docker/engine start
+	status=0; docker/build && $(BIN)/pytest || status=$$?; docker/engine stop; exit $$status
 
 unit: $(VENV)/.installed
 	$(BIN)/pytest -m "not integration"
@@ -26,4 +30,5 @@ $(VENV)/.installed: pyproject.toml
 
 clean:
 	-$(BIN)/shadowtwin kafka stop
+	-docker/engine stop
 	rm -rf $(VENV) .cache .run

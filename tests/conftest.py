@@ -1,8 +1,8 @@
 """Session-wide real parts for the integration tests: one Kafka broker, one SparkSession.
 
-Kafka, in order of preference: `$KAFKA_BOOTSTRAP_SERVERS`; a testcontainers Kafka when a
-Docker engine answers; else the project's embedded broker on free ports, in a temporary
-folder, stopped when the session ends.
+Kafka, in order of preference: `$KAFKA_BOOTSTRAP_SERVERS`; our Kafka image in a container
+(shadowtwin.testing) when a Docker engine answers; else the project's embedded broker on
+free ports, in a temporary folder, stopped when the session ends.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import socket
 import uuid
 
 import pytest
@@ -18,6 +17,11 @@ import pytest
 from infra.settings import Settings, TopicSettings, load_settings
 from infra.topics import create_topics
 from infra.broker import EmbeddedKafka
+from shadowtwin.testing.containers import docker_engine_answers, free_port
+
+pytest_plugins = ("pytester",)  # tests of the shadowtwin.testing plugin run a test suite of their own
+
+CONTAINER_FIXTURES = {"shadowtwin_kafka", "shadowtwin_topics", "shadowtwin_twin"}
 
 
 @pytest.fixture(scope="session")
@@ -26,15 +30,13 @@ def settings() -> Settings:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(settings: Settings, tmp_path_factory: pytest.TempPathFactory):
+def kafka_bootstrap(settings: Settings, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         yield os.environ["KAFKA_BOOTSTRAP_SERVERS"]
         return
-    if _docker_engine_answers():
-        from testcontainers.kafka import KafkaContainer
-
-        with KafkaContainer() as container:
-            yield container.get_bootstrap_server()
+    if docker_engine_answers():
+        # the plugin's container (shadowtwin.testing.plugin): one broker for our tests and the plugin's
+        yield request.getfixturevalue("shadowtwin_kafka").bootstrap_servers
         return
 
     embedded = dataclasses.replace(
@@ -80,25 +82,13 @@ def topics(kafka_bootstrap: str, request: pytest.FixtureRequest) -> TopicSetting
     return names
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _docker_engine_answers() -> bool:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=3)
-        return bool(client.ping())
-    except Exception:  # noqa: BLE001 - no engine, no socket, no permission: all mean "no Docker"
-        return False
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the broker or Spark are integration tests, whatever their file says."""
+    """Tests that use the broker or Spark are integration tests, whatever their file says; those that use
+    shadowtwin.testing's containers are container tests too."""
     for item in items:
-        if {"kafka_bootstrap", "spark", "topics"} & set(getattr(item, "fixturenames", ())):
+        used = set(getattr(item, "fixturenames", ()))
+        if {"kafka_bootstrap", "spark", "topics", *CONTAINER_FIXTURES} & used:
             item.add_marker(pytest.mark.integration)
+        if CONTAINER_FIXTURES & used:
+            item.add_marker(pytest.mark.containers)
 
