@@ -14,7 +14,7 @@ def test_settings_tables_round_trip_through_the_loader(tmp_path):
     conf.write_text(toml_text({
         "twin": {"watermark_delay": "2 seconds", "ticks": False, "tick_interval_seconds": 0.5},
         "topics": dataclasses.asdict(topics),
-        "shadow_redundancy": {"shadow_resubmit_time_span": "10s", "nodes": {"ex01": {"mode": "EXCHANGE_2010"}}},
+        "shadow_redundancy": {"shadow_resubmit_time_span": "10s", "servers": ["ex01"], "nodes": {"ex01": {"mode": "EXCHANGE_2010"}}},
     }))
     settings = load_settings(conf, env={})
     assert settings.topics == topics
