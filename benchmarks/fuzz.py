@@ -36,6 +36,7 @@ from infra.settings import Settings, TopicSettings, load_settings
 from producers.publisher import Publisher
 from producers.synthetic import Crash, Workload, generate
 from schemas import events as ev
+from schemas.binary import varint
 from schemas.codec import DecodeError, default_codec, encode
 from schemas.events import AlertType, Event, MessageRef, Recipient
 from schemas.wire import HEADER_SIZE, MAGIC
@@ -98,25 +99,15 @@ def fuzz_samples(now_ms: int) -> list[bytes]:
     return out
 
 
-def _varint(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 MUTATIONS: dict[str, Callable[[bytes, random.Random], bytes | None]] = {
     "bit flips": lambda b, r: bytes(x ^ (1 << r.randrange(8)) if r.random() < 4 / len(b) else x for x in b),
     "truncation": lambda b, r: b[:r.randrange(len(b))],
     "extension": lambda b, r: b + r.randbytes(r.randint(1, 16)),
     "wrong magic": lambda b, r: r.randbytes(2) + b[2:],
     "wrong fingerprint": lambda b, r: b[:2] + r.randbytes(8) + b[HEADER_SIZE:],
-    "huge length": lambda b, r: (lambda at: b[:at] + _varint(r.choice([2**31 - 1, 2**40, 2**62])) + b[at + 1:])(
+    "huge length": lambda b, r: (lambda at: b[:at] + varint(r.choice([2**31 - 1, 2**40, 2**62])) + b[at + 1:])(
         r.randrange(HEADER_SIZE, len(b))),
-    "negative union index": lambda b, r: (lambda at: b[:at] + _varint(-r.randint(1, 40)) + b[at + 1:])(
+    "negative union index": lambda b, r: (lambda at: b[:at] + varint(-r.randint(1, 40)) + b[at + 1:])(
         r.randrange(HEADER_SIZE, len(b))),
     "empty value": lambda b, r: b"",
     "null value": lambda b, r: None,

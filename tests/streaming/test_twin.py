@@ -17,6 +17,7 @@ import pytest
 from infra.config import SparkInterval
 from infra.kafka import producer
 from infra.settings import Settings, TopicSettings
+from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived
 from state.parameters import ModelConfig, model_config_from
@@ -122,17 +123,7 @@ def disagreeing_records(events: list[Event]) -> dict[str, bytes]:
 
 def encode_field(value) -> bytes:
     """Avro binary of a string or long, as in the header of every event."""
-    def varint(n: int) -> bytes:
-        n = (n << 1) ^ (n >> 63)
-        out = bytearray()
-        while n & ~0x7F:
-            out.append((n & 0x7F) | 0x80)
-            n >>= 7
-        out.append(n)
-        return bytes(out)
-    if isinstance(value, str):
-        return varint(len(value.encode())) + value.encode()
-    return varint(value)
+    return varint(len(value.encode())) + value.encode() if isinstance(value, str) else varint(value)
 
 
 def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spark, kafka_bootstrap, topics, tmp_path):
