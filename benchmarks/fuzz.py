@@ -64,6 +64,8 @@ class FuzzReport:
     missing: list[str] = dataclasses.field(default_factory=list)
     unexpected: list[str] = dataclasses.field(default_factory=list)
     memory_mb: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    query_error: str = ""
+    late: int = 0
     reasons: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
     def lines(self) -> list[str]:
@@ -72,10 +74,13 @@ class FuzzReport:
         return [
             f"records tried: {self.records_tried:,} ({self.bad_records:,} bad, {self.impossible_records:,} well-formed"
             " but impossible)",
-            f"twin restarts needed: {self.restarts}",
+            f"twin restarts needed: {self.restarts}" + (f" (the query died: {self.query_error})"
+                                                         if self.query_error else ""),
             f"bad records found among the dead letters with a reason: {self.bad_found:,} of {self.bad_records:,}"
             f" ({self.dead_letters:,} dead letters, {self.dead_letters_without_reason} without a reason)",
             f"dead letters by reason: {top}",
+            f"rows behind the watermark, dropped before any decoder and counted (LATE_EVENTS): {self.late:,}"
+            " (bad records whose body Spark reads with an old event time end here)",
             f"valid stream's alerts and commands equal the reference's by id: {'yes' if self.valid_equal else 'NO'}"
             f" ({self.valid_expected} expected; missing {self.missing[:5]}, unexpected {self.unexpected[:5]})",
             f"twin memory (Spark JVM + Python workers, RSS): start {start:,.0f} MB, peak {peak:,.0f} MB,"
@@ -213,6 +218,10 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
                 remaining[letter.original] -= 1
         report.bad_found = report.bad_records - sum(remaining.values())
         report.restarts = twin.restarts
+        report.late = twin.progress.late_total
+        if twin.query.exception() is not None:  # a query that died needs a restart to go on
+            report.restarts += 1
+            report.query_error = str(twin.query.exception()).splitlines()[0][:300]
     finally:
         report.memory_mb = memory.stop()
         twin.stop()
@@ -223,15 +232,14 @@ def send_interleaved(bootstrap: str, topic: str, rng: random.Random, records: in
                      report: FuzzReport) -> list[bytes]:
     """Send the bad and the impossible records spread over `seconds`; return the bad values sent (b"" for null)."""
     out = kafka_producer(bootstrap, **{"linger.ms": 20})
-    now_ms = int(time.time() * 1000)
-    samples = fuzz_samples(now_ms)
-    bad = list(bad_records(samples, records, rng))
-    impossible = impossible_events(now_ms, rng)
+    impossible = impossible_events(int(time.time() * 1000), rng)
     started, sent = time.monotonic(), []
     chunks = max(1, seconds * 5)
-    per_chunk = -(-len(bad) // chunks)
+    per_chunk = -(-records // chunks)
     for i in range(chunks):
-        for key, value, _how in bad[i * per_chunk:(i + 1) * per_chunk]:
+        # derived from records stamped now, as a live node's would be
+        count = min(per_chunk, records - len(sent))
+        for key, value, _how in bad_records(fuzz_samples(int(time.time() * 1000)), count, rng):
             _produce(out, topic, key, value)
             sent.append(value or b"")
         if i == chunks // 2:
@@ -244,8 +252,8 @@ def send_interleaved(bootstrap: str, topic: str, rng: random.Random, records: in
     undelivered = out.flush(60)
     if undelivered:
         raise RuntimeError(f"{undelivered} fuzzed records were not acknowledged by Kafka")
-    report.bad_records, report.impossible_records = len(bad), len(impossible)
-    report.records_tried = len(bad) + len(impossible)
+    report.bad_records, report.impossible_records = len(sent), len(impossible)
+    report.records_tried = len(sent) + len(impossible)
     return sent
 
 

@@ -264,7 +264,7 @@ def _expected(hint: object) -> str:
 
 def _refuse(context: Context, path: str, value: object, allowed_text: str, detail: str = "") -> ConfigError:
     shown = value if not isinstance(value, Mapping) else "a table"
-    extra = f" ({detail})" if detail and not detail.startswith("expected") else ""
+    extra = f" ({detail})" if detail and not detail.startswith("expected") and allowed_text not in detail else ""
     return ConfigError(f"{context.where}: {path or 'the file'} = {shown!r}: expected {allowed_text}{extra}")
 
 

@@ -49,7 +49,11 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
     # An event of no primary server (only a clock tick has none) would reach no model: say so.
     no_primary = F.when((F.col("primary_server") == "") & (F.col("kind") != "ClockTick"), F.format_string(
         "no primary server: a %s event must name the primary server it concerns", F.col("kind")))
-    reason = F.coalesce(F.col("reason"), F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
+    # Spark reads strings without checking them; Python cannot even receive a group key that is
+    # not UTF-8 (pyarrow refuses it, and the query would die on it, again and again).
+    not_utf8 = F.when(~(F.is_valid_utf8("primary_server") & F.is_valid_utf8("node")), F.lit(
+        "corrupt body: the primary server or node name is not UTF-8"))
+    reason = F.coalesce(F.col("reason"), not_utf8, F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
     usable = reason.isNull()
     own = F.struct(F.when(usable, F.col("primary_server")).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("group"),
                    F.lit(None).cast("string").alias("fact"))
@@ -57,7 +61,8 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         # An unusable row has no event time, so it can never move the watermark.
         F.when(usable, F.col("event_time")).alias("event_time"),
         F.explode(F.concat(F.array(own), shared_facts(usable, settings))).alias("to"),
-        "value", "key", "topic", "partition", "offset", reason.alias("reason"), "node",
+        "value", "key", "topic", "partition", "offset", reason.alias("reason"),
+        F.when(usable, F.col("node")).alias("node"),
     ).select(F.col("to.group").alias("primary_server"), F.col("to.fact").alias("fact"), "event_time",
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
              "key", "topic", "partition", "offset", "reason", "node")
