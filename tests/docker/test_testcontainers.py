@@ -30,8 +30,10 @@ def test_the_twin_container_decides_what_the_reference_replay_decides(shadowtwin
     alerts, commands = {a.alert_id for a in reference.alerts}, {c.command_id for c in reference.commands}
     assert len(alerts) >= 5 and len(commands) >= 2, "the world exercises promotions"
 
+    servers = sorted({name for e in events for name in (e.node, e.primary_server) if name})
     twin = shadowtwin_twin({"twin": {"watermark_delay": f"{DELAY_MS // 1000} seconds", "ticks": False},
-                            "spark": {"trigger_interval": "1 second"}})
+                            "spark": {"trigger_interval": "1 second"},
+                            "shadow_redundancy": {"servers": servers}})  # the facts every group shares
     twin.publish([*events, ClockTick(event_id="final", event_time_ms=end + DELAY_MS + 1, node="test",
                                      primary_server="")])
     got_alerts = twin.wait_for_alerts(lambda got: len(got) >= len(alerts), timeout_s=180)
@@ -68,6 +70,6 @@ def test_a_missing_image_or_a_twin_that_exits_is_a_clear_error_and_leaves_nothin
                                              " docker/build"):
         KafkaContainer(image="shadowtwin/kafka:0-never-built").start()
     twin = TwinContainer(shadowtwin_kafka.bootstrap_servers, shadowtwin_topics, {"twin": {"watermark_delay": 5}})
-    with pytest.raises(ContainerError, match="exited before it was ready(.|\n)*twin:watermark_delay: expected str"):
+    with pytest.raises(ContainerError, match="exited before it was ready(.|\n)*twin.watermark_delay = 5: expected a Spark"):
         twin.start()
     assert labelled_containers() == before
