@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -192,6 +193,13 @@ class TwinApplication:
         if ending is Ending.QUERY_FAILED:
             return 1
         return self.stop_signal.exit_status()
+
+    @property
+    def watermark_ms(self) -> int:
+        """The query's event-time watermark after its latest batch (0 before the first)."""
+        progress = (self.query.lastProgress if self.query else None) or {}
+        mark = (progress.get("eventTime") or {}).get("watermark")
+        return int(datetime.fromisoformat(mark.replace("Z", "+00:00")).timestamp() * 1000) if mark else 0
 
     def _publish_alert(self, alert: Alert) -> None:
         if self._alerts_out is not None:

@@ -4,7 +4,6 @@ streaming twin (Kafka and Spark) decides exactly what the reference engine decid
 from __future__ import annotations
 
 import time
-from datetime import datetime
 
 import pytest
 
@@ -13,12 +12,6 @@ from state.replay import replay
 from streaming.app import TwinApplication
 from tests.state import timelines
 from tests.streaming.test_twin import DELAY_MS, collect, publish, twin_settings
-
-
-def watermark_ms(twin: TwinApplication) -> int:
-    progress = twin.query.lastProgress or {}
-    mark = (progress.get("eventTime") or {}).get("watermark")
-    return int(datetime.fromisoformat(mark.replace("Z", "+00:00")).timestamp() * 1000) if mark else 0
 
 
 @pytest.mark.parametrize("make", timelines.ALL, ids=lambda f: f.__name__)
@@ -36,9 +29,9 @@ def test_the_streaming_twin_decides_each_timeline_as_the_reference(make, setting
     with TwinApplication(config, spark=spark, ticks=False, checkpoint_dir=tmp_path / "checkpoint",
                          say=lambda line: None) as twin:
         deadline = time.monotonic() + 150
-        while watermark_ms(twin) < end_ms and time.monotonic() < deadline:
+        while twin.watermark_ms < end_ms and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert watermark_ms(twin) >= end_ms, "the twin's event time never reached the timeline's end"
+        assert twin.watermark_ms >= end_ms, "the twin's event time never reached the timeline's end"
         got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
                       lambda g: {a.alert_id for a in g[topics.alerts]} >= alerts
                       and {c.command_id for c in g[topics.commands]} >= commands, timeout_s=30)
