@@ -9,7 +9,8 @@ of several files come out merged by the `time_ms` of what their reader made of t
 without one keeps its place in its file), so a primary's lines and its shadow's, from two
 servers' logs, reach the mapper in event-time order.
 
-Without `follow` the tail reads the named files (globs expanded) once to their end. A file
+Without `follow` the tail reads the named files (globs expanded, ignoring case: Exchange writes
+`.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A file
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
 every poll also picks up:
 - lines appended to a file since the last poll (an unfinished last line waits for its newline);
@@ -21,6 +22,10 @@ every poll also picks up:
   MSGTRK20261123-1.LOG), Exchange's roll-over names. New files are read from their start.
 - a file that has rolled over (read to its end, unchanged since the last poll, and a file of the
   same watch written after it) is closed; it is opened again, where it was left, if it grows.
+
+A file that starts with a UTF-16 byte-order mark (what `Export-Csv -Encoding Unicode` writes) is
+split on its own line ends and each line handed to the reader transcoded to UTF-8 (`line.raw`
+is then that UTF-8 text; `line.end` stays a byte offset in the file).
 
 `max_age_s` leaves out files last written longer ago than that. Each line carries the file it
 came from (`line.file`: its device and inode, and a way to read its first bytes) and the byte
@@ -42,6 +47,8 @@ from typing import Any, Callable, Iterator
 
 CHUNK = 1 << 16
 _GLOB_CHARS = re.compile(r"[*?\[]")
+FOLDER_PATTERN = "MSGTRK*.log"  # what a folder argument stands for (case ignored)
+_UTF16 = {b"\xff\xfe": ("utf-16-le", b"\n\x00", b"\r\x00"), b"\xfe\xff": ("utf-16-be", b"\x00\n", b"\x00\r")}
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,10 @@ class TailedFile:
         self.handle = open(path, "rb")
         stat = os.fstat(self.handle.fileno())
         self.identity = (stat.st_dev, stat.st_ino)
-        self.reader = new_reader()
+        self.reader = new_reader(path)
         self.number, self.partial, self.last_ms = 0, b"", 0
+        self.codec: str | None = None  # "utf-16-le"/"utf-16-be" after a UTF-16 byte-order mark, else None
+        self.newline, self.cr = b"\n", b"\r"
         self.generation = 0  # how many times it was truncated and read again from its start
         self.seen_size = -1  # its size at the last poll, while it is read to its end
         self.closed_at = 0
@@ -100,9 +109,11 @@ class TailedFile:
         unfinished last line too."""
         while chunk := self.handle.read(CHUNK):
             end = self.handle.tell() - len(chunk) - len(self.partial)  # where the unfinished line starts
-            *complete, self.partial = (self.partial + chunk).split(b"\n")
+            if end == 0 and self.number == 0:
+                self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
+            *complete, self.partial = _split(self.partial + chunk, self.newline)
             for raw in complete:
-                end += len(raw) + 1
+                end += len(raw) + len(self.newline)
                 yield self._line(raw, end)
         if final and self.partial:
             raw, self.partial = self.partial, b""
@@ -110,7 +121,9 @@ class TailedFile:
 
     def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
-        raw = raw.rstrip(b"\r")
+        raw = raw.removesuffix(self.cr)
+        if self.codec is not None:
+            raw = raw.decode(self.codec, errors="replace").encode("utf-8")
         item = self.reader.line(raw)
         self.last_ms = getattr(item, "time_ms", None) or self.last_ms
         return self.last_ms, self.number, Line(self.path, self.number, raw, item, end, self)
@@ -127,9 +140,12 @@ class LogTail:
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
             path = Path(arg)
+            if path.is_dir():
+                arg, path = str(path / FOLDER_PATTERN), path / FOLDER_PATTERN
             if _GLOB_CHARS.search(arg):
-                self.watches.append((path.parent, re.compile(fnmatch.translate(path.name))))
-                matches = sorted(glob.glob(arg))
+                pattern = re.compile(fnmatch.translate(path.name), re.IGNORECASE)
+                self.watches.append((path.parent, pattern))
+                matches = sorted(m for m in glob.glob(str(path.parent / "*")) if pattern.fullmatch(Path(m).name))
                 if not matches:
                     raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", arg)
                 for match in matches:
@@ -137,7 +153,7 @@ class LogTail:
             else:
                 if not path.is_file() and not follow:
                     raise FileNotFoundError(errno.ENOENT, "no such file", arg)
-                self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)))))
+                self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)), re.IGNORECASE)))
                 if path.is_file():
                     self._open(path)
 
@@ -231,3 +247,18 @@ def _same_watch(watches: list[tuple[Path, re.Pattern[str]]], one: Path, other: P
         folder == one.parent and pattern.fullmatch(one.name) and pattern.fullmatch(other.name)
         for folder, pattern in watches)
 
+
+
+def _split(buffer: bytes, newline: bytes) -> list[bytes]:
+    """Lines and the unfinished rest; a two-byte (UTF-16) line end counts only at an even offset."""
+    if len(newline) == 1:
+        return buffer.split(newline)
+    parts, start, at = [], 0, buffer.find(newline)
+    while at != -1:
+        if (at - start) % 2 == 0:
+            parts.append(buffer[start:at])
+            start = at + 2
+            at = buffer.find(newline, start)
+        else:
+            at = buffer.find(newline, at + 1)
+    return parts + [buffer[start:]]

@@ -16,6 +16,15 @@ it; a line logged elsewhere (the shadow, the mailbox server) is joined through
 `network-message-id` (else `message-id`) to an earlier line of the primary; failing that it
 is named `nmid:<network-message-id>` (`msgid:<message-id>`) and counted in `unjoined`. The
 mapper remembers what it has seen, so lines are best given to it in time order.
+
+One message, one receipt: the Mailbox Transport Submission (MSGTRKMS) and moderation (MSGTRKMA)
+logs make no event, the Mailbox Transport Delivery log (MSGTRKMD) only its DELIVER lines, and a
+second RECEIVE of a message (same network-message-id) on the same server, from a file whose
+service is unknown (Export-Csv), is skipped and its internal id taken as the first receipt's.
+A FAIL concerns the recipients it lists: only a queue expiry (source QUEUE, `4.4.7`/`QUEUE.Expired`)
+expires the message (or its fork); other failed recipients become a fork of their own that
+failed for good (DeliveryDeferred then MessageExpired of that fork), so the message is processed
+once its other recipients are. `recipient-status` is paired with `recipient-address` in order.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from producers.mtl_log import Row
+from producers.mtl_log import Row, split_statuses
 from schemas import events as ev
 from schemas.events import MessageRef, Recipient
 
@@ -57,10 +66,15 @@ class MtlMapper:
         self._forks: dict[tuple[str, str], tuple[str, str]] = {}  # (primary, fork's own id) -> (parent id, fork id)
         self._primary_of: dict[tuple[str, str], str] = {}  # (shadow, n:/m: key) -> primary, from HARECEIVE
         self._attempts: dict[tuple[str, str], int] = {}  # (primary, internal id) -> shadow attempts so far
+        self._aliases: dict[tuple[str, str], str] = {}  # (server, a second receipt's id) -> the first's
         self._line_id = ""  # the id of the line being mapped
 
     def map(self, row: Row, line_id: str) -> list[ev.Event] | Skip:
         kind = row.get("event-id").upper()
+        if row.service in SERVICE_SKIPS and kind not in SERVICE_SKIPS[row.service][0]:
+            return Skip(f"{kind} in {row.service}: {SERVICE_SKIPS[row.service][1]}")
+        if kind in IGNORED:
+            return Skip(f"event-id {kind}: {IGNORED[kind]}")
         handler = getattr(self, f"_{kind.lower()}", None) if kind in HANDLED else None
         if handler is None:
             return Skip(f"event-id {kind or '(empty)'} is not one the twin uses")
@@ -83,10 +97,12 @@ class MtlMapper:
     def _keys(row: Row) -> list[str]:
         return [key for key in (f"n:{row.get('network-message-id')}", f"m:{row.get('message-id')}") if key[2:]]
 
-    def _ref(self, row: Row, primary: str, local: str) -> MessageRef:
-        """The message as the primary names it (see the module's docstring)."""
+    def _ref(self, row: Row, primary: str, local: str, own_id: bool = True) -> MessageRef:
+        """The message as the primary names it (see the module's docstring); `own_id=False`: the
+        line's internal id is another service's, even when logged on the primary (DELIVER)."""
         message_id, own = row.get("message-id"), row.get("internal-message-id")
-        if local == primary and own:
+        own = self._aliases.get((primary, own), own)
+        if local == primary and own and own_id:
             if (primary, own) in self._forks:
                 parent, fork = self._forks[(primary, own)]
                 return MessageRef(message_id, parent, fork)
@@ -132,7 +148,13 @@ class MtlMapper:
 
     # ---- one method per event-id ------------------------------------------------------
 
-    def _receive(self, row: Row) -> list[ev.Event]:
+    def _receive(self, row: Row) -> list[ev.Event] | Skip:
+        local, own = self._host(row, "server-hostname", "server that logged it"), row.get("internal-message-id")
+        first = next((self._ids[(local, k)] for k in self._keys(row) if (local, k) in self._ids), None)
+        if first is not None and own and own != first and (local, own) not in self._aliases:
+            self._aliases[(local, own)] = first
+            return Skip("a second RECEIVE of the message on the same server (another transport service's"
+                        " log): one message, one receipt")
         _, _, header = self._on_primary(row, "server-hostname")
         direction, source = row.get("directionality").lower(), row.get("source").upper()
         origin = (ev.MessageSource.MAILBOX_SUBMISSION if source == "STOREDRIVER"
@@ -195,9 +217,16 @@ class MtlMapper:
     def _deliver(self, row: Row, duplicate: bool = False) -> list[ev.Event]:
         mailbox = self._host(row, "server-hostname", "mailbox server")
         primary = server(row.get("client-hostname")) or mailbox
-        ref = self._ref(row, primary, mailbox)
-        return [ev.DeliveredToMailbox(**self._header(row, primary, primary, ref), mailbox_server=mailbox,
-                                      recipients=row.values("recipient-address"), duplicate=duplicate)]
+        ref = self._ref(row, primary, mailbox, own_id=False)
+        header = self._header(row, primary, primary, ref)
+        pairs = self._recipient_statuses(row)
+        failed = [(r, s) for r, s in pairs if _failure(s)]
+        events: list[ev.Event] = []
+        delivered = tuple(r for r, s in pairs if not _failure(s))
+        if delivered or not failed:
+            events.append(ev.DeliveredToMailbox(**header, mailbox_server=mailbox, recipients=delivered,
+                                                duplicate=duplicate))
+        return events + self._failed_fork(header, failed, f"{row.get('event-id')} to {mailbox}")
 
     def _duplicatedeliver(self, row: Row) -> list[ev.Event]:
         return self._deliver(row, duplicate=True)
@@ -221,20 +250,99 @@ class MtlMapper:
         if parent_id is None:
             self.unjoined += 1
             parent_id = f"msgid:{original}"
-        ndr = any(status.startswith("5") for status in row.values("recipient-status"))
+        ndr = any(status.startswith("5") for status in row.statuses())
         return [ev.SideEffectGenerated(**header, side_effect=ev.SideEffectKind.NDR if ndr else ev.SideEffectKind.DSN,
                                        parent=MessageRef(original, parent_id))]
 
     def _fail(self, row: Row) -> list[ev.Event]:
-        _, _, header = self._on_primary(row, "server-hostname")
-        return [ev.MessageExpired(**header, reason=row.get("recipient-status") or "FAIL in message tracking")]
+        _, ref, header = self._on_primary(row, "server-hostname")
+        status = row.get("recipient-status")
+        if row.get("source").upper() == "QUEUE" or "4.4.7" in status or "queue.expired" in status.lower():
+            return [ev.MessageExpired(**header, reason=status or "FAIL (queue expiry) in message tracking")]
+        return self._failed_fork(header, self._recipient_statuses(row), "FAIL")
 
     def _defer(self, row: Row) -> list[ev.Event]:
         # The next hop that refused is not in the line (server-hostname is the local server): "".
         _, _, header = self._on_primary(row, "server-hostname")
-        return [ev.DeliveryDeferred(**header, next_hop="", recipients=row.values("recipient-address"),
-                                    smtp_response=row.get("recipient-status") or "DEFER in message tracking")]
+        pairs = self._recipient_statuses(row)
+        statuses = {s for _, s in pairs}
+        response = (next(iter(statuses)) if len(statuses) == 1
+                    else "; ".join(f"{r}: {s}" for r, s in pairs if s))
+        return [ev.DeliveryDeferred(**header, next_hop="", recipients=tuple(r for r, _ in pairs),
+                                    smtp_response=response or "DEFER in message tracking")]
+
+    def _recipient_statuses(self, row: Row) -> list[tuple[str, str]]:
+        """Each listed recipient with its status, paired in order (one status for all when only one is given)."""
+        recipients, statuses = row.values("recipient-address"), row.statuses()
+        if len(statuses) == len(recipients):
+            return list(zip(recipients, statuses))
+        if len(statuses) <= 1:
+            return [(r, statuses[0] if statuses else "") for r in recipients]
+        raise Unmappable(f"{row.get('event-id')}: {len(statuses)} recipient-status values for"
+                         f" {len(recipients)} recipients")
+
+    def _failed_fork(self, header: dict, failed: list[tuple[str, str]], what: str) -> list[ev.Event]:
+        """Recipients that failed for good: a fork of their own, deferred then expired."""
+        if not failed:
+            return []
+        ref = header["message"]
+        fork = f"failed-{self._line_id.removeprefix('mtl-')[:12]}"
+        header = dict(header, message=dataclasses.replace(ref, fork_id=fork))
+        recipients = tuple(r for r, _ in failed)
+        text = "; ".join(f"{r}: {s}" if s else r for r, s in failed)
+        return [ev.DeliveryDeferred(**header, next_hop="", recipients=recipients, smtp_response=text),
+                ev.MessageExpired(**header, reason=f"delivery failed for good ({what}) for {text}")]
+
+    def _sendexternal(self, row: Row) -> list[ev.Event]:
+        events = self._send(row)
+        return [dataclasses.replace(e, outside_boundary=True) if isinstance(e, ev.SentToNextHop) else e
+                for e in events]
+
+def _failure(status: str) -> bool:
+    return status[:1] in ("4", "5")
 
 
 HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT", "SEND",
-                     "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"})
+                     "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"})
+
+# Documented event ids that make no event, and why (the table in EXCHANGE_LOGS.md).
+IGNORED = {
+    "AGENTINFO": "an agent's note about the message, not a hand-off",
+    "BADMAIL": "a Pickup/Replay file that was never queued: no copy to track",
+    "CLIENTSUBMISSION": "a client's submission before the Transport service's RECEIVE",
+    "DROP": "dropped without an NDR before the twin saw it queued (no RECEIVE follows)",
+    "DUPLICATEEXPAND": "a recipient duplicated by group expansion: recipients, not copies",
+    "DUPLICATEREDIRECT": "a recipient duplicated by a redirect: recipients, not copies",
+    "EXPAND": "a group expanded: recipients, not copies",
+    "INITMESSAGECREATED": "moderation: a message copy created for approval",
+    "LOAD": "a message loaded at boot: restart reporting is not implemented (EXCHANGE_LOGS.md)",
+    "MODERATIONEXPIRE": "moderation decision, not transport",
+    "MODERATORAPPROVE": "moderation decision, not transport",
+    "MODERATORREJECT": "moderation decision, not transport",
+    "MODERATORSALLNDR": "moderation decision, not transport",
+    "NOTIFYMAPI": "the store noticed a message in an Outbox: before submission",
+    "NOTIFYSHADOW": "a shadow copy is needed for an Outbox message: the copy itself is logged as HAREDIRECT",
+    "POISONMESSAGE": "poison queue bookkeeping; the message stays in the database",
+    "PROCESS": "processed by an agent; no hand-off",
+    "PROCESSMEETINGMESSAGE": "meeting message processing; no hand-off",
+    "REDIRECT": "a recipient redirected: recipients, not copies",
+    "RESOLVE": "a recipient address resolved: recipients, not copies",
+    "RESUBMITDEFER": "a Safety Net resubmission deferred: Safety Net redelivery is not modelled",
+    "RESUBMITFAIL": "a Safety Net resubmission failed: Safety Net redelivery is not modelled",
+    "SUBMIT": "the Mailbox Transport Submission service handed the message on: the Transport service's"
+              " RECEIVE is the receipt",
+    "SUBMITDEFER": "a submission deferred before the Transport service received the message",
+    "SUBMITFAIL": "a submission failed before the Transport service received the message",
+    "SUPPRESSED": "a duplicate suppressed before delivery",
+    "THROTTLE": "throttled; the message stays where it is",
+}
+
+# Logs of services other than the Transport service: the event ids they map, and why the rest do not.
+SERVICE_SKIPS = {
+    "MSGTRKMS": (frozenset(), "the Mailbox Transport Submission service's log; the message's receipt is the"
+                              " Transport service's RECEIVE in MSGTRK, with that service's internal id"),
+    "MSGTRKMD": (frozenset({"DELIVER", "DUPLICATEDELIVER"}),
+                 "the Mailbox Transport Delivery service's log: only its deliveries are used (its RECEIVE is the"
+                 " other side of the Transport service's SEND)"),
+    "MSGTRKMA": (frozenset(), "the moderated-transport approval log: moderation, not transport"),
+}

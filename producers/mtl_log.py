@@ -1,33 +1,86 @@
-"""Reading Exchange message-tracking log (MTL) files: header lines, then one CSV record per line.
+"""Reading Exchange message-tracking log (MTL) files: raw logs and `Get-MessageTrackingLog | Export-Csv` files.
 
-    reader = MtlReader()
-    for number, raw in enumerate(lines, start=1):
+    reader = MtlReader(Path("MSGTRKMD20261122-1.LOG"))
+    for number, raw in enumerate(lines, start=1):   # lines as UTF-8 bytes (log_tail transcodes UTF-16)
         item = reader.line(raw)        # a Row, a BadLine (why it cannot be read), or None (header, blank)
 
-The format (MSGTRK*.LOG): `#Software`, `#Version`, `#Log-type`, `#Date` and `#Fields:` header
+Raw logs (MSGTRK*.LOG / *.log): `#Software`, `#Version`, `#Log-type`, `#Date` and `#Fields:` header
 lines, then comma-separated values in the order `#Fields:` names them; a value with a comma
 or a quote is quoted, a quote inside it doubled; multi-valued fields (recipients, statuses)
 separate their values with `;`. A record is one line: a quote left open at the end of the
 line is an error, not a continuation. The reader keeps the current `#Fields:` per file, so
 a file that is truncated or replaced starts over with its new header (`reset()`).
+
+Export-Csv files: an optional `#TYPE ...` line, then a header of quoted property names
+(`"Timestamp","ClientIp",...,"EventId",...`), then quoted records. The property names are
+mapped to the log's field names (`EXPORT_COLUMNS`), so the mapper sees one kind of row.
+`Timestamp` is ISO-8601, or the en-US text PowerShell writes (`11/22/2026 2:00:00 AM`), read
+as UTC (EXCHANGE_LOGS.md: export on a UTC machine or as ISO). A multi-valued property exported
+without `-join` (`System.String[]`) is a bad line.
+
+Which transport service logged a raw file is in its name (`service_of`): MSGTRK (Transport),
+MSGTRKMS (Mailbox Transport Submission), MSGTRKMD (Mailbox Transport Delivery), MSGTRKMA
+(moderation approval); an Export-Csv file or another name is "" (unknown). Each Row carries it.
 """
 
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 BOM = b"\xef\xbb\xbf"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_SERVICE = re.compile(r"^(MSGTRK(?:MS|MD|MA)?)\d", re.IGNORECASE)
+# A status starts with an SMTP reply code (`550 5.1.1 ...`, `250 2.0.0`) or an enhanced code alone;
+# what follows a `;` and does not start so belongs to the status before it (`...QUEUE.Expired;[{LRT}=...]`).
+_STATUS_START = re.compile(r"^\s*(?:[245]\d\d(?:[ -]|$)|[245]\.\d{1,3}\.\d{1,3}\b)")
+_US_TIME_FORMATS = ("%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M %p", "%m/%d/%Y %H:%M")
+
+# Get-MessageTrackingLog's property names -> the raw log's field names.
+EXPORT_COLUMNS = {
+    "timestamp": "date-time", "clientip": "client-ip", "clienthostname": "client-hostname",
+    "serverip": "server-ip", "serverhostname": "server-hostname", "sourcecontext": "source-context",
+    "connectorid": "connector-id", "source": "source", "eventid": "event-id",
+    "internalmessageid": "internal-message-id", "messageid": "message-id",
+    "networkmessageid": "network-message-id", "recipients": "recipient-address",
+    "recipientstatus": "recipient-status", "totalbytes": "total-bytes", "recipientcount": "recipient-count",
+    "relatedrecipientaddress": "related-recipient-address", "reference": "reference",
+    "messagesubject": "message-subject", "sender": "sender-address", "returnpath": "return-path",
+    "messageinfo": "message-info", "directionality": "directionality", "tenantid": "tenant-id",
+    "originalclientip": "original-client-ip", "originalserverip": "original-server-ip",
+    "eventdata": "custom-data",
+}
+_MULTI_VALUED = ("recipient-address", "recipient-status", "reference", "related-recipient-address")
+
+
+def service_of(path: Path | str | None) -> str:
+    """`MSGTRKMD20261122-1.LOG` -> `MSGTRKMD`; "" for a name that is not a raw log's."""
+    match = _SERVICE.match(Path(path).name) if path is not None else None
+    return match.group(1).upper() if match else ""
+
+
+def split_statuses(text: str) -> tuple[str, ...]:
+    """`recipient-status` values: split on `;`, but a piece that does not start a status is part of the previous one."""
+    statuses: list[str] = []
+    for piece in text.split(";"):
+        if statuses and not _STATUS_START.match(piece):
+            statuses[-1] += ";" + piece
+        elif piece.strip():
+            statuses.append(piece)
+    return tuple(s.strip() for s in statuses if s.strip())
 
 
 @dataclass(frozen=True)
 class Row:
-    """One readable record: its fields by header name, and its time in milliseconds UTC."""
+    """One readable record: its fields by log field name, its time in milliseconds UTC, and the
+    service whose log it came from (`service_of`, "" when unknown)."""
 
     fields: dict[str, str]
     time_ms: int
+    service: str = ""
 
     def get(self, name: str) -> str:
         return self.fields.get(name, "").strip()
@@ -36,6 +89,9 @@ class Row:
         """A multi-valued field's values (`a@x;b@y`), empty ones left out."""
         return tuple(v.strip() for v in self.get(name).split(";") if v.strip())
 
+    def statuses(self) -> tuple[str, ...]:
+        return split_statuses(self.get("recipient-status"))
+
 
 @dataclass(frozen=True)
 class BadLine:
@@ -43,14 +99,16 @@ class BadLine:
 
 
 class MtlReader:
-    """Turns the lines of one file, in order, into rows; remembers the file's `#Fields:` header."""
+    """Turns the lines of one file, in order, into rows; remembers the file's header."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | str | None = None) -> None:
+        self.service = service_of(path)
         self.fields: tuple[str, ...] | None = None
+        self.exported = False  # an Export-Csv file (quoted header of property names)
 
     def reset(self) -> None:
         """The file starts over (truncated or replaced): its header comes again."""
-        self.fields = None
+        self.fields, self.exported = None, False
 
     def line(self, raw: bytes) -> Row | BadLine | None:
         raw = raw.removeprefix(BOM).rstrip(b"\r\n")
@@ -62,30 +120,60 @@ class MtlReader:
             return None
         if text.startswith("#"):
             if text.startswith("#Fields:"):
-                self.fields = tuple(name.strip() for name in text[len("#Fields:"):].split(","))
+                self.fields, self.exported = tuple(name.strip() for name in text[len("#Fields:"):].split(",")), False
             return None
+        if self.fields is None and text.startswith('"'):
+            header = self._export_header(text)
+            if header is not None:
+                self.fields, self.exported = header, True
+                return None
         if self.fields is None:
-            return BadLine("no #Fields: header line before this record")
+            return BadLine("no #Fields: header line (or Export-Csv header) before this record")
         try:
             values = next(csv.reader([text], strict=True))
         except csv.Error as exc:
             return BadLine(f"not a CSV record ({exc}; an unterminated quote?)")
         if len(values) != len(self.fields):
-            return BadLine(f"{len(values)} fields where the #Fields: header names {len(self.fields)}")
+            return BadLine(f"{len(values)} fields where the header names {len(self.fields)}")
         fields = dict(zip(self.fields, values))
+        if self.exported:
+            arrays = [name for name in _MULTI_VALUED if fields.get(name, "").startswith("System.")]
+            if arrays:
+                return BadLine(f"{', '.join(arrays)} exported as {fields[arrays[0]]!r}: export multi-valued"
+                               " properties joined with ';' (see producers/EXCHANGE_LOGS.md)")
         stamp = fields.get("date-time", "").strip()
         time_ms = parse_time(stamp)
         if time_ms is None:
             return BadLine(f"date-time {stamp!r} is not a valid ISO-8601 time")
-        return Row(fields, time_ms)
+        return Row(fields, time_ms, "" if self.exported else self.service)
+
+    @staticmethod
+    def _export_header(text: str) -> tuple[str, ...] | None:
+        try:
+            names = next(csv.reader([text], strict=True))
+        except csv.Error:
+            return None
+        keys = [name.strip().lower() for name in names]
+        if "timestamp" not in keys or "eventid" not in keys:
+            return None
+        return tuple(EXPORT_COLUMNS.get(key, key) for key in keys)
 
 
 def parse_time(text: str) -> int | None:
-    """Milliseconds since the epoch of an ISO-8601 time (`2026-11-22T02:00:00.750Z`); UTC when it names no zone."""
+    """Milliseconds since the epoch of an ISO-8601 time (`2026-11-22T02:00:00.750Z`), or of the en-US
+    text Export-Csv writes (`11/22/2026 2:00:00 AM`); UTC when it names no zone."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        return None
+        moment = None
+        for layout in _US_TIME_FORMATS:
+            try:
+                moment = datetime.strptime(text, layout)
+                break
+            except ValueError:
+                continue
+        if moment is None:
+            return None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return (moment - _EPOCH) // timedelta(milliseconds=1)

@@ -12,7 +12,7 @@ from schemas import events as ev
 DATA = Path(__file__).parent / "data"
 EX01 = DATA / "EX01" / "MSGTRK20261122-1.LOG"
 EX02 = DATA / "EX02" / "MSGTRK20261122-1.LOG"
-GARBLED = {16: "10 fields where the #Fields: header names 27",
+GARBLED = {16: "10 fields where the header names 27",
            20: "date-time '2026-11-31T02:00:05.500Z' is not a valid ISO-8601 time",
            24: "not a CSV record (unexpected end of data; an unterminated quote?)"}
 
@@ -52,7 +52,7 @@ def test_the_reader_takes_fields_from_the_header_and_unquotes_values():
 
 def test_a_record_before_any_fields_header_and_bad_bytes_are_bad_lines():
     reader = MtlReader()
-    assert reader.line(b"2026-11-22T02:00:00Z,x") == BadLine("no #Fields: header line before this record")
+    assert reader.line(b"2026-11-22T02:00:00Z,x") == BadLine("no #Fields: header line (or Export-Csv header) before this record")
     assert reader.line(b"#Fields: date-time,event-id\r\n") is None
     assert isinstance(reader.line(b"2026-11-22T02:00:00Z,RECEIVE"), Row)
     assert reader.line(b"2026-11-22T02:00:00Z,\xff").reason.startswith("not UTF-8 text")
@@ -78,8 +78,8 @@ def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files()
                              "ShadowCopyFailed": 1, "ShadowCopyStored": 4, "SentToNextHop": 5,
                              "NextHopAcknowledged": 4, "DeliveredToMailbox": 2, "MessageExpired": 1,
                              "SideEffectGenerated": 1, "ShadowDiscarded": 2, "ShadowPromoted": 1,
-                             "DeliveryDeferred": 1}
-    assert counts.skipped == {"event-id AGENTINFO is not one the twin uses": 1,
+                             "DeliveryDeferred": 2}  # one DEFER, and the FAIL's failed fork
+    assert counts.skipped == {"event-id AGENTINFO: an agent's note about the message, not a hand-off": 1,
                               "RESUBMIT from SAFETYNET (Safety Net): not a promotion": 1}
     assert counts.lines == 31 and counts.dead_letters == 3 and counts.unjoined == 1
 
@@ -106,8 +106,12 @@ def test_each_event_id_becomes_its_contract_event():
     dsn = by_kind["SideEffectGenerated"][0]
     assert dsn.side_effect is ev.SideEffectKind.NDR and dsn.message.internal_id == "9006"
     assert dsn.parent == ev.MessageRef("<m3@fabrikam.com>", "9004")
-    assert by_kind["MessageExpired"][0].reason.startswith("550 5.1.1")
-    deferred = by_kind["DeliveryDeferred"][0]
+    # A 550 5.1.1 FAIL is about its recipient: a fork of its own failed for good, not the message expired.
+    failed_fork, deferred = by_kind["DeliveryDeferred"][1], by_kind["DeliveryDeferred"][0]
+    expired = by_kind["MessageExpired"][0]
+    assert expired.message.fork_id == failed_fork.message.fork_id and expired.message.fork_id.startswith("failed-")
+    assert failed_fork.recipients == ("gina@contoso.com",)
+    assert expired.reason == "delivery failed for good (FAIL) for gina@contoso.com: 550 5.1.1 RESOLVER.ADR.RecipNotFound"
     assert (deferred.node, deferred.primary_server, deferred.next_hop, deferred.recipients) == (
         "ex01", "ex01", "", ("erin@contoso.com",))
     assert deferred.smtp_response == "451 4.4.0 Primary target IP address responded with 421"
@@ -146,7 +150,9 @@ def test_without_its_primarys_lines_a_shadow_line_is_unjoined_and_lines_lacking_
         assert "client-hostname is empty" in str(exc)
     else:
         raise AssertionError("a HADISCARD naming no primary must not map")
-    assert mapper.map(Row({"event-id": "EXPAND"}, 0), "x") == Skip("event-id EXPAND is not one the twin uses")
+    assert mapper.map(Row({"event-id": "EXPAND"}, 0), "x") == Skip(
+        "event-id EXPAND: a group expanded: recipients, not copies")
+    assert mapper.map(Row({"event-id": "NOSUCH"}, 0), "x") == Skip("event-id NOSUCH is not one the twin uses")
     assert server("EX01.contoso.com") == "ex01" and server("10.0.0.1") == "10.0.0.1"
 
 

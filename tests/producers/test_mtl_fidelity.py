@@ -1,0 +1,224 @@
+"""The adapter against the documented format: per-recipient statuses, the four log prefixes,
+every event id of the table in EXCHANGE_LOGS.md, `.LOG`/`.log`, and Export-Csv in each encoding."""
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from producers.log_tail import LogTail
+from producers.mtl_events import IGNORED, SERVICE_SKIPS, MtlMapper, Skip
+from producers.mtl_ingest import ingest
+from producers.mtl_log import EXPORT_COLUMNS, MtlReader, Row, service_of, split_statuses
+from schemas import events as ev
+from state.replay import replay
+from tests.producers.test_mtl import ListSink
+
+FIELDS = ("date-time,client-ip,client-hostname,server-ip,server-hostname,source-context,connector-id,source,"
+          "event-id,internal-message-id,message-id,network-message-id,recipient-address,recipient-status,"
+          "total-bytes,recipient-count,related-recipient-address,reference,message-subject,sender-address,"
+          "return-path,message-info,directionality,tenant-id,original-client-ip,original-server-ip,custom-data"
+          ).split(",")
+HEADER = ["#Software: Microsoft Exchange Server", "#Version: 15.02.1544.004", "#Log-type: Message Tracking Log",
+          "#Date: 2026-11-22T02:00:00.000Z", "#Fields: " + ",".join(FIELDS)]
+NMID = "a1b2c3d4-0101-4a5b-8c9d-000000000101"
+EXPORT_NAMES = {log: prop for prop, log in EXPORT_COLUMNS.items()}
+
+
+def record(time: str, event: str, **values: str) -> dict[str, str]:
+    row = {name: "" for name in FIELDS}
+    row.update({"date-time": f"2026-11-22T{time}Z", "event-id": event, "message-id": "<f1@fabrikam.com>",
+                "network-message-id": NMID, "directionality": "Incoming"})
+    row.update({name.replace("_", "-"): value for name, value in values.items()})
+    return row
+
+
+def raw_log(path: Path, records: list[dict[str, str]]) -> Path:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    for r in records:
+        writer.writerow([r[name] for name in FIELDS])
+    path.write_bytes(("\r\n".join(HEADER) + "\r\n" + out.getvalue()).encode("utf-8"))
+    return path
+
+
+def export_csv(records: list[dict[str, str]]) -> str:
+    """What `Get-MessageTrackingLog | Select ... | Export-Csv -NoTypeInformation` writes (multi-valued joined)."""
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
+    writer.writerow([EXPORT_NAMES.get(name, name) for name in FIELDS])
+    for r in records:
+        writer.writerow([r[name] for name in FIELDS])
+    return "#TYPE Microsoft.Exchange.Management.TransportLogSearchTasks.MessageTrackingEvent\r\n" + out.getvalue()
+
+
+def run(*paths):
+    sink = ListSink()
+    counts = ingest([str(p) for p in paths], sink)
+    return sink, counts
+
+
+RECEIVED = record("02:00:00.000", "RECEIVE", client_hostname="mail.fabrikam.com", server_hostname="EX01",
+                  source="SMTP", internal_message_id="500", recipient_address="ann@contoso.com;bob@contoso.com",
+                  total_bytes="100")
+SHADOWED = [record("02:00:00.100", "HAREDIRECT", client_hostname="EX01", server_hostname="EX02",
+                   source="REDUNDANCY", internal_message_id="500"),
+            record("02:00:00.090", "HARECEIVE", client_hostname="EX01", server_hostname="EX02",
+                   source="REDUNDANCY", internal_message_id="77")]
+
+
+def test_a_fail_for_one_recipient_of_two_concerns_that_recipient_and_the_message_completes(tmp_path):
+    lines = [RECEIVED, *SHADOWED,
+             record("02:00:01.000", "FAIL", server_hostname="EX01", source="SMTP", internal_message_id="500",
+                    recipient_address="bob@contoso.com", recipient_status="550 5.1.1 RESOLVER.ADR.RecipNotFound"),
+             record("02:00:02.000", "SEND", client_hostname="EX01", server_hostname="EX03", source="SMTP",
+                    connector_id="Intra-Organization SMTP Send Connector", internal_message_id="500",
+                    recipient_address="ann@contoso.com", recipient_status="250 2.1.5 Recipient OK"),
+             record("02:00:03.000", "HADISCARD", client_hostname="EX01", server_hostname="EX02",
+                    source="REDUNDANCY", internal_message_id="77")]
+    events = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", lines))[0].events
+    expired = [e for e in events if isinstance(e, ev.MessageExpired)]
+    assert len(expired) == 1 and expired[0].message.fork_id.startswith("failed-")
+    assert "bob@contoso.com: 550 5.1.1" in expired[0].reason
+    result = replay(events)
+    assert not [a for a in result.alerts if a.type is ev.AlertType.MESSAGE_EXPIRED]
+    assert [o.result for o in result.outcomes] == ["delivered"]
+    assert result.settles("ex01")
+
+
+def test_only_a_queue_expiry_expires_the_message_and_a_status_with_a_semicolon_stays_whole(tmp_path):
+    status = "550 4.4.7 QUEUE.Expired;message expired in queue, [{LRT}=4/21/2026 2:00:00 AM;{LED}=451 4.4.0]"
+    lines = [RECEIVED, *SHADOWED,
+             record("04:00:00.000", "FAIL", server_hostname="EX01", source="QUEUE", internal_message_id="500",
+                    recipient_address="ann@contoso.com;bob@contoso.com", recipient_status=f"{status};{status}")]
+    events = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", lines))[0].events
+    expired = [e for e in events if isinstance(e, ev.MessageExpired)]
+    assert [(e.message.fork_id, e.reason) for e in expired] == [(None, f"{status};{status}")]
+    assert split_statuses(f"{status};{status}") == (status, status)
+    assert split_statuses("250 2.1.5 OK;550 5.1.1 Unknown;[{LRT}=x];452 4.2.2 Full") == (
+        "250 2.1.5 OK", "550 5.1.1 Unknown;[{LRT}=x]", "452 4.2.2 Full")
+
+
+def test_defer_and_deliver_pair_each_recipient_with_its_own_status(tmp_path):
+    lines = [RECEIVED, *SHADOWED,
+             record("02:00:01.000", "DEFER", server_hostname="EX01", source="SMTP", internal_message_id="500",
+                    recipient_address="ann@contoso.com;bob@contoso.com",
+                    recipient_status="451 4.4.0 DNS query failed;[{FQDN}=x];452 4.2.2 Mailbox full"),
+             record("02:00:02.000", "DELIVER", client_hostname="EX01", server_hostname="EX03",
+                    source="STOREDRIVER", internal_message_id="9", recipient_address="ann@contoso.com;bob@contoso.com",
+                    recipient_status="250 2.0.0 OK;550 5.2.2 Mailbox full")]
+    events = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", lines))[0].events
+    deferred = [e for e in events if isinstance(e, ev.DeliveryDeferred)][0]
+    assert deferred.recipients == ("ann@contoso.com", "bob@contoso.com")
+    assert deferred.smtp_response == ("ann@contoso.com: 451 4.4.0 DNS query failed;[{FQDN}=x];"
+                                      " bob@contoso.com: 452 4.2.2 Mailbox full")
+    delivered = [e for e in events if isinstance(e, ev.DeliveredToMailbox)]
+    assert [(d.recipients, d.message.internal_id) for d in delivered] == [(("ann@contoso.com",), "500")]
+    failed = [e for e in events if isinstance(e, ev.MessageExpired)]
+    assert len(failed) == 1 and "bob@contoso.com: 550 5.2.2" in failed[0].reason
+    three = record("02:00:01.000", "DEFER", server_hostname="EX01", internal_message_id="500",
+                   recipient_address="a@x;b@x;c@x", recipient_status="451 4.4.0 a;451 4.4.0 b")
+    sink, counts = run(raw_log(tmp_path / "MSGTRK20261123-1.LOG", [RECEIVED, three]))
+    assert [d.reason for d in sink.dead_letters] == ["DEFER: 2 recipient-status values for 3 recipients"]
+
+
+def test_the_four_log_prefixes_make_one_receipt_and_the_delivery_names_the_transport_services_id(tmp_path):
+    folder = tmp_path / "MessageTracking"
+    folder.mkdir()
+    submission = [record("01:59:59.900", "RECEIVE", server_hostname="EX01", source="STOREDRIVER",
+                         internal_message_id="31", recipient_address="ann@contoso.com;bob@contoso.com"),
+                  record("01:59:59.950", "SUBMIT", server_hostname="EX01", source="STOREDRIVER",
+                         internal_message_id="31")]
+    delivery = [record("02:00:01.900", "RECEIVE", client_hostname="EX01", server_hostname="EX03", source="SMTP",
+                       internal_message_id="41", recipient_address="ann@contoso.com;bob@contoso.com"),
+                record("02:00:02.000", "DELIVER", client_hostname="EX01", server_hostname="EX03",
+                       source="STOREDRIVER", internal_message_id="41",
+                       recipient_address="ann@contoso.com;bob@contoso.com")]
+    approval = [record("02:00:00.500", "AGENTINFO", server_hostname="EX01", source="AGENT", internal_message_id="51")]
+    raw_log(folder / "MSGTRK20261122-1.LOG", [RECEIVED, *SHADOWED[:1]])
+    raw_log(folder / "MSGTRKMS20261122-1.LOG", submission)
+    raw_log(folder / "MSGTRKMD20261122-1.log", delivery)  # Microsoft's documents write .log
+    raw_log(folder / "MSGTRKMA20261122-1.LOG", approval)
+    raw_log(tmp_path / "MSGTRK20261122-1.LOG", [RECEIVED])  # not in the folder: not read
+    sink, counts = run(folder)
+    kinds = [(e.kind, e.node, e.message.internal_id) for e in sink.events]
+    assert kinds == [("MessageReceived", "ex01", "500"), ("ShadowCopyRequested", "ex01", "500"),
+                     ("ShadowCopyAcknowledged", "ex01", "500"), ("DeliveredToMailbox", "ex01", "500")]
+    assert sum(counts.skipped.values()) == 4 and counts.dead_letters == 0
+    assert {service_of(p) for p in ("MSGTRK20261122-1.LOG", "msgtrkms20261122-1.log", "MSGTRKMD2026-1.log",
+                                    "MSGTRKMA20261122-1.LOG", "export.csv")} == {"MSGTRK", "MSGTRKMS", "MSGTRKMD",
+                                                                                 "MSGTRKMA", ""}
+    globbed = LogTail([str(folder / "msgtrk*.LOG")], follow=False, new_reader=MtlReader)
+    try:
+        assert len({line.path for line in globbed.poll()}) == 4  # case ignored
+    finally:
+        globbed.close()
+
+
+def test_an_export_without_file_names_keeps_one_receipt_per_server_and_message(tmp_path):
+    both = [record("01:59:59.900", "RECEIVE", server_hostname="EX01", source="STOREDRIVER",
+                   internal_message_id="31", recipient_address="ann@contoso.com;bob@contoso.com"),
+            RECEIVED, *SHADOWED[:1],
+            record("02:00:01.000", "SEND", client_hostname="EX01", server_hostname="EX03", source="SMTP",
+                   internal_message_id="500", recipient_address="ann@contoso.com;bob@contoso.com")]
+    path = tmp_path / "tracking.csv"
+    path.write_text(export_csv(both), encoding="utf-8")
+    sink, counts = run(path)
+    assert [e.kind for e in sink.events].count("MessageReceived") == 1
+    assert {e.message.internal_id for e in sink.events} == {"31"}  # the later lines take the first receipt's id
+    assert counts.skipped == {"a second RECEIVE of the message on the same server (another transport service's"
+                              " log): one message, one receipt": 1}
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-be-bom"])
+def test_export_csv_in_each_encoding_reads_as_the_raw_log_does(tmp_path, encoding):
+    lines = [RECEIVED, *SHADOWED,
+             record("02:00:01.000", "SEND", client_hostname="EX01.contoso.com", server_hostname="mx.fabrikam.com",
+                    source="SMTP", internal_message_id="500", recipient_address="ann@contoso.com;bob@contoso.com",
+                    message_subject='Réunion, "ünïcode" ✓')]
+    raw = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", lines))[0].events
+    text = export_csv(lines)
+    data = (b"\xfe\xff" + text.encode("utf-16-be")) if encoding == "utf-16-be-bom" else text.encode(encoding)
+    if encoding == "utf-16":
+        assert data[:2] == b"\xff\xfe"  # what Export-Csv -Encoding Unicode writes on Windows
+    path = tmp_path / "tracking.csv"
+    path.write_bytes(data)
+    sink, counts = run(path)
+    strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
+    assert counts.dead_letters == 0 and strip(sink.events) == strip(raw)
+    ends = [line.end for line in LogTail([str(path)], follow=False, new_reader=MtlReader).poll()]
+    assert ends[-1] == len(data) and len(ends) == len(lines) + 2  # offsets in the file's own bytes
+
+
+def test_export_csv_with_unjoined_arrays_or_local_us_times_is_read_or_refused_clearly(tmp_path):
+    lines = [dict(RECEIVED, **{"recipient-address": "System.String[]"}),
+             dict(RECEIVED, **{"date-time": "11/22/2026 2:00:00 AM", "internal-message-id": "600",
+                               "network-message-id": "other"})]
+    path = tmp_path / "tracking.csv"
+    path.write_text(export_csv(lines), encoding="utf-8-sig")
+    sink, _ = run(path)
+    assert [d.reason for d in sink.dead_letters] == [
+        "recipient-address exported as 'System.String[]': export multi-valued properties joined with ';'"
+        " (see producers/EXCHANGE_LOGS.md)"]
+    assert [e.event_time_ms for e in sink.events] == [1795312800000]
+
+
+def test_every_documented_event_id_is_mapped_or_ignored_with_its_reason():
+    mapper = MtlMapper()
+    for event_id, reason in IGNORED.items():
+        assert mapper.map(Row({"event-id": event_id}, 0), "x") == Skip(f"event-id {event_id}: {reason}")
+    for service, (kept, reason) in SERVICE_SKIPS.items():
+        assert mapper.map(Row({"event-id": "RECEIVE"}, 0, service), "x") == Skip(f"RECEIVE in {service}: {reason}")
+    resubmit = Row(record("03:00:00", "RESUBMIT", server_hostname="EX02", client_hostname="EX01",
+                          source="SAFETYNET", internal_message_id="7"), 0)
+    assert mapper.map(resubmit, "x") == Skip("RESUBMIT from SAFETYNET (Safety Net): not a promotion")
+    external = Row(record("03:00:00", "SENDEXTERNAL", client_hostname="EX01", server_hostname="mx.fabrikam.com",
+                          source="SMTP", internal_message_id="8", connector_id="Intra-Organization"), 0)
+    sent = mapper.map(external, "x")
+    assert [(e.kind, getattr(e, "outside_boundary", None)) for e in sent] == [
+        ("SentToNextHop", True), ("NextHopAcknowledged", None)]
+    table = (Path(__file__).parents[2] / "producers" / "EXCHANGE_LOGS.md").read_text()
+    for event_id in [*IGNORED, "RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT",
+                     "SEND", "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"]:
+        assert f"| {event_id} |" in table, f"{event_id} is not in the mapping table"
