@@ -14,6 +14,7 @@ run: $(VENV)/.installed
 # stopped again at the end, whatever the outcome.
 test: $(VENV)/.installed
 	$(BIN)/shadowtwin jars fetch
+	scripts/chromium
 	docker/engine start
 	status=0; docker/build && $(BIN)/pytest || status=$$?; docker/engine stop; exit $$status
 

@@ -177,7 +177,8 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
     rng = random.Random(seed)
     suffix = uuid.uuid4().hex[:8]
     topics = TopicSettings(events=f"fuzz.events.{suffix}", alerts=f"fuzz.alerts.{suffix}",
-                           commands=f"fuzz.commands.{suffix}", dead_letters=f"fuzz.dead.{suffix}")
+                           commands=f"fuzz.commands.{suffix}", dead_letters=f"fuzz.dead.{suffix}",
+                           state=f"fuzz.state.{suffix}")
     settings = dataclasses.replace(
         settings, topics=topics, shadow_redundancy=dataclasses.replace(model_config_from(MODEL), servers=VALID_SERVERS),
         spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval("1 second")),

@@ -87,7 +87,8 @@ def main() -> None:
 def fresh_topics(bootstrap: str) -> TopicSettings:
     suffix = uuid.uuid4().hex[:8]
     topics = TopicSettings(events=f"bench.events.{suffix}", alerts=f"bench.alerts.{suffix}",
-                           commands=f"bench.commands.{suffix}", dead_letters=f"bench.dead.{suffix}")
+                           commands=f"bench.commands.{suffix}", dead_letters=f"bench.dead.{suffix}",
+                           state=f"bench.state.{suffix}")
     create_topics(bootstrap, topics)
     return topics
 

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, SparkInterval, at_least, build, env_overlay, matching, merge, more_than, one_of, port as port_number,
+    ConfigError, SparkInterval, allowed, at_least, build, env_overlay, matching, merge, more_than, one_of, port as port_number,
     positive_duration,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
@@ -61,6 +61,9 @@ class TopicSettings:
     commands_partitions: int = field(default=4, metadata=at_least(1))
     dead_letters_partitions: int = field(default=1, metadata=at_least(1))
     replication_factor: int = field(default=1, metadata=at_least(1))
+    # compacted: the latest summary per server and record per message in flight (state/summary.py)
+    state: str = field(default="shadowtwin.state", metadata=_TOPIC)
+    state_partitions: int = field(default=1, metadata=at_least(1))
 
     def partitions(self) -> dict[str, int]:
         """Topic name -> partition count, for every topic the twin uses."""
@@ -69,6 +72,7 @@ class TopicSettings:
             self.alerts: self.alerts_partitions,
             self.commands: self.commands_partitions,
             self.dead_letters: self.dead_letters_partitions,
+            self.state: self.state_partitions,
         }
 
 
@@ -126,6 +130,18 @@ class DemoSettings:
 
 
 @dataclass(frozen=True)
+class ViewSettings:
+    """The twin's HTTP server: Prometheus metrics at /metrics, the live topology page at / (streaming/views.py)."""
+
+    http_enabled: bool = True
+    http_host: str = "127.0.0.1"
+    http_port: int = field(default=9464, metadata=allowed("a port number from 0 (any free port) to 65535",
+                                                          lambda v: 0 <= v <= 65535))
+    page_refresh_seconds: int = field(default=2, metadata=at_least(1))
+    recent_alerts: int = field(default=20, metadata=at_least(0))
+
+
+@dataclass(frozen=True)
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
@@ -134,6 +150,7 @@ class Settings:
     twin: TwinSettings = field(default_factory=TwinSettings)
     demo: DemoSettings = field(default_factory=DemoSettings)
     shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)
+    views: ViewSettings = field(default_factory=ViewSettings)
 
 
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:

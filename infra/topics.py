@@ -1,4 +1,4 @@
-"""Creation of the twin's topics (events in; alerts, commands and dead letters out)."""
+"""Creation of the twin's topics (events in; alerts, commands, dead letters and state out)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float 
     missing = [name for name in wanted if name not in existing]
     # The broker stamps each event with its ingestion time: the twin's guard against node
     # clocks running ahead compares event time with it (streaming/twin.py).
-    configs = {topics.events: {"message.timestamp.type": "LogAppendTime"}}
+    configs = {topics.events: {"message.timestamp.type": "LogAppendTime"},
+               topics.state: {"cleanup.policy": "compact"}}  # latest record per key (state/summary.py)
     futures = admin.create_topics(
         [NewTopic(name, wanted[name], topics.replication_factor, config=configs.get(name, {})) for name in missing],
         operation_timeout=timeout,

@@ -279,6 +279,10 @@ def parser() -> argparse.ArgumentParser:
     from shadowtwin.lab_cmd import add_lab_parser
 
     add_lab_parser(commands)
+
+    from shadowtwin import where_cmd
+
+    where_cmd.add_parsers(commands)
     return top
 
 

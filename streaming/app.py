@@ -8,7 +8,8 @@ Everything the twin needs is started here and stopped here, in reverse order, an
 this object started is stopped: the embedded broker when no other broker answers at
 `kafka.bootstrap_servers`; the topics; the SparkSession (unless one is handed in, as the tests
 and the benchmark do); the query (`streaming.twin.start_query`); the clock ticks; the listener
-that prints one progress line per batch and raises LATE_EVENTS alerts. `twin run`, `demo`,
+that prints one progress line per batch and raises LATE_EVENTS alerts; the HTTP server of the
+metrics and the live page (`[views]`, streaming/http_views.py). `twin run`, `demo`,
 `lab up --twin`, the benchmarks and the tests all start the twin through this class, with
 settings as typed objects (`infra.settings.Settings`).
 """
@@ -66,6 +67,8 @@ class TwinApplication:
         self._broker: EmbeddedKafka | None = None
         self._ticker: Ticker | None = None
         self._alerts_out = None
+        self.views = None  # streaming.http_views.ViewServer, when it serves
+        self._feed = None
         self.stop_signal: Stop = Stop()
         self.restarts = 0
         self._batches_at_restart = 0
@@ -92,6 +95,8 @@ class TwinApplication:
                 self._ticker = Ticker(settings.kafka.bootstrap_servers, topics.events,
                                       settings.twin.tick_interval_seconds)
                 self._ticker.start()
+            if settings.views.http_enabled:
+                self._start_views()
         except BaseException:
             self.stop()
             raise
@@ -142,10 +147,36 @@ class TwinApplication:
             self._say(f"the twin's query could not start again: {str(exc).splitlines()[0][:300]}")
         self._batches_at_restart = self.progress.batches if self.progress else 0
 
+    def _start_views(self) -> None:
+        """The metrics and the live page (streaming/http_views.py), from the output topics and the progress."""
+        from streaming.http_views import ViewServer
+        from streaming.views import ViewFeed
+
+        views = self.settings.views
+        self._feed = ViewFeed(self.settings.kafka.bootstrap_servers, self.settings.topics, views.recent_alerts,
+                              self._say).start()
+        try:
+            self.views = ViewServer(views, self._feed, self._progress_figures).start()
+        except OSError as exc:  # a port in use: said, and the twin decides on without its views
+            self._say(f"metrics and live page not served: {views.http_host}:{views.http_port}:"
+                      f" {exc.strerror or exc}; the twin decides on without them")
+            return
+        self._say(f"live page at {self.views.url}, Prometheus metrics at {self.views.url}metrics")
+
+    def _progress_figures(self) -> tuple[dict | None, int, int, int]:
+        p = self.progress
+        return (p.last_progress, p.batches, p.input_rows_total, p.late_total) if p else (None, 0, 0, 0)
+
     def stop(self) -> None:
         """Stop what this object started, newest first; safe to call twice. Every part is stopped
         even when another part fails to (the Spark JVM may be going down already: a Ctrl-C or
         a SIGTERM sent to the whole process group reaches it too; the checkpoint keeps the work)."""
+        if self.views is not None:
+            self._quietly("the views' HTTP server", self.views.stop)
+            self.views = None
+        if self._feed is not None:
+            self._quietly("the views' reader", self._feed.stop)
+            self._feed = None
         if self._ticker is not None:
             self._quietly("the clock ticks", self._ticker.stop)
             self._ticker = None

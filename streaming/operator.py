@@ -43,6 +43,7 @@ from state import snapshot
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
+from streaming.state_rows import StateWatch
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
@@ -56,6 +57,7 @@ class OutputTopics:
     alerts: str
     commands: str
     dead_letters: str
+    state: str = ""  # the compacted state topic (streaming/state_rows.py); empty: no state rows
 
 
 def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: OutputTopics) -> pd.DataFrame:
@@ -134,8 +136,9 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
             model_holder.append(ShadowRedundancyModel(config))
         model = model_holder[0]
         state = snapshot.load(group.get[0]) if group.exists else model.new_state(primary)
-        output, letters = Output(), []
+        output, letters, decoded = Output(), [], []
         watermark = group.getCurrentWatermarkMs()
+        watch = StateWatch(state, model.next_deadline(state), watermark) if topics.state else None
         if watermark > 0:
             output.extend(model.on_time(state, watermark))
         if not group.hasTimedOut:
@@ -151,6 +154,9 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
             group.setTimeoutTimestamp(max(deadline, watermark, 1))
         if output.alerts or output.commands or letters:
             yield kafka_rows([*output.alerts, *output.commands, *letters], topics)
+        if watch is not None and (rows := watch.rows(state, [e for e, row in decoded if row.fact is None], output,
+                                                     topics.state)) is not None:
+            yield rows
 
     return step
 

@@ -51,6 +51,8 @@ class ProgressReporter(StreamingQueryListener):
         self._last_said = float("-inf")
         self.late_total = 0
         self.batches = 0
+        self.input_rows_total = 0
+        self.last_progress: dict | None = None  # for the metrics (streaming/metrics.py)
 
     def onQueryStarted(self, event) -> None:
         self._say(f"twin query started (id {event.id})")
@@ -60,6 +62,8 @@ class ProgressReporter(StreamingQueryListener):
         line, late = describe(progress)
         self.late_total += late
         self.batches += 1
+        self.input_rows_total += progress.get("numInputRows", 0)
+        self.last_progress = progress
         now = time.monotonic()
         if late or now - self._last_said >= self._every_s:
             self._last_said = now

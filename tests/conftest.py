@@ -26,7 +26,9 @@ CONTAINER_FIXTURES = {"shadowtwin_kafka", "shadowtwin_topics", "shadowtwin_twin"
 
 @pytest.fixture(scope="session")
 def settings() -> Settings:
-    return load_settings()
+    """The shipped settings; the twin's HTTP views on any free port (tests run side by side)."""
+    shipped = load_settings()
+    return dataclasses.replace(shipped, views=dataclasses.replace(shipped.views, http_port=0))
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +77,7 @@ def topics(kafka_bootstrap: str, request: pytest.FixtureRequest) -> TopicSetting
         alerts=f"test.alerts.{suffix}",
         commands=f"test.commands.{suffix}",
         dead_letters=f"test.dead-letters.{suffix}",
+        state=f"test.state.{suffix}",
         events_partitions=2,
         commands_partitions=2,
     )

@@ -36,7 +36,7 @@ def shadowtwin_topics(shadowtwin_kafka, request: pytest.FixtureRequest):
 
     suffix = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:40] + "-" + uuid.uuid4().hex[:8]
     topics = TopicSettings(events=f"events.{suffix}", alerts=f"alerts.{suffix}", commands=f"commands.{suffix}",
-                           dead_letters=f"dead-letters.{suffix}")
+                           dead_letters=f"dead-letters.{suffix}", state=f"state.{suffix}")
     return shadowtwin_kafka.create_topics(topics)
 
 

@@ -15,6 +15,7 @@ the events topic would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from typing import Iterable
 
@@ -26,9 +27,10 @@ from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.replay import ReplayResult
+from state.summary import TopologyView, message_where, server_summary
 from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, step_function
 
-TOPICS = OutputTopics("alerts", "commands", "dead-letters")
+TOPICS = OutputTopics("alerts", "commands", "dead-letters", "state")
 EVENTS_TOPIC = "events"
 
 
@@ -116,6 +118,7 @@ class OperatorHarness:
         self.commands: list[RedeliveryCommand] = []
         self.dead_letters: list[DeadLetter] = []
         self.late_rows = 0
+        self.view = TopologyView()
         self._offsets = itertools.count()
 
     def batch(self, rows: list[dict]) -> None:
@@ -173,7 +176,10 @@ class OperatorHarness:
             self.timeouts[key] = group.timeout_ms
         codec = default_codec()
         for frame in outputs:
-            for topic, value in zip(frame["topic"], frame["value"]):
+            for topic, key, value in zip(frame["topic"], frame["key"], frame["value"]):
+                if topic == TOPICS.state:  # as the compacted state topic holds it
+                    self.view.apply(key.decode(), None if value is None else json.loads(value))
+                    continue
                 record = codec.decode(value)
                 {TOPICS.alerts: self.alerts, TOPICS.commands: self.commands,
                  TOPICS.dead_letters: self.dead_letters}[topic].append(record)
@@ -210,4 +216,30 @@ def run_operator(events: Iterable[Event], config: ModelConfig | None = None, unt
     result.commands = sorted(harness.commands, key=lambda c: (c.decided_at_ms, c.command_id))
     result.states = {key: snapshot.load(value[0]) for key, value in harness.states.items() if key != DEAD_LETTER_GROUP}
     assert not harness.dead_letters, [d.reason for d in harness.dead_letters]
+    check_state_view(harness.view, result.states)
     return result
+
+
+# What the state rows must tell exactly; the event time and the facts' bookkeeping (last seen,
+# pending deadlines) move on in calls that change nothing an operator reads, and are not rewritten then.
+SUMMARY_CONTENT = ("dag", "ad_site", "queue_db_id", "messages_in_flight", "queue", "shadow_copies_by_holder",
+                   "not_redundant", "at_risk", "promoted", "promoted_by_holder", "expected_duplicates", "pairs")
+
+
+def check_state_view(view: TopologyView, states: dict) -> None:
+    """The state rows the operator wrote, folded as the compacted topic folds them, say what the
+    groups' final states say: each server's summary, and exactly the messages they hold."""
+    for primary, state in states.items():
+        expected = {k: v for k, v in server_summary(state).items() if k in SUMMARY_CONTENT}
+        published = view.servers.get(primary)
+        if published is None:
+            assert not (state.messages or state.pairs or state.promoted), f"{primary}: no summary published"
+            continue
+        assert {k: v for k, v in published.items() if k in SUMMARY_CONTENT} == expected, primary
+        held = set(state.messages) | set(state.promoted)
+        listed = {r["internal_id"]: r for r in view.messages.values() if r["primary"] == primary}
+        assert set(listed) == held, f"{primary}: published {sorted(listed)}, holds {sorted(held)}"
+        for internal_id, record in listed.items():
+            where = message_where(state, internal_id)
+            assert {k: v for k, v in record.items() if k not in ("event_time_ms", "deadlines")} == \
+                {k: v for k, v in where.items() if k not in ("event_time_ms", "deadlines")}, internal_id

@@ -1,0 +1,134 @@
+"""`shadowtwin where MESSAGE_ID` and `shadowtwin server NAME`: the running twin's state, asked from
+the command line, like Queue Viewer's Get-Message and Get-Queue.
+
+Both read the compacted state topic (streaming/state_rows.py) to its end, with no Spark: the
+latest record per message in flight and the latest summary per server, as of the event time
+each names. `--json` prints the records as they are. Nothing found: a line on stderr, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+
+from infra.broker import BrokerError
+from infra.settings import Settings
+from state.summary import TopologyView
+from streaming.views import read_state
+
+NOT_FOUND = 1
+
+
+def add_parsers(commands) -> None:
+    where = commands.add_parser(
+        "where", help="where a message is now: its primary, its shadow copy, forks, deadlines",
+        description="Read the twin's state topic and say where a message in transit is: which primary has it,"
+                    " which server holds its shadow copy, its forks and their status, and its pending deadlines"
+                    " (by Message-ID or internal id). A message the twin holds nothing of (delivered and released,"
+                    " or never seen) is said on stderr, exit status 1.")
+    where.add_argument("message", metavar="MESSAGE_ID", help="the Internet Message-ID (<...@...>) or internal id")
+    _reader_options(where, "one JSON object per line, as the state topic holds it", _where)
+    server = commands.add_parser(
+        "server", help="what a server holds: as primary, for others, and its heartbeat pairs",
+        description="Read the twin's state topic and say what a server holds as primary (its queue, messages not"
+                    " redundant, at risk, promoted), who holds shadow copies for it, whose copies it holds, its"
+                    " heartbeat pairs and their last contact, and its pending deadlines. An unknown server is said"
+                    " on stderr, exit status 1.")
+    server.add_argument("name", metavar="NAME", help="the server's name")
+    _reader_options(server, "one JSON object", _server)
+
+
+def _reader_options(parser: argparse.ArgumentParser, json_help: str, run) -> None:
+    parser.add_argument("--json", action="store_true", help=json_help)
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: from conf/)")
+    parser.set_defaults(run=run)
+
+
+def _view(settings: Settings, args: argparse.Namespace) -> TopologyView:
+    try:
+        return read_state(args.bootstrap or settings.kafka.bootstrap_servers, settings.topics.state)
+    except (LookupError, TimeoutError) as exc:  # no state topic, or one that cannot be read: exit 1
+        raise BrokerError(str(exc)) from None
+
+
+def _where(settings: Settings, args: argparse.Namespace) -> int:
+    records = _view(settings, args).where(args.message)
+    if not records:
+        print(f"{args.message}: the twin holds nothing of it (delivered and released, or never seen)", file=sys.stderr)
+        return NOT_FOUND
+    for record in records:
+        print(json.dumps(record, sort_keys=True) if args.json else describe_message(record))
+    return 0
+
+
+def _server(settings: Settings, args: argparse.Namespace) -> int:
+    answer = _view(settings, args).server(args.name)
+    if answer is None:
+        print(f"{args.name}: no such server in the twin's state (it has sent no event, or the twin is not running)",
+              file=sys.stderr)
+        return NOT_FOUND
+    print(json.dumps(answer, sort_keys=True) if args.json else describe_server(answer))
+    return 0
+
+
+def iso(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def describe_message(r: dict) -> str:
+    lines = [f"{r['message_id']} (internal id {r['internal_id']}) on primary {r['primary']}: {r['status']}"
+             f" (as of event time {iso(r['event_time_ms'])})"]
+    if "received_ms" in r:
+        lines.append(f"  received {iso(r['received_ms'])}, redundancy {r['redundancy']}"
+                     + (f", processed {iso(r['processed_ms'])}" if r["processed_ms"] is not None else ""))
+        shadow = r["shadow"]
+        lines.append("  shadow copy: " + (f"on {shadow['server']} ({'held' if shadow['held'] else 'not held'},"
+                                          f" {shadow['locality'].lower()} site)" if shadow else "none"))
+        for fork in r["forks"]:
+            lines.append(f"  fork {fork['fork']} -> {fork['next_hop']} ({', '.join(fork['recipients'])}):"
+                         f" {fork['status']}")
+        if r["side_effects_pending"]:
+            lines.append(f"  side effects pending: {', '.join(r['side_effects_pending'])}")
+    if "promoted" in r:
+        p = r["promoted"]
+        lines.append(f"  promoted: its shadow on {p['holder']} took it over at {iso(p['at_ms'])}")
+    for d in r["deadlines"]:
+        lines.append(f"  deadline {d['kind']} at {iso(d['at_ms'])}" + (f" (shadow {d['shadow']})" if "shadow" in d
+                                                                        else ""))
+    return "\n".join(lines)
+
+
+def describe_server(answer: dict) -> str:
+    name, s = answer["server"], answer["summary"]
+    lines = []
+    if s is None:
+        lines.append(f"{name}: no summary of its own (no event as a primary yet)")
+    else:
+        lines += [
+            f"{name}: DAG {s['dag'] or '-'}, site {s['ad_site'] or '-'}, mode {s['mode'] or '-'}, queue database"
+            f" {s['queue_db_id'] or '-'}, last event {iso(s['last_event_ms'])} (as of event time"
+            f" {iso(s['event_time_ms'])})",
+            f"  as primary: {s['messages_in_flight']} in flight, {s['queue']} in its queue, {s['not_redundant']} not"
+            f" redundant, {s['at_risk']} at risk, {s['promoted']} promoted, {s['expected_duplicates']} expected"
+            " duplicates",
+            "  shadow copies held for it: " + _counts(s["shadow_copies_by_holder"]),
+        ]
+        for p in s["pairs"]:
+            lines.append(f"  pair {p['shadow']} -> {name}: {p['held']} copies, last query {iso(p['last_query_ms'])},"
+                         f" last contact {iso(p['last_contact_ms'])}" + (" [silent]" if p["silent"] else "")
+                         + (f" [primary failed {iso(p['primary_failed_ms'])}]" if p["primary_failed_ms"] else ""))
+        for kind, d in s["pending_deadlines"].items():
+            lines.append(f"  deadlines {kind}: {d['count']}, next {iso(d['next_ms'])}")
+    lines.append("  it holds shadow copies for: " + _counts(answer["holds_shadow_copies_for"]))
+    for p in answer["shadow_pairs_towards"]:
+        lines.append(f"  pair {name} -> {p['primary']}: {p['held']} copies, last query {iso(p['last_query_ms'])},"
+                     f" last contact {iso(p['last_contact_ms'])}" + (" [silent]" if p["silent"] else ""))
+    return "\n".join(lines)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"

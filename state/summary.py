@@ -1,0 +1,189 @@
+"""What one group's state says to an operator: a server summary and per-message "where" records.
+
+Plain Python over a `PrimaryState` (state/records.py), used alike by the streaming twin (which
+publishes them to the compacted state topic), by `whatif` and by the tests:
+
+    server_summary(state)            # what the primary holds, who holds copies for it, its pairs, deadlines
+    message_where(state, id)         # where one message of the primary is (None: the twin holds nothing of it)
+    touched_messages(events, output) # the internal ids a call's events and decisions concern
+    TopologyView                     # the records folded back into answers: where is X, what does server Y hold
+
+Records are plain JSON-ready dicts keyed `server/<name>` and `message/<primary>/<internal id>`;
+a message the twin no longer holds gets `None` (a Kafka tombstone, so compaction forgets it:
+the topic holds no more than the state does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from schemas.events import Alert, DiscardQueryAnswered, Event, RedeliveryCommand, SideEffectGenerated
+from state.records import DeadlineKind, PrimaryState, Redundancy
+
+VERSION = 1
+SERVER_PREFIX, MESSAGE_PREFIX = "server/", "message/"
+# Accepted without a shadow copy, or its copy is gone: a crash of the primary loses it.
+_NOT_REDUNDANT = (Redundancy.NOT_REDUNDANT, Redundancy.LOST, Redundancy.DISABLED)
+_MESSAGE_DEADLINES = (DeadlineKind.ACK_DELAY, DeadlineKind.EXPIRE)
+_PAIR_DEADLINES = (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
+
+
+def server_key(server: str) -> str:
+    return SERVER_PREFIX + server
+
+
+def message_key(primary: str, internal_id: str) -> str:
+    return f"{MESSAGE_PREFIX}{primary}/{internal_id}"
+
+
+def server_summary(state: PrimaryState) -> dict:
+    """The primary's summary: its queue, the copies held for it per holder, messages not
+    redundant, at risk or promoted, expected duplicates, heartbeat pairs and pending deadlines."""
+    s = state
+    fact = s.nodes.get(s.primary)
+    # One pass over the messages and one over the deadlines: a group may hold 100,000 of each.
+    queue = not_redundant = at_risk = 0
+    held_by: Counter = Counter()
+    for m in s.messages.values():
+        if m.primary_done_ms is None:
+            queue += 1
+            if m.redundancy in _NOT_REDUNDANT:
+                not_redundant += 1
+        if m.at_risk:
+            at_risk += 1
+        if m.shadow_server is not None and m.redundancy is Redundancy.REDUNDANT:
+            held_by[m.shadow_server] += 1
+    counts: Counter = Counter()
+    earliest: dict[int, int] = {}
+    for (kind, _), at_ms in s.deadlines.due.items():
+        counts[kind] += 1
+        if at_ms < earliest.get(kind, at_ms + 1):
+            earliest[kind] = at_ms
+    pending = {DeadlineKind(k).name.lower(): {"count": n, "next_ms": earliest[k]} for k, n in counts.items()}
+    return {
+        "kind": "server", "version": VERSION, "server": s.primary, "event_time_ms": s.clock_ms,
+        "dag": fact.dag if fact else None, "ad_site": fact.ad_site if fact else None,
+        "mode": (s.mode or (fact.mode if fact else None)).value if (s.mode or fact) else None,
+        "queue_db_id": s.queue_db_id, "last_event_ms": s.primary_seen_ms,
+        "messages_in_flight": len(s.messages), "queue": queue,
+        "shadow_copies_by_holder": dict(sorted(held_by.items())),
+        "not_redundant": not_redundant, "at_risk": at_risk,
+        "promoted": len(s.promoted),
+        "promoted_by_holder": dict(sorted(Counter(r.holder for r in s.promoted.values()).items())),
+        # promoted copies the primary still has in the database it had then: it delivers them
+        # again if it comes back with that database
+        "expected_duplicates": sum(1 for r in s.promoted.values()
+                                   if r.primary_db_id is not None and r.primary_db_id == s.queue_db_id),
+        "pairs": [{"shadow": p.shadow, "held": len(p.held), "pending_discards": len(p.pending_discards),
+                   "last_contact_ms": p.last_contact_ms, "last_query_ms": p.last_query_ms,
+                   "primary_failed_ms": p.primary_failed_ms, "silent": p.silent_alerted or p.awaiting_shadow}
+                  for p in sorted(s.pairs.values(), key=lambda p: p.shadow)],
+        "last_seen_ms": dict(sorted(s.last_seen.items())),
+        "pending_deadlines": dict(sorted(pending.items())),
+    }
+
+
+def message_where(state: PrimaryState, internal_id: str) -> dict | None:
+    """Where one message of this primary is: its copies, forks, status and pending deadlines;
+    None when the twin holds nothing of it (delivered and released, or never seen)."""
+    s = state
+    m, promoted = s.messages.get(internal_id), s.promoted.get(internal_id)
+    if m is None and promoted is None:
+        return None
+    ref = m.ref if m is not None else promoted.ref
+    due = s.deadlines.due
+    record = {"kind": "message", "version": VERSION, "primary": s.primary, "message_id": ref.message_id,
+              "internal_id": internal_id, "event_time_ms": s.clock_ms}
+    deadlines = [{"kind": k.name.lower(), "at_ms": due[(k, internal_id)]} for k in _MESSAGE_DEADLINES
+                 if (k, internal_id) in due]
+    if m is not None:
+        status = ("at_risk" if m.at_risk else "in_queue" if m.primary_done_ms is None
+                  else "processed, shadow copy awaiting discard" if m.shadow_held else "processed")
+        record.update(
+            status=status, received_ms=m.received_ms, redundancy=m.redundancy.value, processed_ms=m.primary_done_ms,
+            recipients=[r.address for r in m.recipients],
+            shadow={"server": m.shadow_server, "held": m.shadow_held, "locality": m.shadow_locality.value}
+            if m.shadow_server is not None else None,
+            forks=[{"fork": key, "next_hop": f.next_hop, "recipients": list(f.recipients),
+                    "status": "acknowledged" if f.done else "pending"} for key, f in sorted(m.forks.items())],
+            side_effects_pending=sorted(m.side_effects),
+        )
+        if m.shadow_server is not None:
+            deadlines += [{"kind": k.name.lower(), "at_ms": due[(k, m.shadow_server)], "shadow": m.shadow_server}
+                          for k in _PAIR_DEADLINES if (k, m.shadow_server) in due]
+    else:
+        record.update(status="promoted")
+    if promoted is not None:
+        record["promoted"] = {"holder": promoted.holder, "at_ms": promoted.promoted_ms,
+                              "primary_db_id": promoted.primary_db_id}
+        if (DeadlineKind.FORGET_PROMOTED, internal_id) in due:
+            deadlines.append({"kind": "forget_promoted", "at_ms": due[(DeadlineKind.FORGET_PROMOTED, internal_id)]})
+    record["deadlines"] = sorted(deadlines, key=lambda d: d["at_ms"])
+    return record
+
+
+def touched_messages(events: Iterable[Event], alerts: Iterable[Alert] = (),
+                     commands: Iterable[RedeliveryCommand] = (), closed: Iterable[str] = ()) -> set[str]:
+    """The internal ids that a call's events and decisions (alerts, commands, closed messages) concern."""
+    ids: set[str] = set(closed)
+    for e in events:
+        if e.message is not None:
+            ids.add(e.message.internal_id)
+        if isinstance(e, DiscardQueryAnswered):
+            ids.update(r.internal_id for r in e.discarded)
+        elif isinstance(e, SideEffectGenerated):
+            ids.add(e.parent.internal_id)
+    for alert in alerts:
+        ids.update(m.message.internal_id for m in alert.messages)
+    ids.update(c.message.internal_id for c in commands)
+    return ids
+
+
+def summary_records(state: PrimaryState, touched: Iterable[str]) -> list[tuple[str, dict | None]]:
+    """(key, record) pairs for the group's server summary and each touched message (None: forget it)."""
+    return [(server_key(state.primary), server_summary(state)),
+            *((message_key(state.primary, i), message_where(state, i)) for i in sorted(touched))]
+
+
+def to_json(record: dict | None) -> bytes | None:
+    return None if record is None else json.dumps(record, separators=(",", ":"), sort_keys=True).encode()
+
+
+@dataclass
+class TopologyView:
+    """The state records folded back, latest per key: the answers `where`, `server` and the page give."""
+
+    servers: dict[str, dict] = field(default_factory=dict)
+    messages: dict[str, dict] = field(default_factory=dict)
+
+    def apply(self, key: str, record: dict | None) -> None:
+        """One record of the state topic (None: a tombstone)."""
+        table = self.servers if key.startswith(SERVER_PREFIX) else self.messages if key.startswith(MESSAGE_PREFIX) \
+            else None
+        if table is None:
+            return
+        name = key.split("/", 1)[1]
+        if record is None:
+            table.pop(name, None)
+        else:
+            table[name] = record
+
+    def where(self, message: str) -> list[dict]:
+        """Every record of the message, by its Message-ID or internal id, in order of primary."""
+        return sorted((r for r in self.messages.values() if message in (r["message_id"], r["internal_id"])),
+                      key=lambda r: (r["primary"], r["internal_id"]))
+
+    def server(self, name: str) -> dict | None:
+        """What `name` holds as primary, what others hold for it, and what it holds for others."""
+        summary = self.servers.get(name)
+        holds_for = {s["server"]: n for s in self.servers.values()
+                     if (n := s["shadow_copies_by_holder"].get(name))}
+        if summary is None and not holds_for:
+            return None
+        return {"server": name, "summary": summary, "holds_shadow_copies_for": dict(sorted(holds_for.items())),
+                "shadow_pairs_towards": sorted(
+                    ({"primary": s["server"], **p} for s in self.servers.values()
+                     for p in s["pairs"] if p["shadow"] == name), key=lambda p: p["primary"])}

@@ -1,0 +1,45 @@
+"""The twin's state as Kafka rows for the compacted state topic (what `where`, `server`, the
+metrics and the live page read): per operator call, the group's server summary and a record
+per message the call touched, a tombstone for one it no longer holds (state/summary.py).
+
+Why a topic written by the operator, not Spark's state data source (`format("statestore")`):
+the operator already holds the group's state, decoded, when it has just changed, so a summary
+costs one pass over that group's messages in a call that happens anyway; the rows are keyed,
+so compaction keeps one per server and per message in flight, and tombstones drop the released
+ones. The state data source reads a checkpoint with a batch job of its own (a Spark session
+per query, seconds to start) and would hand back our opaque pickled blob, to be decoded by the
+reader; it also reads only committed batch versions, while a topic is read by any Kafka client
+(`where` without a JVM, Grafana's exporter, kcat: the records are JSON).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from schemas.events import Event
+from state.model import Output
+from state.records import PrimaryState
+from state.summary import summary_records, to_json, touched_messages
+
+
+class StateWatch:
+    """One operator call's view of its group, taken before the call changes the state: the promoted
+    messages it held (a promoted record may be forgotten without a decision, and its record must go)
+    and whether a deadline is due (a deadline may change the state without a decision)."""
+
+    __slots__ = ("promoted", "fires")
+
+    def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int):
+        self.promoted = set(state.promoted)
+        self.fires = next_deadline is not None and next_deadline < watermark_ms
+
+    def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
+        """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
+        if not (own_events or self.fires or output.alerts or output.commands or output.outcomes):
+            return None
+        gone = self.promoted.difference(state.promoted)
+        touched = touched_messages(own_events, output.alerts, output.commands,
+                                   [*(o.ref.internal_id for o in output.outcomes), *gone])
+        records = summary_records(state, touched)
+        return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
+                             "value": [to_json(record) for _, record in records]})

@@ -1,0 +1,85 @@
+"""The state summary (state/summary.py): what a group's state says about its server and each message."""
+
+from schemas.events import AlertType
+from state.model import ShadowRedundancyModel
+from state.summary import TopologyView, message_key, message_where, server_key, server_summary, summary_records, \
+    touched_messages
+from tests.state.scenario import HOUR, Org, at
+
+
+def run(events, until_ms=None):
+    model = ShadowRedundancyModel()
+    state = model.new_state("mbx01")
+    output = model.on_events(state, events)
+    if until_ms is not None:
+        output.extend(model.on_time(state, until_ms))
+    return state, output
+
+
+def primary_dies(org):
+    return [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 2), *org.shadowed("mbx01", "mbx02", "m2", 2),
+        *org.received("mbx01", "m3", 3), *org.sent("mbx01", "m3", "hop1", 3, fork="f1"),
+        *org.query_ok("mbx02", "mbx01", 4),
+        *org.heartbeats_failing("mbx02", "mbx01", 6, 4 * 60),
+    ]
+
+
+def test_a_primary_with_copies_on_its_shadow():
+    state, _ = run([e for e in primary_dies(Org()) if e.event_time_ms <= at(4)])
+    summary = server_summary(state)
+    assert summary["server"] == "mbx01" and summary["dag"] == "dag1" and summary["ad_site"] == "site1"
+    assert summary["queue_db_id"] == "dbP1" and summary["event_time_ms"] == at(4)
+    assert (summary["messages_in_flight"], summary["queue"]) == (3, 3)
+    assert summary["shadow_copies_by_holder"] == {"mbx02": 2}
+    assert (summary["not_redundant"], summary["at_risk"], summary["promoted"]) == (0, 0, 0)
+    [pair] = summary["pairs"]
+    assert (pair["shadow"], pair["held"], pair["last_contact_ms"], pair["silent"]) == ("mbx02", 2, at(4), False)
+    assert summary["pending_deadlines"]["promote"] == {"count": 1, "next_ms": at(4) + 3 * HOUR}
+    assert summary["pending_deadlines"]["expire"]["count"] == 3
+
+
+def test_where_a_message_is_before_and_after_its_shadow_takes_over():
+    events = primary_dies(Org())
+    state, _ = run([e for e in events if e.event_time_ms <= at(4)])
+    m1 = message_where(state, "m1")
+    assert (m1["status"], m1["message_id"], m1["primary"]) == ("in_queue", "<m1@contoso.com>", "mbx01")
+    assert m1["shadow"] == {"server": "mbx02", "held": True, "locality": "UNKNOWN"}
+    assert {"kind": "promote", "at_ms": at(4) + 3 * HOUR, "shadow": "mbx02"} in m1["deadlines"]
+    m3 = message_where(state, "m3")
+    assert m3["forks"] == [{"fork": "f1", "next_hop": "hop1", "recipients": ["alice@contoso.com"], "status": "pending"}]
+    assert m3["shadow"] is None
+    state, output = run(events, until_ms=at(4) + 3 * HOUR + 1)
+    assert any(a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED for a in output.alerts)
+    m1 = message_where(state, "m1")
+    assert m1["status"] == "promoted" and m1["promoted"]["holder"] == "mbx02"
+    summary = server_summary(state)
+    assert summary["promoted"] == 2 and summary["promoted_by_holder"] == {"mbx02": 2}
+    assert summary["expected_duplicates"] == 2, "the primary's database still holds them"
+
+
+def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+              *org.shadowed("mbx01", "mbx02", "m1", 1)]
+    state, output = run(events)
+    view = TopologyView()
+    for key, record in summary_records(state, touched_messages(events, output.alerts, output.commands)):
+        view.apply(key, record)
+    assert [r["internal_id"] for r in view.where("<m1@contoso.com>")] == ["m1"]
+    assert view.server("mbx02")["holds_shadow_copies_for"] == {"mbx01": 1}
+    done = [*org.sent("mbx01", "m1", "hop1", 2), *org.acked("mbx01", "m1", "hop1", 3),
+            *org.query_ok("mbx02", "mbx01", 4, discarded=("m1",))]
+    model = ShadowRedundancyModel()
+    output = model.on_events(state, done)
+    closed = [o.ref.internal_id for o in output.outcomes]
+    records = dict(summary_records(state, touched_messages(done, output.alerts, output.commands, closed)))
+    assert records[message_key("mbx01", "m1")] is None, "released: a tombstone"
+    for key, record in records.items():
+        view.apply(key, record)
+    assert view.where("m1") == [] and view.servers["mbx01"]["messages_in_flight"] == 0
+    assert view.server("mbx02") is None, "it holds nothing for anybody now"
+    assert server_key("mbx01") in records
+    assert view.server("nobody") is None
