@@ -25,12 +25,20 @@ A FAIL concerns the recipients it lists: only a queue expiry (source QUEUE, `4.4
 expires the message (or its fork); other failed recipients become a fork of their own that
 failed for good (DeliveryDeferred then MessageExpired of that fork), so the message is processed
 once its other recipients are. `recipient-status` is paired with `recipient-address` in order.
+
+Servers' clocks differ, so a shadow's HARECEIVE (or a DELIVER) can come before, in the merged
+time order, the primary's line that names the message. Such a line is held (`Held`) until a
+line of the primary names the message, or until the lines read have gone `join_window_ms`
+past it; it is then mapped (joined, or unjoined as above) and handed back by `released()`
+with the token it was given. `flush()` maps every line still held.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from producers.mtl_log import Row, split_statuses
 from schemas import events as ev
@@ -50,6 +58,25 @@ class Unmappable(ValueError):
     """A readable line that lacks what its event needs: a dead letter."""
 
 
+@dataclass(frozen=True)
+class Held:
+    """The line names a message no line of its primary has named yet: mapped later (`released`)."""
+
+
+class _Unjoined(Exception):
+    def __init__(self, keys: list[tuple[str, str]]):
+        super().__init__()
+        self.keys = keys
+
+
+@dataclass
+class _Waiting:
+    row: Row
+    line_id: str
+    token: Any
+    done: bool = False
+
+
 def server(name: str) -> str:
     """`EX01.contoso.com` -> `ex01`; an IP address stays as it is."""
     name = name.strip().lower()
@@ -59,8 +86,15 @@ def server(name: str) -> str:
 
 
 class MtlMapper:
-    def __init__(self, internal_domains: frozenset[str] | set[str] = frozenset()):
+    def __init__(self, internal_domains: frozenset[str] | set[str] = frozenset(), join_window_ms: int = 300_000):
         self.internal_domains = {d.lower().lstrip("@") for d in internal_domains}
+        self.join_window_ms = join_window_ms
+        self._held: dict[tuple[str, str], list[_Waiting]] = {}  # (primary, n:/m: key) -> lines waiting for it
+        self._held_order: deque[tuple[int, _Waiting]] = deque()  # (time of the line, it), in reading order
+        self._joinable: list[tuple[str, str]] = []  # keys of held lines the primary has just named
+        self._ready: list[tuple[Any, list[ev.Event] | Skip | Unmappable]] = []
+        self._holding = True
+        self._latest_ms = 0
         self.unjoined = 0  # lines whose primary internal id could not be learned
         self._ids: dict[tuple[str, str], str] = {}  # (primary, n:<nmid> | m:<message-id>) -> its internal id
         self._forks: dict[tuple[str, str], tuple[str, str]] = {}  # (primary, fork's own id) -> (parent id, fork id)
@@ -69,7 +103,54 @@ class MtlMapper:
         self._aliases: dict[tuple[str, str], str] = {}  # (server, a second receipt's id) -> the first's
         self._line_id = ""  # the id of the line being mapped
 
-    def map(self, row: Row, line_id: str) -> list[ev.Event] | Skip:
+    def map(self, row: Row, line_id: str, token: Any = None) -> list[ev.Event] | Skip | Held:
+        """The line's events, or why it makes none; `Held` when it waits for its primary's line
+        (then `released()` hands it back with `token`)."""
+        self._latest_ms = max(self._latest_ms, row.time_ms)
+        try:
+            result = self._map(row, line_id)
+        except _Unjoined as unjoined:
+            waiting = _Waiting(row, line_id, token)
+            for key in unjoined.keys:
+                self._held.setdefault(key, []).append(waiting)
+            self._held_order.append((row.time_ms, waiting))
+            result = Held()
+        self._release()
+        return result
+
+    def released(self) -> list[tuple[Any, list[ev.Event] | Skip | Unmappable]]:
+        """Held lines mapped since the last call: (token, events, or why none, or why it is a dead letter)."""
+        ready, self._ready = self._ready, []
+        return ready
+
+    def flush(self) -> list[tuple[Any, list[ev.Event] | Skip | Unmappable]]:
+        """Map every line still held (unjoined if it must be), and hand them back."""
+        while self._held_order:
+            self._map_held(self._held_order.popleft()[1])
+        self._held.clear()
+        return self.released()
+
+    def _release(self) -> None:
+        while self._joinable:
+            for waiting in self._held.pop(self._joinable.pop(), ()):
+                self._map_held(waiting)
+        horizon = self._latest_ms - self.join_window_ms
+        while self._held_order and (self._held_order[0][1].done or self._held_order[0][0] < horizon):
+            self._map_held(self._held_order.popleft()[1])
+
+    def _map_held(self, waiting: _Waiting) -> None:
+        if waiting.done:
+            return
+        waiting.done = True
+        self._holding = False
+        try:
+            self._ready.append((waiting.token, self._map(waiting.row, waiting.line_id)))
+        except Unmappable as exc:
+            self._ready.append((waiting.token, exc))
+        finally:
+            self._holding = True
+
+    def _map(self, row: Row, line_id: str) -> list[ev.Event] | Skip:
         kind = row.get("event-id").upper()
         if row.service in SERVICE_SKIPS and kind not in SERVICE_SKIPS[row.service][0]:
             return Skip(f"{kind} in {row.service}: {SERVICE_SKIPS[row.service][1]}")
@@ -108,6 +189,8 @@ class MtlMapper:
                 return MessageRef(message_id, parent, fork)
             for key in self._keys(row):
                 self._ids[(primary, key)] = own
+                if (primary, key) in self._held:
+                    self._joinable.append((primary, key))
             return MessageRef(message_id, own)
         for key in self._keys(row):
             if (primary, key) in self._ids:
@@ -116,6 +199,8 @@ class MtlMapper:
         if not keys:
             raise Unmappable(f"{row.get('event-id')}: no internal-message-id of the primary {primary},"
                              " and no network-message-id or message-id to join one")
+        if self._holding:
+            raise _Unjoined([(primary, key) for key in keys])
         self.unjoined += 1
         return MessageRef(message_id, ("nmid:" if keys[0].startswith("n:") else "msgid:") + keys[0][2:])
 
@@ -134,6 +219,9 @@ class MtlMapper:
         if not primary:
             raise Unmappable(f"{row.get('event-id')}: client-hostname is empty and no HARECEIVE on {shadow}"
                              " named this message's primary")
+        if row.get("event-id").upper() == "HARECEIVE":  # learned even while the line waits for its primary's
+            for key in self._keys(row):
+                self._primary_of[(shadow, key)] = primary
         ref = self._ref(row, primary, shadow)
         return shadow, primary, ref, self._header(row, shadow, primary, ref)
 
@@ -189,9 +277,7 @@ class MtlMapper:
                                     reason=reason)]
 
     def _hareceive(self, row: Row) -> list[ev.Event]:
-        shadow, primary, _, header = self._on_shadow(row)
-        for key in self._keys(row):
-            self._primary_of[(shadow, key)] = primary
+        header = self._on_shadow(row)[3]
         # The logs carry no queue-database id: "" stands for "unknown" and never changes.
         return [ev.ShadowCopyStored(**header, primary_queue_db_id="")]
 

@@ -30,7 +30,7 @@ from typing import Callable, Protocol
 
 from producers.ingest_positions import Positions
 from producers.log_tail import Line, LogTail
-from producers.mtl_events import MtlMapper, Skip, Unmappable
+from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import BadLine, MtlReader
 from schemas.events import DeadLetter, Event
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
@@ -78,10 +78,16 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
     stop = stop or threading.Event()
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
+    holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
     try:
         while True:
+            idle = True
             for line in tail.poll():
-                _one(line, mapper, sink, counts, wall_clock, positions)
+                idle = False
+                _one(line, mapper, sink, counts, wall_clock, positions, holds)
+            if idle or not follow:  # nothing more to join them with for now
+                for (line, again), result in mapper.flush():
+                    _emit(line, again, result, sink, counts, wall_clock, positions, holds)
             if positions is not None:
                 sink.poll()
                 positions.save()
@@ -96,26 +102,38 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
 
 
 def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_clock: Callable[[], float],
-         positions: Positions | None) -> None:
+         positions: Positions | None, holds: dict[int, Callable]) -> None:
     if line.item is None:  # a header or a blank line
         return
     counts.lines += 1
     again = positions is not None and positions.published(line)
-    reason = line.item.reason if isinstance(line.item, BadLine) else None
-    records: list[Event | DeadLetter] = []
-    if reason is None:
-        try:
-            result = mapper.map(line.item, line_id(line.raw))  # also for a line sent before: the mapper learns
+    if isinstance(line.item, BadLine):
+        result: list[Event] | Skip | Held | Unmappable = Unmappable(line.item.reason)
+    else:
+        try:  # also for a line sent before: the mapper learns
+            result = mapper.map(line.item, line_id(line.raw), (line, again))
         except Unmappable as exc:
-            reason = str(exc)
-        else:
-            if isinstance(result, Skip):
-                counts.skipped[result.reason] += 1
-            else:
-                records = list(result)
-    if reason is not None:
+            result = exc
+    if isinstance(result, Held):
+        if positions is not None and not again:  # in flight until it is mapped
+            holds[id(line)] = positions.sending(line)
+            positions.sent(line)
+    else:
+        _emit(line, again, result, sink, counts, wall_clock, positions, holds)
+    for (held, held_again), later in mapper.released():
+        _emit(held, held_again, later, sink, counts, wall_clock, positions, holds)
+
+
+def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink: Sink, counts: IngestCounts,
+          wall_clock: Callable[[], float], positions: Positions | None, holds: dict[int, Callable]) -> None:
+    records: list[Event | DeadLetter] = []
+    if isinstance(result, Skip):
+        counts.skipped[result.reason] += 1
+    elif isinstance(result, Unmappable):
         records = [DeadLetter(original=line.raw, topic=str(line.path), partition=-1, offset=line.number,
-                              reason=reason, at_ms=int(wall_clock() * 1000))]
+                              reason=str(result), at_ms=int(wall_clock() * 1000))]
+    else:
+        records = list(result)
     if again:
         counts.published_before += 1
         return
@@ -128,7 +146,10 @@ def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_c
             counts.events[record.kind] += 1
             sink.event(record, **extra)
     if positions is not None:
-        positions.sent(line)
+        if id(line) in holds:  # sent() was called when it was held
+            holds.pop(id(line))(None)
+        else:
+            positions.sent(line)
 
 
 class KafkaSink:

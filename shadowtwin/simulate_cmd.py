@@ -13,6 +13,7 @@ from producers.recording import check_name
 from producers.replayer import parse_speed
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
+from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.errors import UsageError
 
 
@@ -26,7 +27,12 @@ def add_parser(commands) -> None:
                     " --live runs from now in real time and lets the nodes obey the twin's redelivery commands.")
     simulate.add_argument("--topology", default=str(DEFAULT_TOPOLOGY), help="topology file (default: %(default)s)")
     simulate.add_argument("--seed", type=int, default=7, help="random seed: one seed, one run (default: 7)")
-    simulate.add_argument("--out", metavar="FILE", help="events file (default: simulation-SEED.avro)")
+    simulate.add_argument("--out", metavar="FILE", help="events file (default: simulation-SEED.avro); with"
+                                                        " --format exchange-mtl, the folder of the logs")
+    simulate.add_argument("--format", choices=["events", "exchange-mtl"], default="events",
+                          help="events: the contract's events (default); exchange-mtl: the organisation's"
+                               " message-tracking logs, a folder per server (producers/simulator/mtl_writer.py),"
+                               " and the ground truth in FOLDER/truth.jsonl")
     simulate.add_argument("--truth", metavar="FILE", help="ground-truth file (default: beside the events,"
                                                           " NAME.truth.jsonl)")
     simulate.add_argument("--duration", help="override the topology's duration (e.g. 02:00:00, 90m)")
@@ -63,6 +69,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         outcome = runs.to_kafka(topology, args.seed, kafka.bootstrap_servers, args.topic or topics.events,
                                 speed=speed, truth_path=truth, progress=progress, stop=stop,
                                 delivery_timeout_s=kafka.delivery_timeout_seconds)
+    elif args.format == "exchange-mtl":
+        return _to_logs(topology, args, truth)
     else:
         out = check_name(Path(args.out or f"simulation-{args.seed}.avro"))
         outcome = runs.to_file(topology, args.seed, out, truth)
@@ -73,3 +81,17 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     return stop.exit_status()
 
+
+
+def _to_logs(topology, args: argparse.Namespace, truth: Path | None) -> int:
+    if args.to_kafka or args.live:
+        raise UsageError("--format exchange-mtl writes files: it cannot be combined with --to-kafka or --live")
+    folder = Path(args.out or f"simulation-{args.seed}-logs")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--out {folder}: expected a new or empty folder for the logs")
+    folder.mkdir(parents=True, exist_ok=True)
+    events, lines, simulation = to_mtl(topology, args.seed, folder, truth)
+    results = ", ".join(f"{k} {v}" for k, v in simulation.truth.counts().items() if v)
+    print(f"simulated {events:,} events; wrote {lines:,} message-tracking lines to {folder}; messages: {results}")
+    print(f"ground truth: {truth or folder / 'truth.jsonl'}")
+    return 0

@@ -25,6 +25,7 @@ from schemas import events as ev
 from schemas.events import (
     Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, Recipient, RedeliveryCommand, Severity,
 )
+from state import liveness
 from state.facts import NodeSeen
 from state.parameters import ModelConfig, ShadowMessagePreference
 from state.records import (
@@ -236,6 +237,8 @@ class _Transition:
         last = self.s.last_seen
         if e.event_time_ms > last.get(e.node, -1):
             last[e.node] = e.event_time_ms
+        if self.s.pairs:
+            liveness.node_seen(self, e)
 
     # ---- message flow on the primary --------------------------------------------------
 
@@ -551,7 +554,7 @@ class _Transition:
             pair = self.s.pairs.get(e.node)
             if pair is None:
                 return
-        pair.shadow_db_id = e.shadow_queue_db_id
+        pair.shadow_db_id, pair.heartbeats = e.shadow_queue_db_id, True
         self.shadow_alive(pair, t)
         if pair.db_change_pending and pair.shadow in self.s.pairs:
             # Back with its copies, it sees the primary's new database now and promotes.
@@ -565,6 +568,7 @@ class _Transition:
         if pair is None:
             return
         t = e.event_time_ms
+        pair.heartbeats = True
         pair.consecutive_failures += 1
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
@@ -592,6 +596,7 @@ class _Transition:
         s, t = self.s, e.event_time_ms
         pair = s.pairs.get(e.node)
         if pair is not None:
+            pair.heartbeats = True
             pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
             pair.consecutive_failures = 0
             pair.silent_alerted = pair.awaiting_shadow = False
@@ -1041,8 +1046,8 @@ def _iso(ms_: int) -> str:
 
 _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.ACK_DELAY: _Transition.fire_ack_delay,
-    DeadlineKind.PROMOTE: _Transition.fire_promote,
-    DeadlineKind.SHADOW_SILENT: _Transition.fire_shadow_silent,
+    DeadlineKind.PROMOTE: liveness.labelled(_Transition.fire_promote),
+    DeadlineKind.SHADOW_SILENT: liveness.labelled(_Transition.fire_shadow_silent),
     DeadlineKind.AUTO_DISCARD: _Transition.fire_auto_discard,
     DeadlineKind.EXPIRE: _Transition.fire_expire,
     DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,

@@ -72,8 +72,10 @@ def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files()
         ("NextHopAcknowledged", "ex01", "ex01", "9001", None),
         ("DeliveredToMailbox", "ex01", "ex01", "9001", None),
     ]
+    # In time order, but a line that names a message its primary has not named yet waits for it
+    # (EX02's HARECEIVE above), or for the join window (the DUPLICATEDELIVER, at the end).
     times = [e.event_time_ms for e in sink.events]
-    assert times == sorted(times)
+    assert times[:-1] == sorted(times[:-1]) and sink.events[-1].kind == "DeliveredToMailbox"
     assert counts.events == {"MessageReceived": 4, "ShadowCopyRequested": 4, "ShadowCopyAcknowledged": 4,
                              "ShadowCopyFailed": 1, "ShadowCopyStored": 4, "SentToNextHop": 5,
                              "NextHopAcknowledged": 4, "DeliveredToMailbox": 2, "MessageExpired": 1,

@@ -1,0 +1,38 @@
+"""The log path against the ground truth: simulate -> Exchange logs -> ingest -> twin (reference replay)."""
+
+from producers.mtl_log import service_of
+from producers.simulator.mtl_check import check_logs
+from producers.simulator.mtl_writer import to_mtl
+from shadowtwin.cli import main
+from tests.producers.simulator.scenarios import topology
+from tests.producers.simulator.test_scenarios import crash
+
+
+def test_every_promotion_of_a_primary_crash_is_forecast_from_the_logs_as_from_the_native_events(tmp_path):
+    check = check_logs(topology([crash("mbx01", duration="03:30:00")], duration="05:00:00", rate=0.1), 7, tmp_path)
+    assert check.expected and set(check.found) == set(check.native_found) == set(check.expected)
+    assert check.false_alerts == [] and check.dead_letters == 0
+    # The forecast comes from the primary's last logged event instead of its last answered heartbeat:
+    # no later than the native twin's by more than one liveness bucket (a minute).
+    assert check.delay_ms(check.found) <= check.delay_ms(check.native_found) + 60_000
+    assert check.delay_ms(check.found) <= 0, "forecast before the shadow's own RESUBMIT line"
+    assert check.logs.commands and {c.holder for c in check.logs.commands} == {c.holder for c in check.native.commands}
+
+
+def test_simulate_writes_the_logs_per_server_with_the_four_prefixes_and_the_truth(tmp_path, capsys):
+    folder = tmp_path / "logs"
+    assert main(["simulate", "--format", "exchange-mtl", "--duration", "01:10:00", "--out", str(folder)]) == 0
+    files = sorted(p for p in folder.rglob("*.LOG"))
+    assert {service_of(p) for p in files} == {"MSGTRK", "MSGTRKMS", "MSGTRKMD", "MSGTRKMA"}
+    assert {p.name[len(service_of(p)):len(service_of(p)) + 10] for p in files} >= {"2026010500", "2026010501"}
+    assert all(p.read_bytes().startswith(b"#Software: Microsoft Exchange Server\r\n") for p in files)
+    assert (folder / "truth.jsonl").exists() and "message-tracking lines" in capsys.readouterr().out
+    assert main(["simulate", "--format", "exchange-mtl", "--out", str(folder)]) == 2
+    assert "expected a new or empty folder" in capsys.readouterr().err
+
+
+def test_a_log_file_rolls_over_by_size_within_the_hour(tmp_path):
+    to_mtl(topology(duration="00:20:00"), 7, tmp_path, max_bytes=64 * 1024)
+    names = sorted(p.name for p in (tmp_path / "MBX01").glob("MSGTRK2*.LOG"))
+    assert names[:2] == ["MSGTRK2026010500-1.LOG", "MSGTRK2026010500-2.LOG"]
+    assert all(p.stat().st_size <= 64 * 1024 for p in tmp_path.rglob("*.LOG"))

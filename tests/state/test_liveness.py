@@ -1,0 +1,52 @@
+"""Liveness without heartbeats (state/liveness.py): a log-fed twin promotes a primary that stops
+logging while its shadow goes on, at the deadline failed heartbeats would give, and says so."""
+
+from schemas.events import AlertType, CommandReason
+from state.liveness import INFERRED
+from state.replay import replay
+from tests.state.scenario import HOUR, MINUTE, Org, at
+
+
+def logged_only(org, primary_until, shadow_until, end=5 * 60):
+    """mbx01 takes m1 and m2 with shadows on mbx02 (no discard query is ever seen, as in logs);
+    each server logs its own traffic every 2 minutes until it stops."""
+    return [
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 2), *org.shadowed("mbx01", "mbx02", "m2", 2),
+        *org.busy("mbx01", 3, primary_until), *org.busy("mbx02", 3, shadow_until), *org.busy("mbx03", 3, end),
+        *org.tick(end),
+    ]
+
+
+def test_a_primary_that_stops_logging_while_its_shadow_goes_on_is_promoted_and_the_alert_says_inferred():
+    result = replay(logged_only(Org(), primary_until=31, shadow_until=5 * 60))
+    deadline = at(29) + 3 * HOUR  # its last own event (minute 29) + ShadowResubmitTimeSpan
+    assert {(c.holder, c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands} == {
+        ("mbx02", "m1", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, deadline),
+        ("mbx02", "m2", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, deadline)}
+    promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert len(promotions) == 1 and promotions[0].reason.endswith(INFERRED)
+    assert not [a for a in result.alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
+
+
+def test_a_primary_that_goes_on_logging_is_not_promoted_and_a_shadow_that_logs_is_not_reported_silent():
+    result = replay(logged_only(Org(), primary_until=5 * 60, shadow_until=5 * 60))
+    assert result.commands == [] and not [a for a in result.alerts if a.type in (
+        AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, AlertType.SHADOW_SERVER_UNREACHABLE)]
+
+
+def test_a_shadow_that_stops_logging_is_reported_unreachable_from_its_last_event_and_says_inferred():
+    result = replay(logged_only(Org(), primary_until=5 * 60, shadow_until=41))
+    silent = [a for a in result.alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
+    assert len(silent) == 1 and silent[0].reason.endswith(INFERRED)
+    assert at(39) < silent[0].decided_at_ms <= at(39) + 10 * MINUTE and result.commands == []
+
+
+def test_with_heartbeats_the_primarys_own_activity_is_not_contact():
+    org = Org()
+    events = [*logged_only(org, primary_until=5 * 60, shadow_until=5 * 60),
+              *org.query_ok("mbx02", "mbx01", 4), *org.heartbeats_failing("mbx02", "mbx01", 6, 4 * 60)]
+    result = replay(events)
+    assert {c.decided_at_ms for c in result.commands} == {at(4) + 3 * HOUR}  # a partition: the shadow promotes
+    promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert promotions and not promotions[0].reason.endswith(INFERRED)
