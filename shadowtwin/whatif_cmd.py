@@ -12,6 +12,7 @@ with its reason (topic: the recording; offset: its 1-based position in the recor
 from __future__ import annotations
 
 import gc
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -25,6 +26,7 @@ from shadowtwin.errors import UsageError
 from state.clock_guard import Verdict, guard
 from state.parameters import ModelConfig
 from state.replay import replay
+from state.summary import state_records
 from state.whatif import Summary, render
 
 
@@ -106,3 +108,6 @@ def write_outputs(folder: Path, result) -> None:
         jsonl.write(result.alerts, f)
     with open(folder / "commands.jsonl", "w") as f:
         jsonl.write(result.commands, f)
+    with open(folder / "state.jsonl", "w") as f:  # where everything is at the end, as the twin's state topic says it
+        for key, record in (item for _, state in sorted(result.states.items()) for item in state_records(state)):
+            f.write(json.dumps({"key": key, **record}, sort_keys=True) + "\n")

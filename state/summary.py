@@ -28,6 +28,7 @@ SERVER_PREFIX, MESSAGE_PREFIX = "server/", "message/"
 # Accepted without a shadow copy, or its copy is gone: a crash of the primary loses it.
 _NOT_REDUNDANT = (Redundancy.NOT_REDUNDANT, Redundancy.LOST, Redundancy.DISABLED)
 _MESSAGE_DEADLINES = (DeadlineKind.ACK_DELAY, DeadlineKind.EXPIRE)
+_MESSAGE_KINDS = frozenset((*_MESSAGE_DEADLINES, DeadlineKind.FORGET_PROMOTED))
 _PAIR_DEADLINES = (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
 
 
@@ -79,9 +80,10 @@ def server_summary(state: PrimaryState) -> dict:
                                    if r.primary_db_id is not None and r.primary_db_id == s.queue_db_id),
         "pairs": [{"shadow": p.shadow, "held": len(p.held), "pending_discards": len(p.pending_discards),
                    "last_contact_ms": p.last_contact_ms, "last_query_ms": p.last_query_ms,
-                   "primary_failed_ms": p.primary_failed_ms, "silent": p.silent_alerted or p.awaiting_shadow}
+                   "primary_failed_ms": p.primary_failed_ms, "silent": p.silent_alerted or p.awaiting_shadow,
+                   "deadlines": {k.name.lower(): s.deadlines.due[(k, p.shadow)] for k in _PAIR_DEADLINES
+                                 if (k, p.shadow) in s.deadlines.due}}
                   for p in sorted(s.pairs.values(), key=lambda p: p.shadow)],
-        "last_seen_ms": dict(sorted(s.last_seen.items())),
         "pending_deadlines": dict(sorted(pending.items())),
     }
 
@@ -111,9 +113,8 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
                     "status": "acknowledged" if f.done else "pending"} for key, f in sorted(m.forks.items())],
             side_effects_pending=sorted(m.side_effects),
         )
-        if m.shadow_server is not None:
-            deadlines += [{"kind": k.name.lower(), "at_ms": due[(k, m.shadow_server)], "shadow": m.shadow_server}
-                          for k in _PAIR_DEADLINES if (k, m.shadow_server) in due]
+        # The pair's deadlines (promotion, silence) are in the server summary's `pairs`, which every
+        # heartbeat rewrites; `TopologyView.where` joins them, so a heartbeat rewrites no message record.
     else:
         record.update(status="promoted")
     if promoted is not None:
@@ -123,6 +124,19 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
             deadlines.append({"kind": "forget_promoted", "at_ms": due[(DeadlineKind.FORGET_PROMOTED, internal_id)]})
     record["deadlines"] = sorted(deadlines, key=lambda d: d["at_ms"])
     return record
+
+
+def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:
+    """The messages whose own deadlines (expiry, acknowledgement delay, promoted record) fire before
+    `before_ms`: walked down the heap only where it is earlier, so it costs what fires, not what waits."""
+    heap, ids, todo = state.deadlines.heap, set(), [0]
+    while todo:
+        i = todo.pop()
+        if i < len(heap) and heap[i][0] < before_ms:
+            if heap[i][1] in _MESSAGE_KINDS:
+                ids.add(heap[i][2])
+            todo += (2 * i + 1, 2 * i + 2)
+    return ids
 
 
 def touched_messages(events: Iterable[Event], alerts: Iterable[Alert] = (),
@@ -146,6 +160,11 @@ def summary_records(state: PrimaryState, touched: Iterable[str]) -> list[tuple[s
     """(key, record) pairs for the group's server summary and each touched message (None: forget it)."""
     return [(server_key(state.primary), server_summary(state)),
             *((message_key(state.primary, i), message_where(state, i)) for i in sorted(touched))]
+
+
+def state_records(state: PrimaryState) -> list[tuple[str, dict]]:
+    """(key, record) pairs for everything the group holds: its summary and every message (whatif's end state)."""
+    return summary_records(state, set(state.messages) | set(state.promoted))
 
 
 def to_json(record: dict | None) -> bytes | None:
@@ -172,9 +191,20 @@ class TopologyView:
             table[name] = record
 
     def where(self, message: str) -> list[dict]:
-        """Every record of the message, by its Message-ID or internal id, in order of primary."""
-        return sorted((r for r in self.messages.values() if message in (r["message_id"], r["internal_id"])),
-                      key=lambda r: (r["primary"], r["internal_id"]))
+        """Every record of the message, by its Message-ID or internal id, in order of primary; with
+        the deadlines of its shadow's heartbeat pair, from its primary's summary."""
+        found = sorted((r for r in self.messages.values() if message in (r["message_id"], r["internal_id"])),
+                       key=lambda r: (r["primary"], r["internal_id"]))
+        return [self._with_pair_deadlines(r) for r in found]
+
+    def _with_pair_deadlines(self, record: dict) -> dict:
+        shadow = (record.get("shadow") or {}).get("server")
+        summary = self.servers.get(record["primary"])
+        pair = next((p for p in summary["pairs"] if p["shadow"] == shadow), None) if summary and shadow else None
+        if pair is None:
+            return record
+        joined = [*record["deadlines"], *({"kind": k, "at_ms": at, "shadow": shadow} for k, at in pair["deadlines"].items())]
+        return {**record, "deadlines": sorted(joined, key=lambda d: d["at_ms"])}
 
     def server(self, name: str) -> dict | None:
         """What `name` holds as primary, what others hold for it, and what it holds for others."""

@@ -19,19 +19,21 @@ import pandas as pd
 from schemas.events import Event
 from state.model import Output
 from state.records import PrimaryState
-from state.summary import summary_records, to_json, touched_messages
+from state.summary import due_message_deadlines, summary_records, to_json, touched_messages
 
 
 class StateWatch:
     """One operator call's view of its group, taken before the call changes the state: the promoted
-    messages it held (a promoted record may be forgotten without a decision, and its record must go)
-    and whether a deadline is due (a deadline may change the state without a decision)."""
+    messages it held (a promoted record may be forgotten without a decision, and its record must go),
+    whether a deadline is due and which messages' own deadlines are (a deadline may change the state
+    without a decision: an expiry moved on to Safety Net's hold, say)."""
 
-    __slots__ = ("promoted", "fires")
+    __slots__ = ("promoted", "fires", "due")
 
     def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int):
         self.promoted = set(state.promoted)
         self.fires = next_deadline is not None and next_deadline < watermark_ms
+        self.due = due_message_deadlines(state, watermark_ms) if self.fires else set()
 
     def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
         """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
@@ -39,7 +41,7 @@ class StateWatch:
             return None
         gone = self.promoted.difference(state.promoted)
         touched = touched_messages(own_events, output.alerts, output.commands,
-                                   [*(o.ref.internal_id for o in output.outcomes), *gone])
+                                   [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
         records = summary_records(state, touched)
         return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
                              "value": [to_json(record) for _, record in records]})

@@ -69,7 +69,7 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
     topics = settings.topics
     return apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
                        settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
-                                                                       topics.state))
+                                                                topics.state))
 
 
 def shared_facts(usable: Column, settings: Settings) -> Column:

@@ -5,7 +5,8 @@
     read_state(bootstrap, topic)                                   # the state topic up to its end, once
 
 The state topic (compacted: the latest summary per server and record per message in flight,
-state/summary.py) is read from its beginning, so a view started late knows the whole topology;
+state/summary.py) is read from its beginning, so a view started late knows the whole topology
+(the live view keeps the server summaries only; `read_state` keeps the message records too);
 the alerts, commands and dead-letter topics are read from their beginning too, so the counts are
 of everything the twin has decided (Prometheus counters that a restart of the twin does not
 reset). No consumer group: nothing is committed, any number of views may read.
@@ -25,7 +26,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from infra.settings import TopicSettings
 from schemas.codec import default_codec
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
-from state.summary import TopologyView
+from state.summary import SERVER_PREFIX, TopologyView
 
 
 def _consumer(bootstrap: str) -> Consumer:
@@ -65,7 +66,9 @@ class LiveView:
     def apply(self, topic: str, key: bytes | None, value: bytes | None, topics: TopicSettings) -> None:
         with self.lock:
             if topic == topics.state:
-                if key is not None:
+                # Only the servers' summaries: the page and the metrics need no message record, and a
+                # twin's driver should not hold one per message in flight (`where` reads them itself).
+                if key is not None and key.startswith(SERVER_PREFIX.encode()):
                     self.topology.apply(key.decode(), None if value is None else json.loads(value))
                 return
             if value is None:
@@ -86,10 +89,10 @@ class LiveView:
                 self.dead_letters_by_reason[dead_letter_class(record.reason)] += 1
 
     def snapshot(self) -> dict:
-        """A consistent copy: servers, messages, counts and the recent alerts (newest first)."""
+        """A consistent copy: server summaries, counts and the recent alerts (newest first)."""
         with self.lock:
             return {
-                "servers": dict(self.topology.servers), "messages": dict(self.topology.messages),
+                "servers": dict(self.topology.servers),
                 "alerts_by_type": dict(self.alerts_by_type), "alert_messages_by_type": dict(self.alert_messages_by_type),
                 "commands_by_reason": dict(self.commands_by_reason),
                 "dead_letters_by_reason": dict(self.dead_letters_by_reason),

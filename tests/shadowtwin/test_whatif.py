@@ -96,3 +96,17 @@ def test_a_recorded_kafka_timestamp_is_the_reference(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "1 events left out" in result.stdout
     assert "ahead of its Kafka ingestion time" in (tmp_path / "out" / "dead_letters.jsonl").read_text()
+
+
+def test_out_writes_where_every_message_is_at_the_end_as_the_twins_state_topic_says_it(tmp_path):
+    org = Org()
+    recording = tmp_path / "in-flight.jsonl"
+    write_events(recording, [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m0", 1),
+                             *org.shadowed("mbx01", "mbx02", "m0", 1), *org.query_ok("mbx02", "mbx01", 2)])
+    result = whatif(recording, "--out", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    records = {r["key"]: r for r in map(json.loads, (tmp_path / "out" / "state.jsonl").read_text().splitlines())}
+    assert set(records) == {"server/mbx01", "message/mbx01/m0"}
+    assert records["server/mbx01"]["shadow_copies_by_holder"] == {"mbx02": 1}
+    assert (records["message/mbx01/m0"]["status"], records["message/mbx01/m0"]["shadow"]["server"]) == \
+        ("in_queue", "mbx02")

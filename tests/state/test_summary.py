@@ -47,7 +47,12 @@ def test_where_a_message_is_before_and_after_its_shadow_takes_over():
     m1 = message_where(state, "m1")
     assert (m1["status"], m1["message_id"], m1["primary"]) == ("in_queue", "<m1@contoso.com>", "mbx01")
     assert m1["shadow"] == {"server": "mbx02", "held": True, "locality": "UNKNOWN"}
-    assert {"kind": "promote", "at_ms": at(4) + 3 * HOUR, "shadow": "mbx02"} in m1["deadlines"]
+    assert [d["kind"] for d in m1["deadlines"]] == ["expire"], "the pair's deadlines are in the summary"
+    view = TopologyView()
+    for key, record in summary_records(state, ["m1"]):
+        view.apply(key, record)
+    [joined] = view.where("m1")
+    assert {"kind": "promote", "at_ms": at(4) + 3 * HOUR, "shadow": "mbx02"} in joined["deadlines"]
     m3 = message_where(state, "m3")
     assert m3["forks"] == [{"fork": "f1", "next_hop": "hop1", "recipients": ["alice@contoso.com"], "status": "pending"}]
     assert m3["shadow"] is None

@@ -88,6 +88,7 @@ def test_before_the_first_batch_only_the_totals():
 def test_the_recent_alerts_are_the_latest_newest_first():
     view = live_view()
     assert [a.alert_id for a in view.snapshot()["recent_alerts"]] == ["a2", "a1"]
+    assert set(view.topology.servers) == {"mbx01"} and view.topology.messages == {}, "no record per message kept"
     assert view.undecodable == 1
 
 
