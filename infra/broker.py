@@ -3,11 +3,20 @@
 It runs Kafka itself from its Maven Central jars as a detached Java process, so that it
 outlives the command that started it; its pid, log and storage live in the data folder.
 `start` is idempotent, `stop` shuts it down cleanly and waits until the process is gone.
+
+`EmbeddedKafkaCluster` runs three (or more) such nodes as one KRaft cluster on loopback, each
+broker and controller, a static quorum of their controllers, internal topics replicated 3
+times with 2 in sync: a cluster that loses nothing acknowledged when one node dies.
+
+A `SecureListener` adds a SASL_SSL listener beside the plaintext one (which the broker keeps
+for itself and its readiness check): TLS with a PEM key store, SCRAM-SHA-256/512 users
+created when the storage is formatted (no password in any file the broker writes).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import signal
 import socket
@@ -41,6 +50,31 @@ class BrokerError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class SecureListener:
+    """A SASL_SSL listener on `port`: `keystore` is a PEM file with the broker's private key
+    (unencrypted PKCS#8) and its certificate chain; `scram_users` name -> password."""
+
+    port: int
+    keystore: Path
+    scram_users: tuple[tuple[str, str], ...]
+
+    def properties(self) -> list[str]:
+        prefix = "listener.name.sasl_ssl"
+        scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        return [
+            "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+            f"{prefix}.scram-sha-256.sasl.jaas.config={scram}",
+            f"{prefix}.scram-sha-512.sasl.jaas.config={scram}",
+            f"{prefix}.ssl.keystore.type=PEM",
+            f"{prefix}.ssl.keystore.location={self.keystore}",
+        ]
+
+    def format_arguments(self) -> list[str]:
+        return [argument for name, password in self.scram_users for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+                for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")]
+
+
+@dataclass(frozen=True)
 class BrokerStatus:
     running: bool
     pid: int | None
@@ -56,8 +90,11 @@ class BrokerStatus:
 class EmbeddedKafka:
     """Start, stop and inspect the embedded broker described by `settings`."""
 
-    def __init__(self, settings: EmbeddedKafkaSettings, jar_cache: Path):
+    def __init__(self, settings: EmbeddedKafkaSettings, jar_cache: Path, secure: SecureListener | None = None,
+                 quorum: "Quorum | None" = None):
         self.settings = settings
+        self.secure = secure
+        self.quorum = quorum
         self.jar_cache = jar_cache
         self.data_dir = settings.data_dir
         self.bootstrap_servers = f"127.0.0.1:{settings.port}"
@@ -75,10 +112,15 @@ class EmbeddedKafka:
 
     def start(self) -> BrokerStatus:
         """Start the broker unless it runs already; return once it answers."""
+        self._wait_until_ready(self.launch())
+        return self.status()
+
+    def launch(self) -> subprocess.Popen | None:
+        """Start the broker's process unless it runs already, without waiting for it (a node of a
+        cluster answers only once a majority of the quorum runs). None if it ran already."""
         if self._live_pid() is not None:
-            self._wait_until_ready()
-            return self.status()
-        for port in (self.settings.port, self.settings.controller_port):
+            return None
+        for port in (self.settings.port, self.settings.controller_port, *([self.secure.port] if self.secure else [])):
             if _port_in_use(port):
                 raise BrokerError(f"port {port} is taken by another process; choose another in conf/ ([kafka.embedded])")
         classpath = os.pathsep.join(str(p) for p in jars.ensure(jars.kafka_broker_jars(self.settings.version), self.jar_cache))
@@ -95,8 +137,7 @@ class EmbeddedKafka:
                 start_new_session=True,
             )
         self._pid_file.write_text(str(process.pid))
-        self._wait_until_ready(process)
-        return self.status()
+        return process
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Shut the broker down cleanly (SIGTERM, then SIGKILL after `timeout`). True if it ran."""
@@ -118,23 +159,29 @@ class EmbeddedKafka:
     def _write_config(self) -> Path:
         s = self.settings
         properties = self.data_dir / "server.properties"
+        listeners = f"PLAINTEXT://127.0.0.1:{s.port},CONTROLLER://127.0.0.1:{s.controller_port}"
+        if self.secure:
+            listeners += f",SASL_SSL://127.0.0.1:{self.secure.port}"
+        replicas = min(3, self.quorum.size) if self.quorum else 1
+        in_sync = min(2, replicas)
         properties.write_text(
             "\n".join([
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.bootstrap.servers=127.0.0.1:{s.controller_port}",
-                f"listeners=PLAINTEXT://127.0.0.1:{s.port},CONTROLLER://127.0.0.1:{s.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{s.port},CONTROLLER://127.0.0.1:{s.controller_port}",
+                *(self.quorum.properties() if self.quorum else
+                  ["node.id=1", f"controller.quorum.bootstrap.servers=127.0.0.1:{s.controller_port}"]),
+                f"listeners={listeners}",
+                f"advertised.listeners={listeners}",
                 "controller.listener.names=CONTROLLER",
                 "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+                *(self.secure.properties() if self.secure else []),
                 f"log.dirs={self._storage}",
-                "offsets.topic.replication.factor=1",
+                f"offsets.topic.replication.factor={replicas}",
                 "offsets.topic.num.partitions=4",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "share.coordinator.state.topic.replication.factor=1",
-                "share.coordinator.state.topic.min.isr=1",
+                f"transaction.state.log.replication.factor={replicas}",
+                f"transaction.state.log.min.isr={in_sync}",
+                f"share.coordinator.state.topic.replication.factor={replicas}",
+                f"share.coordinator.state.topic.min.isr={in_sync}",
                 "group.initial.rebalance.delay.ms=0",
                 "num.partitions=1",
                 "auto.create.topics.enable=false",
@@ -146,8 +193,9 @@ class EmbeddedKafka:
 
     def _format(self, classpath: str, properties: Path) -> None:
         result = subprocess.run(
-            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
-             "-t", _cluster_id(), "-c", str(properties)],
+            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format",
+             *(["-t", self.quorum.cluster_id] if self.quorum else ["--standalone", "-t", _cluster_id()]),
+             "-c", str(properties), *(self.secure.format_arguments() if self.secure else [])],
             capture_output=True, text=True,
         )
         if result.returncode != 0:
@@ -184,6 +232,54 @@ class EmbeddedKafka:
             return "\n".join(self._log_file.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+
+@dataclass(frozen=True)
+class Quorum:
+    """One node's place in a static KRaft quorum: its id, every controller, the shared cluster id."""
+
+    node_id: int
+    voters: str  # "1@127.0.0.1:port,2@..."
+    cluster_id: str
+
+    @property
+    def size(self) -> int:
+        return self.voters.count("@")
+
+    def properties(self) -> list[str]:
+        return [f"node.id={self.node_id}", f"controller.quorum.voters={self.voters}"]
+
+
+class EmbeddedKafkaCluster:
+    """Several embedded nodes (`nodes`: one settings each, own ports and data folder) as one cluster."""
+
+    def __init__(self, nodes: list[EmbeddedKafkaSettings], jar_cache: Path):
+        voters = ",".join(f"{n}@127.0.0.1:{s.controller_port}" for n, s in enumerate(nodes, start=1))
+        cluster_id = _cluster_id()
+        self.nodes = [EmbeddedKafka(s, jar_cache, quorum=Quorum(n, voters, cluster_id))
+                      for n, s in enumerate(nodes, start=1)]
+        self.bootstrap_servers = ",".join(node.bootstrap_servers for node in self.nodes)
+
+    @classmethod
+    def on_ports_after(cls, settings: EmbeddedKafkaSettings, jar_cache: Path, size: int) -> "EmbeddedKafkaCluster":
+        """Nodes on `settings.port` (and controller_port) + 100 * i, data in `data_dir`/node-i."""
+        return cls([dataclasses.replace(settings, port=settings.port + 100 * i,
+                                        controller_port=settings.controller_port + 100 * i,
+                                        data_dir=settings.data_dir / f"node-{i + 1}") for i in range(size)], jar_cache)
+
+    def start(self) -> list[BrokerStatus]:
+        """Start every node that is not running (all at once: the quorum needs a majority); return once all answer."""
+        processes = [node.launch() for node in self.nodes]
+        for node, process in zip(self.nodes, processes):
+            node._wait_until_ready(process)
+        return [node.status() for node in self.nodes]
+
+    def stop(self) -> bool:
+        """Stop every node; True if any ran."""
+        return any([node.stop() for node in self.nodes])
+
+    def status(self) -> list[BrokerStatus]:
+        return [node.status() for node in self.nodes]
 
 
 def _cluster_id() -> str:

@@ -106,6 +106,23 @@ class Milliseconds(int):
         return super().__new__(cls, sign * int(parse_duration(text).total_seconds() * 1000))
 
 
+class Secret(str):
+    """A password or key: used as its text, shown as `<secret>` (repr, str(), f-strings, messages),
+    so that printing or logging settings never reveals it. `reveal()` is the text."""
+
+    def __repr__(self) -> str:
+        return "'<secret>'" if self else "''"
+
+    def __str__(self) -> str:
+        return "<secret>" if self else ""
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def reveal(self) -> str:
+        return str.__str__(self)
+
+
 class SparkInterval(str):
     """A Spark interval string ("30 seconds", "500 milliseconds", "1 minute"), checked when loaded."""
 
@@ -229,6 +246,10 @@ def _as(hint: object, value: object, path: str, context: Context) -> object:
         raise ValueError(f"expected one of {', '.join(str(m.value) for m in hint)}")
     if hint in (SparkInterval, Milliseconds):
         return hint(value)  # type: ignore[operator]
+    if hint is Secret:
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        return Secret(value)
     if hint is str:
         if not isinstance(value, str):
             raise ValueError("expected a string")
@@ -256,7 +277,8 @@ def _expected(hint: object) -> str:
         return 'a duration such as "03:00:00", "2.00:00:00", "3h" or "90s"'
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return f"one of {', '.join(str(m.value) for m in hint)}"
-    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", Path: "a path"}
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", Path: "a path",
+             Secret: "a string"}
     if typing.get_origin(hint) is tuple:
         return f"an array of {names.get(typing.get_args(hint)[0], 'values')}"
     return names.get(hint, getattr(hint, "__name__", str(hint)))  # type: ignore[arg-type]
@@ -264,6 +286,8 @@ def _expected(hint: object) -> str:
 
 def _refuse(context: Context, path: str, value: object, allowed_text: str, detail: str = "") -> ConfigError:
     shown = value if not isinstance(value, Mapping) else "a table"
+    if any(word in path.lower() for word in ("password", "secret")):
+        shown, detail = Secret(str(shown)), ""
     extra = f" ({detail})" if detail and not detail.startswith("expected") and allowed_text not in detail else ""
     return ConfigError(f"{context.where}: {path or 'the file'} = {shown!r}: expected {allowed_text}{extra}")
 

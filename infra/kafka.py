@@ -7,13 +7,32 @@ default (`consistent_random`, CRC32) would scatter them differently.
 
 Overrides are librdkafka settings as they are spelled, dots included:
 `producer(bootstrap, **{"linger.ms": 5})`.
+
+Where the brokers are and how to reach them (`[kafka]`: bootstrap servers, `[kafka.security]`:
+SASL and TLS, and any other client property) is turned into client properties HERE and only
+here: `client_config` for every producer, consumer and admin client (librdkafka's names), and
+`spark_options` for Spark's Kafka source and sink (the Java client's names). Each client takes
+either the `KafkaSettings` or a bare bootstrap address (no security: tests on loopback).
+Passwords are `Secret`s: they reach the clients' properties and nothing else.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import time
+from typing import Any, Iterable, Union
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from infra.config import ConfigError
+from infra.settings import KafkaSettings
+
+Kafka = Union[str, KafkaSettings]  # a bare bootstrap address means plaintext, no other property
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
 
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",  # the Java client's: same key, same partition as Spark's sink
@@ -26,15 +45,117 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 }
 
 
-def producer(bootstrap: str, **overrides: Any) -> Producer:
-    """A producer for `bootstrap` with the defaults above; `overrides` win."""
-    return Producer({"bootstrap.servers": bootstrap, **PRODUCER_DEFAULTS, **overrides})
+def bootstrap_of(kafka: Kafka) -> str:
+    """The bootstrap servers, for messages (never the security settings)."""
+    return kafka if isinstance(kafka, str) else kafka.bootstrap_servers
 
 
-def consumer(bootstrap: str, group_id: str, topics: Iterable[str] = (), **overrides: Any) -> Consumer:
+def client_config(kafka: Kafka) -> dict[str, Any]:
+    """librdkafka's properties for reaching `kafka`: bootstrap, security, then `client_properties`."""
+    if isinstance(kafka, str):
+        return {"bootstrap.servers": kafka}
+    security = kafka.security
+    config: dict[str, Any] = {"bootstrap.servers": kafka.bootstrap_servers, "security.protocol": security.protocol}
+    if security.protocol.startswith("SASL"):
+        config.update({"sasl.mechanism": security.sasl_mechanism, "sasl.username": security.sasl_username,
+                       "sasl.password": security.sasl_password.reveal()})
+    if security.protocol.endswith("SSL"):
+        config["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_verify_hostname else "none"
+        for key, value in (("ssl.ca.location", security.ssl_ca_file),
+                           ("ssl.certificate.location", security.ssl_certificate_file),
+                           ("ssl.key.location", security.ssl_key_file)):
+            if value is not None:
+                config[key] = str(value)
+        if security.ssl_key_password:
+            config["ssl.key.password"] = security.ssl_key_password.reveal()
+    return {**config, **kafka.client_properties}
+
+
+def spark_options(kafka: Kafka) -> dict[str, str]:
+    """The Java client's properties for reaching `kafka`, as Spark's Kafka source and sink take them
+    ("kafka."-prefixed): the same settings as `client_config`, then `spark_properties`.
+
+    Spark redacts option values matching `spark.redaction.regex` (the JAAS line contains
+    "password") in its plans, UI and logs; a checkpoint keeps offsets, not options."""
+    if isinstance(kafka, str):
+        return {"kafka.bootstrap.servers": kafka}
+    security = kafka.security
+    config = {"bootstrap.servers": kafka.bootstrap_servers, "security.protocol": security.protocol}
+    if security.protocol.startswith("SASL"):
+        config["sasl.mechanism"] = security.sasl_mechanism
+        config["sasl.jaas.config"] = (
+            f'{_JAAS_MODULES[security.sasl_mechanism]} required username="{_jaas_quoted(security.sasl_username)}"'
+            f' password="{_jaas_quoted(security.sasl_password.reveal())}";')
+    if security.protocol.endswith("SSL"):
+        config["ssl.endpoint.identification.algorithm"] = "https" if security.ssl_verify_hostname else ""
+        if security.ssl_ca_file is not None:
+            config.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(security.ssl_ca_file)})
+        if security.ssl_key_file is not None:
+            config.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(security.ssl_key_file)})
+        if security.ssl_key_password:
+            config["ssl.key.password"] = security.ssl_key_password.reveal()
+    config.update(kafka.spark_properties)
+    return {f"kafka.{key}": value for key, value in config.items()}
+
+
+def _jaas_quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def admin(kafka: Kafka, **overrides: Any) -> AdminClient:
+    """An admin client for `kafka`; `overrides` win."""
+    return AdminClient({**client_config(kafka), **overrides})
+
+
+def producer(kafka: Kafka, **overrides: Any) -> Producer:
+    """A producer for `kafka` with the defaults above; `overrides` win."""
+    return Producer({**client_config(kafka), **PRODUCER_DEFAULTS, **overrides})
+
+
+def consumer(kafka: Kafka, group_id: str, topics: Iterable[str] = (), **overrides: Any) -> Consumer:
     """A consumer in `group_id`, subscribed to `topics` when given; reads from the start of a new group."""
-    client = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, **CONSUMER_DEFAULTS, **overrides})
+    client = Consumer({**client_config(kafka), "group.id": group_id, **CONSUMER_DEFAULTS, **overrides})
     topics = list(topics)
     if topics:
         client.subscribe(topics)
     return client
+
+
+class KafkaAccessRefused(ConfigError):
+    """The brokers refused the configured credentials or certificates (a setting to fix, not a fault)."""
+
+
+def cluster_metadata(kafka: Kafka, timeout: float = 30.0):
+    """The cluster's metadata (brokers, topics), through an admin client for `kafka`.
+
+    Refused credentials or certificates raise `KafkaAccessRefused` naming the broker's reason and
+    the settings to check; a broker that does not answer raises librdkafka's KafkaException."""
+    refusals: list[KafkaError] = []
+
+    def note(error: KafkaError) -> None:
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            refusals.append(error)
+
+    client = admin(kafka, error_cb=note, log_level=0)
+    deadline = time.monotonic() + timeout
+    while True:  # in short steps, so that a refusal is reported at once, not after `timeout`
+        try:
+            return client.list_topics(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+        except KafkaException:
+            client.poll(0)  # hands the errors seen so far to `note`
+            if refusals:
+                reason = refusals[0].str().split(": ", 1)[-1]
+                raise KafkaAccessRefused(f"Kafka at {bootstrap_of(kafka)} refused the connection: {reason};"
+                                         f" check {_what_to_check(kafka, refusals[0])}") from None
+            if time.monotonic() >= deadline:
+                raise
+
+
+def _what_to_check(kafka: Kafka, refusal: KafkaError) -> str:
+    if isinstance(kafka, str):
+        return "[kafka.security] (none is configured)"
+    security = kafka.security
+    if refusal.code() == KafkaError._AUTHENTICATION:
+        return (f"[kafka.security] sasl_username ({security.sasl_username!r}), sasl_password and sasl_mechanism"
+                f" ({security.sasl_mechanism})")
+    return "[kafka.security] ssl_ca_file, ssl_certificate_file, ssl_key_file and ssl_verify_hostname"

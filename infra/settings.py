@@ -18,15 +18,31 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, SparkInterval, allowed, at_least, build, env_overlay, matching, merge, more_than, one_of, port as port_number,
+    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_overlay, matching, merge, more_than, one_of,
+    port as port_number,
     positive_duration,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
 
-__all__ = ["ConfigError", "PROJECT_ROOT", "DEFAULT_CONF", "Settings", "load_settings", "settings_from"]
+__all__ = ["ConfigError", "PROJECT_ROOT", "CONF_DIR", "DEFAULT_CONF", "Settings", "load_settings", "settings_from"]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONF = PROJECT_ROOT / "conf" / "shadowtwin.toml"
+_SOURCE = Path(__file__).resolve().parent.parent
+
+
+def _data_root(env: typing.Mapping[str, str]) -> Path:
+    """Where relative paths point and runtime files (.run/, .cache/) go: the checkout when run from
+    one; else `$SHADOWTWIN_HOME`, else the user's data folder (XDG), never site-packages."""
+    if env.get("SHADOWTWIN_HOME"):
+        return Path(env["SHADOWTWIN_HOME"]).expanduser().resolve()
+    if (_SOURCE / "pyproject.toml").is_file():
+        return _SOURCE
+    return Path(env.get("XDG_DATA_HOME") or Path.home() / ".local" / "share").expanduser() / "shadowtwin"
+
+
+PROJECT_ROOT = _data_root(os.environ)
+# The documented defaults: conf/ of the checkout, packaged in the wheel as shadowtwin/defaults/.
+CONF_DIR = _SOURCE / "conf" if (_SOURCE / "conf").is_dir() else _SOURCE / "shadowtwin" / "defaults"
+DEFAULT_CONF = CONF_DIR / "shadowtwin.toml"
 ENV_PREFIX = "SHADOWTWIN"
 _MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
 _TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
@@ -41,6 +57,27 @@ class EmbeddedKafkaSettings:
     data_dir: Path = PROJECT_ROOT / ".run/kafka"
     heap: str = field(default="512m", metadata=_MEMORY)
     start_timeout_seconds: int = field(default=60, metadata=at_least(1))
+    # 3: a KRaft cluster of three nodes, node i on port + 100 * i and controller_port + 100 * i,
+    # its data in data_dir/node-<i+1> (then set [topics] replication_factor = 3, min_insync_replicas = 2).
+    brokers: int = field(default=1, metadata=at_least(1))
+
+
+@dataclass(frozen=True)
+class KafkaSecuritySettings:
+    """How every client (producers, consumers, admin, Spark's source and sink) reaches the brokers:
+    translated once, in infra/kafka.py, into librdkafka's and the Java client's properties."""
+
+    protocol: str = field(default="PLAINTEXT", metadata=one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    sasl_mechanism: str = field(default="SCRAM-SHA-512", metadata=one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+    sasl_username: str = ""
+    sasl_password: Secret = Secret("")
+    ssl_ca_file: Path | None = None  # PEM bundle of the authorities to trust (else the system's)
+    # A client certificate (mutual TLS): for Spark's Java client the key file must hold the
+    # certificate chain too (a PEM key store); the same file may be given for both.
+    ssl_certificate_file: Path | None = None
+    ssl_key_file: Path | None = None
+    ssl_key_password: Secret = Secret("")
+    ssl_verify_hostname: bool = True
 
 
 @dataclass(frozen=True)
@@ -48,6 +85,11 @@ class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:19092"
     embedded: EmbeddedKafkaSettings = field(default_factory=EmbeddedKafkaSettings)
     delivery_timeout_seconds: float = 30.0  # a record a producer cannot get acknowledged in this long has failed
+    security: KafkaSecuritySettings = field(default_factory=KafkaSecuritySettings)
+    # Any other client property, as each client spells it: librdkafka's for the Python clients,
+    # the Java client's (without Spark's "kafka." prefix) for Spark's source and sink.
+    client_properties: dict[str, str] = field(default_factory=dict)
+    spark_properties: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -61,6 +103,9 @@ class TopicSettings:
     commands_partitions: int = field(default=4, metadata=at_least(1))
     dead_letters_partitions: int = field(default=1, metadata=at_least(1))
     replication_factor: int = field(default=1, metadata=at_least(1))
+    # Replicas that must have a record before it counts as written (with acks=all, which the
+    # idempotent producers and Spark's sink use): 2 of 3 loses nothing when one broker dies.
+    min_insync_replicas: int = field(default=1, metadata=at_least(1))
     # compacted: the latest summary per server and record per message in flight (state/summary.py)
     state: str = field(default="shadowtwin.state", metadata=_TOPIC)
     state_partitions: int = field(default=1, metadata=at_least(1))
@@ -86,6 +131,10 @@ class SparkSettings:
     trigger_interval: SparkInterval = SparkInterval("2 seconds")
     ui_enabled: bool = False
     log_level: str = field(default="WARN", metadata=_LOG_LEVELS)
+    # The Python the executors run ("": the driver's own interpreter, right for local mode and for
+    # workers on the driver's host; on a cluster, the path of an interpreter with shadowtwin
+    # installed on every worker host).
+    executor_python: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,7 +205,8 @@ class Settings:
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:
     """Read settings from `path`, else `$SHADOWTWIN_CONF`, else `conf/shadowtwin.toml`; then the environment.
 
-    Relative paths in the file are taken from the project's top-level folder.
+    Relative paths in the file are taken from PROJECT_ROOT (the checkout, or an installed
+    shadowtwin's data folder).
     """
     env = os.environ if env is None else env
     conf_path = Path(path or env.get("SHADOWTWIN_CONF") or DEFAULT_CONF)

@@ -1,13 +1,24 @@
-"""Creation of the twin's topics (events in; alerts, commands, dead letters and state out)."""
+"""Creation and checking of the twin's topics (events in; alerts, commands, dead letters and state out).
+
+Missing topics are created as configured. Existing ones are left as they are but checked for
+what correctness depends on: the partition count (a primary server's events stay in one
+partition, in order, only while it does not change), LogAppendTime on the events topic (the
+clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
+compaction on the state topic (the latest summary per key: state/summary.py), and the
+replication factor and min.insync.replicas (what an acknowledged record survives).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import ConfigResource, NewTopic
 
+from infra.kafka import Kafka, admin, cluster_metadata
 from infra.settings import TopicSettings
+
+LOG_APPEND_TIME = "LogAppendTime"
 
 
 @dataclass(frozen=True)
@@ -16,27 +27,35 @@ class TopicOutcome:
     partitions: int
     created: bool
     note: str = ""
+    differences: tuple[str, ...] = ()  # how an existing topic differs from the configuration in what matters
 
     def describe(self) -> str:
         verb = "created" if self.created else "exists"
-        return f"{verb:8} {self.topic} ({self.partitions} partitions){' - ' + self.note if self.note else ''}"
+        said = "; ".join((*self.differences, *([self.note] if self.note else [])))
+        return f"{verb:8} {self.topic} ({self.partitions} partitions){' - ' + said if said else ''}"
 
 
-def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float = 30.0) -> list[TopicOutcome]:
-    """Create every configured topic that does not exist yet; leave existing ones as they are."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+def wanted_configs(topics: TopicSettings) -> dict[str, dict[str, str]]:
+    """Topic name -> the topic configuration the twin creates it with."""
+    common = {"min.insync.replicas": str(topics.min_insync_replicas)}
+    own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
+           topics.state: {"cleanup.policy": "compact"}}
+    return {name: {**common, **own.get(name, {})} for name in topics.partitions()}
+
+
+def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0) -> list[TopicOutcome]:
+    """Create every configured topic that does not exist yet; check the existing ones."""
+    existing = cluster_metadata(kafka, timeout).topics  # first: refused credentials end here, in one line
+    client = admin(kafka)
     wanted = topics.partitions()
-    existing = admin.list_topics(timeout=timeout).topics
+    configs = wanted_configs(topics)
     outcomes: list[TopicOutcome] = []
     missing = [name for name in wanted if name not in existing]
-    # The broker stamps each event with its ingestion time: the twin's guard against node
-    # clocks running ahead compares event time with it (streaming/twin.py).
-    configs = {topics.events: {"message.timestamp.type": "LogAppendTime"},
-               topics.state: {"cleanup.policy": "compact"}}  # latest record per key (state/summary.py)
-    futures = admin.create_topics(
-        [NewTopic(name, wanted[name], topics.replication_factor, config=configs.get(name, {})) for name in missing],
+    futures = client.create_topics(
+        [NewTopic(name, wanted[name], topics.replication_factor, config=configs[name]) for name in missing],
         operation_timeout=timeout,
     ) if missing else {}
+    present = [name for name in wanted if name in existing]
     for name, future in futures.items():
         try:
             future.result(timeout=timeout)
@@ -44,10 +63,43 @@ def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float 
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
-            outcomes.append(TopicOutcome(name, wanted[name], created=False))
-    for name in wanted:
-        if name in existing:
-            actual = len(existing[name].partitions)
-            note = f"configured {wanted[name]}, left unchanged" if actual != wanted[name] else ""
-            outcomes.append(TopicOutcome(name, actual, created=False, note=note))
+            present.append(name)  # made meanwhile, or not yet in the metadata we read: checked like the others
+    if len(present) > len(wanted) - len(missing):
+        existing = cluster_metadata(kafka, timeout).topics
+    actual_configs = _configs(client, present, timeout)
+    for name in present:
+        partitions = existing[name].partitions
+        replicas = min((len(p.replicas) for p in partitions.values()), default=0)
+        outcomes.append(TopicOutcome(name, len(partitions), created=False, differences=differences(
+            wanted[name], len(partitions), topics.replication_factor, replicas, configs[name], actual_configs[name])))
     return sorted(outcomes, key=lambda o: o.topic)
+
+
+def differences(partitions: int, actual_partitions: int, replication: int, actual_replication: int,
+                configs: dict[str, str], actual_configs: dict[str, str]) -> tuple[str, ...]:
+    """What an existing topic lacks of the configured one, in words, in what correctness depends on."""
+    found = []
+    if actual_partitions != partitions:
+        found.append(f"has {actual_partitions} partitions, configured {partitions}")
+    if actual_replication < replication:
+        found.append(f"replication factor {actual_replication}, configured {replication}")
+    wanted_type = configs.get("message.timestamp.type")
+    if wanted_type and actual_configs.get("message.timestamp.type") != wanted_type:
+        found.append(f"message.timestamp.type is {actual_configs.get('message.timestamp.type')}, must be {wanted_type}"
+                     " (the clock-skew guard compares event time with the broker's)")
+    if configs.get("cleanup.policy") == "compact" and "compact" not in actual_configs.get("cleanup.policy", ""):
+        found.append(f"cleanup.policy is {actual_configs.get('cleanup.policy')}, must include compact"
+                     " (the latest state per key)")
+    if int(actual_configs.get("min.insync.replicas", "1")) < int(configs["min.insync.replicas"]):
+        found.append(f"min.insync.replicas {actual_configs.get('min.insync.replicas')},"
+                     f" configured {configs['min.insync.replicas']}")
+    return tuple(found)
+
+
+def _configs(client, names: list[str], timeout: float) -> dict[str, dict[str, str]]:
+    if not names:
+        return {}
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names],
+                                      request_timeout=timeout)
+    return {resource.name: {key: entry.value for key, entry in future.result(timeout=timeout).items()}
+            for resource, future in futures.items()}

@@ -26,7 +26,7 @@ from confluent_kafka import KafkaError, Producer
 
 from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
-from infra.kafka import producer
+from infra.kafka import bootstrap_of, producer
 
 DEFAULT_DELIVERY_TIMEOUT_S = 30.0
 
@@ -63,7 +63,7 @@ class Deliveries:
         if self.broker_error and self.broker_error not in why:
             why += f"; the client last said: {self.broker_error}"
         return (f"{self.unacknowledged} of {self.produced} records were not acknowledged by Kafka at"
-                f" {self.bootstrap} ({why})")
+                f" {bootstrap_of(self.bootstrap)} ({why})")
 
 
 def reporting_producer(bootstrap: str, deliveries: Deliveries, **overrides) -> Producer:

@@ -30,6 +30,7 @@ from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
+from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from state.parameters import parse_duration
 
 # The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
@@ -42,9 +43,19 @@ DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
 
 def _kafka(settings: Settings, args: argparse.Namespace) -> int:
-    from infra.broker import EmbeddedKafka
+    from infra.broker import EmbeddedKafka, EmbeddedKafkaCluster
 
-    broker = EmbeddedKafka(settings.kafka.embedded, settings.jars.cache_dir)
+    embedded = settings.kafka.embedded
+    if embedded.brokers > 1:
+        cluster = EmbeddedKafkaCluster.on_ports_after(embedded, settings.jars.cache_dir, embedded.brokers)
+        if args.action == "stop":
+            print("kafka stopped" if cluster.stop() else "kafka was not running")
+            return 0
+        statuses = cluster.start() if args.action == "start" else cluster.status()
+        for status in statuses:
+            print(status.describe())
+        return 0 if all(s.running for s in statuses) else 3
+    broker = EmbeddedKafka(embedded, settings.jars.cache_dir)
     if args.action == "start":
         print(broker.start().describe())
     elif args.action == "stop":
@@ -59,14 +70,23 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
 def _topics(settings: Settings, args: argparse.Namespace) -> int:
     from infra.topics import create_topics
 
-    for outcome in create_topics(args.bootstrap or settings.kafka.bootstrap_servers, settings.topics):
+    outcomes = create_topics(settings.kafka, settings.topics)
+    for outcome in outcomes:
         print(outcome.describe())
+    differing = [o.topic for o in outcomes if o.differences]
+    if differing:
+        print(f"{len(differing)} of {len(outcomes)} topics differ from the configuration in what the twin's"
+              f" correctness depends on: {', '.join(differing)} (recreate them, or change [topics])", file=sys.stderr)
+        return 1
     return 0
 
 
 def _jars(settings: Settings, args: argparse.Namespace) -> int:
     from infra import jars
 
+    if args.action == "list":  # for spark-submit --jars
+        print(",".join(str(p) for p in jars.ensure(jars.spark_connector_jars(), settings.jars.cache_dir)))
+        return 0
     for jar_set in (jars.kafka_broker_jars(settings.kafka.embedded.version), jars.spark_connector_jars()):
         paths = jars.ensure(jar_set, settings.jars.cache_dir)
         print(f"{jar_set.name}: {len(paths)} jars in {jar_set.folder(settings.jars.cache_dir)}")
@@ -85,9 +105,6 @@ def _twin(settings: Settings, args: argparse.Namespace) -> int:
     from producers.relay.topology import load_topology
     from streaming.app import TwinApplication
 
-    if args.bootstrap:
-        settings = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka,
-                                                                            bootstrap_servers=args.bootstrap))
     if args.master:
         settings = dataclasses.replace(settings, spark=dataclasses.replace(settings.spark, master=args.master))
     if args.lab_topology:
@@ -106,7 +123,7 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
-    outcome = record(settings.kafka.bootstrap_servers, args.topic, check_name(Path(args.file)),
+    outcome = record(settings.kafka, args.topic, check_name(Path(args.file)),
                      from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop)
     print(outcome.describe())
     return stop.exit_status()
@@ -118,7 +135,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     stop = stop_on_signals()
-    outcome = replay(settings.kafka.bootstrap_servers, args.to or settings.topics.events, path, speed=speed,
+    outcome = replay(settings.kafka, args.to or settings.topics.events, path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,
                      delivery_timeout_s=settings.kafka.delivery_timeout_seconds)
     print(outcome.describe())
@@ -133,7 +150,7 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     stop = stop_on_signals()
-    sink = KafkaSink(settings.kafka.bootstrap_servers, args.to or settings.topics.events,
+    sink = KafkaSink(settings.kafka, args.to or settings.topics.events,
                      settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
     try:
         counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
@@ -176,6 +193,7 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--conf", help="settings file (default: $SHADOWTWIN_CONF or conf/shadowtwin.toml)")
     top.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its line")
+    top.add_argument("--version", action="version", version=f"shadowtwin {_version()}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     kafka = commands.add_parser("kafka", help="the embedded Apache Kafka broker",
@@ -183,23 +201,25 @@ def parser() -> argparse.ArgumentParser:
     kafka.add_argument("action", choices=["start", "stop", "status"])
     kafka.set_defaults(run=_kafka)
 
-    topics = commands.add_parser("topics", help="the twin's Kafka topics",
-                                 description="Create the topics named in conf/ (idempotent).")
+    topics = commands.add_parser("topics", help="the twin's Kafka topics", parents=[KAFKA_OPTIONS],
+                                 description="Create the topics named in conf/ (idempotent); check those that exist"
+                                             " for what correctness depends on (partitions, LogAppendTime on the"
+                                             " events topic, replication) and exit 1 naming what differs.")
     topics.add_argument("action", choices=["create"])
-    topics.add_argument("--bootstrap", help="Kafka bootstrap servers (default: from conf/)")
     topics.set_defaults(run=_topics)
 
     jar_cmd = commands.add_parser("jars", help="fetch the Kafka and Spark jars from Maven Central",
                                   description="Resolve the broker and Spark connector jars into the jar cache.")
-    jar_cmd.add_argument("action", choices=["fetch"])
+    jar_cmd.add_argument("action", choices=["fetch", "list"],
+                         help="fetch: both sets into the cache; list: the Spark connectors, comma-separated"
+                              " (spark-submit --jars)")
     jar_cmd.set_defaults(run=_jars)
 
-    twin = commands.add_parser("twin", help="the streaming twin (the main job)",
+    twin = commands.add_parser("twin", help="the streaming twin (the main job)", parents=[KAFKA_OPTIONS],
                                description="Run the streaming twin: events topic -> alerts, redelivery commands,"
                                            " dead letters. Runs until Ctrl-C or SIGTERM (exit 130 or 143).")
     twin.add_argument("action", choices=["run"])
     twin.add_argument("--master", help="Spark master URL (default: from conf/, local mode)")
-    twin.add_argument("--bootstrap", help="Kafka bootstrap servers of a cluster (default: from conf/)")
     twin.add_argument("--checkpoint", help="checkpoint folder (default: <spark.checkpoint_dir>/twin)")
     twin.add_argument("--no-ticks", action="store_true",
                       help="do not publish clock ticks (when replaying a recording, which carries its own)")
@@ -221,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
     whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
     whatif.set_defaults(run=_whatif)
 
-    record = commands.add_parser("record", help="record a topic's events into a file",
+    record = commands.add_parser("record", help="record a topic's events into a file", parents=[KAFKA_OPTIONS],
                                  description="Read the contract's events from a Kafka topic and write them to FILE"
                                              " (.jsonl or .avro) as they arrive. Records that do not decode are"
                                              " counted and reported, not written. Stops at --count, --seconds,"
@@ -236,6 +256,7 @@ def parser() -> argparse.ArgumentParser:
     record.set_defaults(run=_record)
 
     replay = commands.add_parser("replay", help="publish a recording, paced by its event times",
+                                 parents=[KAFKA_OPTIONS],
                                  description="Publish a recording (.jsonl or .avro) in its order, keyed by primary"
                                              " server, with its event times unchanged. Prints progress about every"
                                              " 2 seconds.")
@@ -246,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
     replay.set_defaults(run=_replay)
 
-    ingest = commands.add_parser("ingest", help="turn server logs into events",
+    ingest = commands.add_parser("ingest", help="turn server logs into events", parents=[KAFKA_OPTIONS],
                                  description="Read Exchange message-tracking log files (MSGTRK*.LOG) and publish"
                                              " their shadow-redundancy and transport events; unreadable lines go to"
                                              " the dead-letter topic with their file and line number. Mapping and"
@@ -272,6 +293,7 @@ def parser() -> argparse.ArgumentParser:
     simulate_cmd.add_parser(commands)
 
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
+                               parents=[KAFKA_OPTIONS],
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")
     demo.add_argument("--seconds", type=float, help="stop after this long at the latest (default: from conf/)")
     demo.set_defaults(run=_demo)
@@ -286,6 +308,15 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shadowtwin")
+    except PackageNotFoundError:
+        return "(not installed: run from a checkout without pip install)"
+
+
 class _Parser(argparse.ArgumentParser):
     """Bad arguments: one line naming the argument and the problem, exit status 2."""
 
@@ -296,7 +327,7 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(load_settings(args.conf), args)
+        return args.run(with_kafka_options(load_settings(args.conf), args), args)
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS

@@ -17,9 +17,10 @@ import time
 from datetime import datetime, timezone
 from typing import Callable
 
-from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+from confluent_kafka import OFFSET_END, TopicPartition
 
 from infra.config import SparkInterval
+from infra.kafka import Kafka, consumer as kafka_consumer
 from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Publisher
@@ -56,7 +57,7 @@ def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[st
     with stop_on_signals() as stop:
         try:
             twin.start()
-            consumer = _consumer_at_end(settings.kafka.bootstrap_servers,
+            consumer = _consumer_at_end(settings.kafka,
                                         [settings.topics.alerts, settings.topics.commands])
             while twin.progress.batches == 0 and time.monotonic() < deadline and not stop.is_set():
                 time.sleep(0.2)
@@ -75,7 +76,7 @@ def run_demo(settings: Settings, seconds: float | None = None, say: Callable[[st
                 f" and it crashes after {demo.crash_after_seconds}s, back after {demo.crash_for_seconds}s with"
                 f" {'a new' if demo.new_database else 'the same'} queue database; ShadowResubmitTimeSpan is"
                 f" {demo.shadow_resubmit_time_span} for the demo")
-            publisher = Publisher(settings.kafka.bootstrap_servers, settings.topics.events, generate(workload), speed=1.0)
+            publisher = Publisher(settings.kafka, settings.topics.events, generate(workload), speed=1.0)
             publisher.start()
             codec, ends_at = default_codec(), deadline
             while time.monotonic() < min(deadline, ends_at) and not stop.is_set():
@@ -113,11 +114,11 @@ def describe(record) -> str:
             f" ({record.reason.value}, id {record.command_id})")
 
 
-def _consumer_at_end(bootstrap: str, topics: list[str]):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "shadowtwin-demo", "enable.auto.commit": False})
-    metadata = consumer.list_topics(timeout=10).topics
-    consumer.assign([TopicPartition(t, p, OFFSET_END) for t in topics for p in metadata[t].partitions])
-    return consumer
+def _consumer_at_end(kafka: Kafka, topics: list[str]):
+    reader = kafka_consumer(kafka, "shadowtwin-demo")
+    metadata = reader.list_topics(timeout=10).topics
+    reader.assign([TopicPartition(t, p, OFFSET_END) for t in topics for p in metadata[t].partitions])
+    return reader
 
 
 def _mkdir(path):

@@ -15,11 +15,12 @@ from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.errors import UsageError
+from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
 
 def add_parser(commands) -> None:
     simulate = commands.add_parser(
-        "simulate", help="simulate a topology's servers, workload and faults",
+        "simulate", help="simulate a topology's servers, workload and faults", parents=[KAFKA_OPTIONS],
         description="Run the topology simulator: servers that make shadow copies, query their primaries and"
                     " promote on their own, a daily workload and a fault schedule, all from a topology file."
                     " Writes the events to FILE (.avro or .jsonl, the same bytes for the same seed) and the ground"
@@ -62,11 +63,11 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     progress = lambda line: print(line, flush=True)  # noqa: E731
     stop = stop_on_signals()
     if args.live:
-        outcome = runs.live(topology, args.seed, kafka.bootstrap_servers, args.topic or topics.events,
+        outcome = runs.live(topology, args.seed, kafka, args.topic or topics.events,
                             topics.commands, speed=speed or 1.0, truth_path=truth, progress=progress,
                             seconds=args.seconds, stop=stop, delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.to_kafka:
-        outcome = runs.to_kafka(topology, args.seed, kafka.bootstrap_servers, args.topic or topics.events,
+        outcome = runs.to_kafka(topology, args.seed, kafka, args.topic or topics.events,
                                 speed=speed, truth_path=truth, progress=progress, stop=stop,
                                 delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.format == "exchange-mtl":

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from infra.broker import BrokerError
 from infra.settings import Settings
+from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from state.summary import TopologyView
 from streaming.views import read_state
 
@@ -23,7 +24,7 @@ NOT_FOUND = 1
 
 def add_parsers(commands) -> None:
     where = commands.add_parser(
-        "where", help="where a message is now: its primary, its shadow copy, forks, deadlines",
+        "where", parents=[KAFKA_OPTIONS], help="where a message is now: its primary, its shadow copy, forks, deadlines",
         description="Read the twin's state topic and say where a message in transit is: which primary has it,"
                     " which server holds its shadow copy, its forks and their status, and its pending deadlines"
                     " (by Message-ID or internal id). A message the twin holds nothing of (delivered and released,"
@@ -31,7 +32,7 @@ def add_parsers(commands) -> None:
     where.add_argument("message", metavar="MESSAGE_ID", help="the Internet Message-ID (<...@...>) or internal id")
     _reader_options(where, "one JSON object per line, as the state topic holds it", _where)
     server = commands.add_parser(
-        "server", help="what a server holds: as primary, for others, and its heartbeat pairs",
+        "server", parents=[KAFKA_OPTIONS], help="what a server holds: as primary, for others, and its heartbeat pairs",
         description="Read the twin's state topic and say what a server holds as primary (its queue, messages not"
                     " redundant, at risk, promoted), who holds shadow copies for it, whose copies it holds, its"
                     " heartbeat pairs and their last contact, and its pending deadlines. An unknown server is said"
@@ -42,13 +43,12 @@ def add_parsers(commands) -> None:
 
 def _reader_options(parser: argparse.ArgumentParser, json_help: str, run) -> None:
     parser.add_argument("--json", action="store_true", help=json_help)
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (default: from conf/)")
     parser.set_defaults(run=run)
 
 
 def _view(settings: Settings, args: argparse.Namespace) -> TopologyView:
     try:
-        return read_state(args.bootstrap or settings.kafka.bootstrap_servers, settings.topics.state)
+        return read_state(settings.kafka, settings.topics.state)
     except (LookupError, TimeoutError) as exc:  # no state topic, or one that cannot be read: exit 1
         raise BrokerError(str(exc)) from None
 

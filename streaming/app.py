@@ -79,11 +79,11 @@ class TwinApplication:
         settings = self.settings
         try:
             self._broker = start_if_needed(settings, self._say)
-            for outcome in create_topics(settings.kafka.bootstrap_servers, settings.topics):
+            for outcome in create_topics(settings.kafka, settings.topics):
                 self._say(f"topic {outcome.describe()}")
             if self.spark is None:
                 self.spark = build_spark(settings)
-            self._alerts_out = producer(settings.kafka.bootstrap_servers)
+            self._alerts_out = producer(settings.kafka)
             self.progress = ProgressReporter(self._say, self._publish_alert, settings.twin.late_alert_threshold,
                                              every_seconds=self._progress_every_s)
             self.spark.streams.addListener(self.progress)
@@ -92,7 +92,7 @@ class TwinApplication:
             self._say(f"twin running: {topics.events} -> {topics.alerts}, {topics.commands}, {topics.dead_letters};"
                       f" checkpoint {self.checkpoint_dir}")
             if self._ticks:
-                self._ticker = Ticker(settings.kafka.bootstrap_servers, topics.events,
+                self._ticker = Ticker(settings.kafka, topics.events,
                                       settings.twin.tick_interval_seconds)
                 self._ticker.start()
             if settings.views.http_enabled:
@@ -153,7 +153,7 @@ class TwinApplication:
         from streaming.views import ViewFeed
 
         views = self.settings.views
-        self._feed = ViewFeed(self.settings.kafka.bootstrap_servers, self.settings.topics, views.recent_alerts,
+        self._feed = ViewFeed(self.settings.kafka, self.settings.topics, views.recent_alerts,
                               self._say).start()
         try:
             self.views = ViewServer(views, self._feed, self._progress_figures).start()

@@ -3,6 +3,12 @@
 Local mode by default, any master by configuration; Spark's Kafka and Avro connectors at
 exactly the pyspark version (from the jar cache); RocksDB state store with changelog
 checkpointing.
+
+On a cluster: the connector jars go to the executors with `spark.jars` (the driver serves
+them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
+`spark.executor_python`; and under `spark-submit` every property it was given (`--conf`,
+`--master`, `--driver-memory` ...) wins over the project's settings, which only fill in what
+it did not say.
 """
 
 from __future__ import annotations
@@ -13,9 +19,9 @@ import sys
 from pyspark.sql import SparkSession
 
 from infra import jars
-from infra.settings import PROJECT_ROOT, Settings
+from infra.settings import CONF_DIR, Settings
 
-LOG_CONFIG = PROJECT_ROOT / "conf" / "spark-log4j2.properties"
+LOG_CONFIG = CONF_DIR / "spark-log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -23,29 +29,46 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
     """Return the (process-wide) SparkSession configured from `settings`."""
     spark_settings = settings.spark
     connector_jars = jars.ensure(jars.spark_connector_jars(), settings.jars.cache_dir)
-    # The Python workers must run the interpreter that has this project installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The Python workers must run an interpreter that has this project installed.
+    os.environ.setdefault("PYSPARK_PYTHON", spark_settings.executor_python or sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = spark_settings.master
-    if master.startswith("local"):
+    submitted = _submitted_conf()
+    master = submitted.get("spark.master", spark_settings.master)
+    if master.startswith(("local", "spark://127.0.0.1")):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(spark_settings.app_name)
-        .config("spark.jars", ",".join(str(p) for p in connector_jars))
-        .config("spark.driver.memory", spark_settings.driver_memory)
-        .config("spark.sql.shuffle.partitions", str(spark_settings.shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", str(spark_settings.ui_enabled).lower())
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
-        .config("spark.sql.streaming.checkpointLocation", str(spark_settings.checkpoint_dir))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
-    )
-    for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
+    jar_list = [str(p) for p in connector_jars] + [j for j in submitted.get("spark.jars", "").split(",") if j]
+    ours = {
+        "spark.master": spark_settings.master,
+        "spark.app.name": spark_settings.app_name,
+        "spark.driver.memory": spark_settings.driver_memory,
+        "spark.sql.shuffle.partitions": str(spark_settings.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": str(spark_settings.ui_enabled).lower(),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.checkpointLocation": str(spark_settings.checkpoint_dir),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+        **(extra or {}),
+    }
+    builder = SparkSession.builder.config("spark.jars", ",".join(dict.fromkeys(jar_list)))
+    if spark_settings.executor_python:
+        ours["spark.pyspark.python"] = spark_settings.executor_python
+    for key, value in ours.items():
+        if key not in submitted:
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(spark_settings.log_level)
     return spark
+
+
+def _submitted_conf() -> dict[str, str]:
+    """What `spark-submit` was told (its driver JVM runs already and holds it), or nothing when
+    this process was not started by spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())

@@ -29,6 +29,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from infra.kafka import spark_options
 from infra.settings import Settings
 from streaming.decode import classify_events
 from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, apply_model
@@ -102,10 +103,10 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
 
     `transform` is the twin; the benchmark passes a pass-through to measure the ceiling.
     """
-    kafka, twin = settings.kafka.bootstrap_servers, settings.twin
+    kafka, twin = spark_options(settings.kafka), settings.twin
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka)
+        .options(**kafka)
         .option("subscribe", settings.topics.events)
         .option("startingOffsets", twin.starting_offsets)
         .option("failOnDataLoss", "false")
@@ -115,7 +116,7 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
     return (
         transform(reader.load(), settings)
         .writeStream.format("kafka")
-        .option("kafka.bootstrap.servers", kafka)
+        .options(**kafka)
         .option("checkpointLocation", str(checkpoint_dir))
         .trigger(processingTime=str(settings.spark.trigger_interval))
         .queryName(query_name)

@@ -23,15 +23,15 @@ from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+from infra.kafka import Kafka, consumer
 from infra.settings import TopicSettings
 from schemas.codec import default_codec
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
 from state.summary import SERVER_PREFIX, TopologyView
 
 
-def _consumer(bootstrap: str) -> Consumer:
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": "shadowtwin-views", "enable.auto.commit": False,
-                     "enable.partition.eof": True})
+def _consumer(kafka: Kafka) -> Consumer:
+    return consumer(kafka, "shadowtwin-views", **{"enable.partition.eof": True})
 
 
 def _from_beginning(client: Consumer, topics: list[str], timeout_s: float) -> list[TopicPartition]:
@@ -103,7 +103,7 @@ class LiveView:
 class ViewFeed:
     """A daemon thread that keeps a `LiveView` up to date from the twin's output topics."""
 
-    def __init__(self, bootstrap: str, topics: TopicSettings, recent_alerts: int = 20,
+    def __init__(self, bootstrap: Kafka, topics: TopicSettings, recent_alerts: int = 20,
                  say: Callable[[str], None] = print):
         self.view = LiveView(recent_alerts)
         self._say = say
@@ -139,7 +139,7 @@ class ViewFeed:
             self._thread.join(10)
 
 
-def read_state(bootstrap: str, topic: str, timeout_s: float = 30.0) -> TopologyView:
+def read_state(bootstrap: Kafka, topic: str, timeout_s: float = 30.0) -> TopologyView:
     """The state topic read once from its beginning to its end as it is now, folded into a view."""
     client = _consumer(bootstrap)
     view = TopologyView()

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.config import ConfigError, build, port as port_number
-from infra.settings import PROJECT_ROOT
+from infra.settings import CONF_DIR, PROJECT_ROOT
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
 
-DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "lab.toml"
+DEFAULT_TOPOLOGY = CONF_DIR / "lab.toml"
 
 
 @dataclass(frozen=True)

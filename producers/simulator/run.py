@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from infra.kafka import consumer
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
 from producers.recording import write_events
 from producers.replayer import publish
@@ -115,10 +116,9 @@ class CommandListener(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, inbox: queue.SimpleQueue):
         super().__init__(name="simulator-commands", daemon=True)
-        from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+        from confluent_kafka import OFFSET_END, TopicPartition
 
-        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"shadowtwin-simulator-{id(self)}",
-                                   "enable.auto.commit": False})
+        self._consumer = consumer(bootstrap, f"shadowtwin-simulator-{id(self)}")
         partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
         self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self._inbox = inbox

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Mapping
 
 from infra.config import ConfigError, Milliseconds, allowed, at_least, build, more_than, one_of, written_as
-from infra.settings import PROJECT_ROOT
+from infra.settings import CONF_DIR
 from schemas.events import NodeMode
 from state.parameters import ModelConfig, model_config_from
 
 
-DEFAULT_TOPOLOGY = PROJECT_ROOT / "conf" / "topology.toml"
+DEFAULT_TOPOLOGY = CONF_DIR / "topology.toml"
 
 
 class TopologyError(ConfigError):

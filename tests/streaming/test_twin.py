@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from infra.config import SparkInterval
-from infra.kafka import producer
+from infra.kafka import consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
@@ -61,10 +61,7 @@ def final_tick(events: list[Event]) -> ClockTick:
 
 
 def collect(bootstrap: str, topics: list[str], done, timeout_s: float = 150.0) -> dict[str, list]:
-    from confluent_kafka import Consumer
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex, "auto.offset.reset": "earliest"})
-    consumer.subscribe(topics)
+    consumer = kafka_consumer(bootstrap, uuid.uuid4().hex, topics)
     codec, got = default_codec(), {t: [] for t in topics}
     deadline = time.monotonic() + timeout_s
     try:
