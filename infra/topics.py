@@ -22,10 +22,20 @@ class TopicOutcome:
         return f"{verb:8} {self.topic} ({self.partitions} partitions){' - ' + self.note if self.note else ''}"
 
 
-def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float = 30.0) -> list[TopicOutcome]:
-    """Create every configured topic that does not exist yet; leave existing ones as they are."""
+def json_topic(topic: str) -> str:
+    """Where the twin publishes the JSON copies of a topic's records (`twin.json_topics`)."""
+    return f"{topic}.json"
+
+
+def create_topics(bootstrap_servers: str, topics: TopicSettings, timeout: float = 30.0, *,
+                  json_topics: bool = False) -> list[TopicOutcome]:
+    """Create every configured topic that does not exist yet; leave existing ones as they are.
+    With `json_topics`, the alerts' and commands' JSON topics too."""
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     wanted = topics.partitions()
+    if json_topics:
+        wanted |= {json_topic(topics.alerts): topics.alerts_partitions,
+                   json_topic(topics.commands): topics.commands_partitions}
     existing = admin.list_topics(timeout=timeout).topics
     outcomes: list[TopicOutcome] = []
     missing = [name for name in wanted if name not in existing]
