@@ -6,6 +6,7 @@ text (diffable, no fonts, no backend). Every function returns one `<svg>` elemen
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 760, 300, 60, 50, 30, 20
@@ -21,34 +22,44 @@ def _frame(title: str, body: list[str], height: int = HEIGHT) -> str:
 
 
 def _legend(names: list[str]) -> list[str]:
-    out = []
+    out, x = [], LEFT + 10
     for i, name in enumerate(names):
-        x = LEFT + 10 + i * 220
         out.append(f'<rect x="{x}" y="{TOP}" width="10" height="10" fill="{COLOURS[i % len(COLOURS)]}"/>'
                    f'<text x="{x + 14}" y="{TOP + 9}" {FONT}>{escape(name)}</text>')
+        x += 30 + 6.5 * len(name)  # about the width of the text at this size
     return out
 
 
-def _y_axis(top_value: float, plot_h: float) -> list[str]:
+def _y_axis(top_value: float, plot_h: float, log: bool = False) -> list[str]:
     out = [f'<line x1="{LEFT}" y1="{TOP + 15}" x2="{LEFT}" y2="{TOP + 15 + plot_h}" stroke="black"/>']
-    for k in range(5):
-        value = top_value * k / 4
-        y = TOP + 15 + plot_h - plot_h * k / 4
+    ticks = [(10 ** k, _scaled(10 ** k, top_value, True)) for k in range(int(math.log10(max(1.0, top_value))) + 1)] \
+        if log else [(top_value * k / 4, k / 4) for k in range(5)]
+    for value, fraction in ticks:
+        y = TOP + 15 + plot_h - plot_h * fraction
         out.append(f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{value:,.0f}</text>'
                    f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#ddd"/>')
     return out
 
 
-def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]], y_label: str = "") -> str:
-    """One group of bars per category, one bar per series (side by side)."""
+def _scaled(value: float, top_value: float, log: bool) -> float:
+    """`value` as a fraction of the axis up to `top_value`; a log axis starts at 1 below 1."""
+    if log:
+        return math.log10(1 + value) / math.log10(1 + top_value)
+    return value / top_value
+
+
+def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]], y_label: str = "",
+                 log: bool = False) -> str:
+    """One group of bars per category, one bar per series (side by side); `log`: a log10 axis, so
+    that a tail of a few among thousands still shows."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
     top_value = max([1.0, *(v for values in series.values() for v in values)])
     group_w = plot_w / max(1, len(categories))
     bar_w = group_w * 0.8 / max(1, len(series))
-    body = _y_axis(top_value, plot_h) + _legend(list(series))
+    body = _y_axis(top_value, plot_h, log) + _legend(list(series))
     for s, (name, values) in enumerate(series.items()):
         for c, value in enumerate(values):
-            h = plot_h * value / top_value
+            h = plot_h * _scaled(value, top_value, log)
             x = LEFT + c * group_w + group_w * 0.1 + s * bar_w
             body.append(f'<rect class="bar" x="{x:.1f}" y="{TOP + 15 + plot_h - h:.1f}" width="{bar_w:.1f}"'
                         f' height="{h:.1f}" fill="{COLOURS[s % len(COLOURS)]}"><title>{escape(name)}:'

@@ -19,7 +19,7 @@ from html import escape
 from pathlib import Path
 from typing import Iterable
 
-from schemas.events import AlertType, Event, NodeStarted, NodeStopping
+from schemas.events import AlertType, ClockTick, Event, NodeStarted, NodeStopping
 from shadowtwin.json_output import plain
 from shadowtwin.svg_plots import grouped_bars, lines_over_time, timeline
 from state.replay import ReplayResult
@@ -62,7 +62,7 @@ def outages(events: Iterable[Event], gap_ms: int) -> dict[str, list[tuple[int, i
     """server -> (from, to, why) intervals in which it published nothing, from the recording's own events."""
     times: dict[str, list[tuple[int, object]]] = defaultdict(list)
     for e in events:
-        if e.node and e.node != "shadowtwin":
+        if e.node and not isinstance(e, ClockTick):
             times[e.node].append((e.event_time_ms, e))
     found: dict[str, list[tuple[int, int, str]]] = {}
     for node, seen in sorted(times.items()):
@@ -103,6 +103,8 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
         "recording": str(recording),
         "summaries": [plain(s) for s, _ in runs],
         "end_to_end_delay_ms": {label: percentiles(d) for label, d in delays.items()},
+        "delay_histogram_buckets": [label for _, label in DELAY_EDGES],
+        "delay_histogram": {label: histogram(d) for label, d in delays.items()},
         "promoted_per_hour": {s.label: per_hour(r, PROMOTIONS, start, hours) for s, r in runs},
         "at_risk_per_hour": {s.label: per_hour(r, (AlertType.MESSAGE_AT_RISK,), start, hours) for s, r in runs},
         "outages": {server: [{"from_ms": a, "to_ms": b, "why": why} for a, b, why in spans]
@@ -116,7 +118,8 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
     over_time |= {f"at risk, {s.label}": summary["at_risk_per_hour"][s.label] for s, _ in runs}
     plots = [
         grouped_bars("End-to-end delivery delay (messages per delay bucket)", [label for _, label in DELAY_EDGES],
-                     {label: histogram(d) for label, d in delays.items()}, "delay from first hop received to handed on"),
+                     summary["delay_histogram"], "delay from first hop received to handed on (log scale)",
+                     log=True),
         lines_over_time("Promoted and at-risk messages per hour (event time, UTC)", hour_labels, over_time),
         timeline("Per-server outages (no events of its own)", down, start, end,
                  [(start + h * HOUR_MS, hour_labels[h]) for h in range(0, hours, max(1, hours // 8))]),

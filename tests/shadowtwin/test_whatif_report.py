@@ -49,6 +49,8 @@ def test_report_has_three_plots_and_a_parseable_summary(tmp_path):
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     delays = summary["end_to_end_delay_ms"]
     assert delays["baseline"]["max"] > 3 * 3_600_000 > delays["ShadowResubmitTimeSpan=01:00:00"]["max"] > 3_600_000
+    assert [sum(counts) for counts in summary["delay_histogram"].values()] == [3, 3]
+    assert summary["delay_histogram"]["baseline"] != summary["delay_histogram"]["ShadowResubmitTimeSpan=01:00:00"]
     assert summary["promoted_per_hour"]["baseline"] == [0, 0, 0, 3, 0]
     assert summary["promoted_per_hour"]["ShadowResubmitTimeSpan=01:00:00"] == [0, 3, 0, 0, 0]
     [outage] = summary["outages"]["mbx01"]
