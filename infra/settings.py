@@ -154,6 +154,9 @@ class TwinSettings:
     # to a minute; after restart_attempts failures in a row the twin stops with exit status 1.
     restart_attempts: int = field(default=10, metadata=at_least(0))
     restart_backoff_seconds: float = field(default=2.0, metadata=more_than(0))
+    # Also publish every alert and command as JSON (schemas/jsonl.py) on `<topic>.json`, for
+    # consumers without the contract's Avro framing (schemas/README.md).
+    json_topics: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,19 @@ class ViewSettings:
 
 
 @dataclass(frozen=True)
+class AlertRoutingSettings:
+    """`shadowtwin alerts route`: the twin's alerts to an Alertmanager and/or a generic webhook
+    (producers/alert_router.py)."""
+
+    group_id: str = field(default="shadowtwin-alert-router", metadata=matching(r"\S+", "a Kafka consumer group id"))
+    retry_initial_seconds: float = field(default=1.0, metadata=more_than(0))
+    retry_max_seconds: float = field(default=60.0, metadata=more_than(0))
+    request_timeout_seconds: float = field(default=10.0, metadata=more_than(0))
+    event_alert_hold: timedelta = field(default=timedelta(hours=1), metadata=positive_duration())
+    condition_hold: timedelta = field(default=timedelta(hours=24), metadata=positive_duration())
+
+
+@dataclass(frozen=True)
 class Settings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
@@ -200,6 +216,7 @@ class Settings:
     demo: DemoSettings = field(default_factory=DemoSettings)
     shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)
     views: ViewSettings = field(default_factory=ViewSettings)
+    alert_routing: AlertRoutingSettings = field(default_factory=AlertRoutingSettings)
 
 
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:

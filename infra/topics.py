@@ -35,20 +35,37 @@ class TopicOutcome:
         return f"{verb:8} {self.topic} ({self.partitions} partitions){' - ' + said if said else ''}"
 
 
-def wanted_configs(topics: TopicSettings) -> dict[str, dict[str, str]]:
+def json_topic(topic: str) -> str:
+    """Where the twin publishes the JSON copies of a topic's records (`twin.json_topics`)."""
+    return f"{topic}.json"
+
+
+def wanted_topics(topics: TopicSettings, json_topics: bool = False) -> dict[str, int]:
+    """Topic name -> partitions, for every topic the twin writes or reads; with `json_topics`, the
+    alerts' and commands' JSON copies too."""
+    wanted = topics.partitions()
+    if json_topics:
+        wanted |= {json_topic(topics.alerts): topics.alerts_partitions,
+                   json_topic(topics.commands): topics.commands_partitions}
+    return wanted
+
+
+def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str, dict[str, str]]:
     """Topic name -> the topic configuration the twin creates it with."""
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}
     own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
            topics.state: {"cleanup.policy": "compact"}}
-    return {name: {**common, **own.get(name, {})} for name in topics.partitions()}
+    return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 
 
-def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0) -> list[TopicOutcome]:
-    """Create every configured topic that does not exist yet; check the existing ones."""
+def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
+                  json_topics: bool = False) -> list[TopicOutcome]:
+    """Create every configured topic that does not exist yet; check the existing ones.
+    With `json_topics`, the alerts' and commands' JSON topics too."""
     existing = cluster_metadata(kafka, timeout).topics  # first: refused credentials end here, in one line
     client = admin(kafka)
-    wanted = topics.partitions()
-    configs = wanted_configs(topics)
+    wanted = wanted_topics(topics, json_topics)
+    configs = wanted_configs(topics, json_topics)
     outcomes: list[TopicOutcome] = []
     missing = [name for name in wanted if name not in existing]
     futures = client.create_topics(

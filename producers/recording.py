@@ -38,13 +38,14 @@ def read_events(path: Path) -> Iterator[Event]:
     return (event for event, _ in read_recorded(path))
 
 
-def read_recorded(path: Path) -> Iterator[tuple[Event, int | None]]:
-    """(event, its Kafka timestamp in ms or None), lazily, in file order."""
+def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, int | None]]:
+    """(event, its Kafka timestamp in ms or None), lazily, in file order; `schema` names another
+    top-level schema (a recording of the alerts topic: "Alert")."""
     if path.suffix in JSONL_SUFFIXES:
         with open(path, encoding="utf-8") as lines:
             yield from jsonl.read(lines, str(path), timestamps=True)
     elif path.suffix in AVRO_SUFFIXES:
-        yield from container.read(path, "Event", timestamps=True)
+        yield from container.read(path, schema, timestamps=True)
     else:
         raise RecordingNameError(path)
 
@@ -56,13 +57,15 @@ def check_name(path: Path) -> Path:
     return path
 
 
-def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, timestamps: bool = False) -> int:
+def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, timestamps: bool = False,
+                 schema: str = "Event") -> int:
     """Write `events` to `path`; an Avro file's sync marker is random unless `sync` (16 bytes) is
     given, which makes the file the same byte for byte for the same events. With `timestamps`,
-    the items are (event, Kafka timestamp in ms or None) pairs."""
+    the items are (event, Kafka timestamp in ms or None) pairs. `schema` names the records'
+    top-level schema (Alert, RedeliveryCommand, DeadLetter: a recording of an output topic)."""
     check_name(path)
     if path.suffix in JSONL_SUFFIXES:
         with open(path, "w", encoding="utf-8") as out:
             return jsonl.write(events, out, timestamps=timestamps)
     with open(path, "wb") as out:
-        return container.write(out, "Event", events, sync=sync, timestamps=timestamps)
+        return container.write(out, schema, events, sync=sync, timestamps=timestamps)

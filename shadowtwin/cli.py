@@ -23,6 +23,7 @@ from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
 from producers.recording import RecordingNameError, check_name
+from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
 from producers.replayer import parse_speed, replay
 from producers.simulator.topology import TopologyError
@@ -31,6 +32,7 @@ from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
+from shadowtwin.json_output import as_json
 from state.parameters import parse_duration
 
 # The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
@@ -62,7 +64,7 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
         print("kafka stopped" if broker.stop() else "kafka was not running")
     else:
         status = broker.status()
-        print(status.describe())
+        print(as_json(status) if args.json else status.describe())
         return 0 if status.running else 3
     return 0
 
@@ -70,7 +72,7 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
 def _topics(settings: Settings, args: argparse.Namespace) -> int:
     from infra.topics import create_topics
 
-    outcomes = create_topics(settings.kafka, settings.topics)
+    outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics)
     for outcome in outcomes:
         print(outcome.describe())
     differing = [o.topic for o in outcomes if o.differences]
@@ -118,13 +120,16 @@ def _twin(settings: Settings, args: argparse.Namespace) -> int:
 def _whatif(settings: Settings, args: argparse.Namespace) -> int:
     from shadowtwin.whatif_cmd import run_whatif
 
-    return run_whatif(settings, Path(args.file), args.set, args.compare, Path(args.out) if args.out else None)
+    return run_whatif(settings, Path(args.file), args.set, args.compare, Path(args.out) if args.out else None,
+                      as_json=args.json, report=Path(args.report) if args.report else None,
+                      truth=Path(args.truth) if args.truth else None, show_progress=args.progress)
 
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     outcome = record(settings.kafka, args.topic, check_name(Path(args.file)),
-                     from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop)
+                     from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop,
+                     schema=schema_of(settings.topics, args.topic))
     print(outcome.describe())
     return stop.exit_status()
 
@@ -199,6 +204,7 @@ def parser() -> argparse.ArgumentParser:
     kafka = commands.add_parser("kafka", help="the embedded Apache Kafka broker",
                                 description="Start, stop or inspect the embedded single-node Kafka broker.")
     kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka.add_argument("--json", action="store_true", help="status: one JSON object")
     kafka.set_defaults(run=_kafka)
 
     topics = commands.add_parser("topics", help="the twin's Kafka topics", parents=[KAFKA_OPTIONS],
@@ -239,10 +245,19 @@ def parser() -> argparse.ArgumentParser:
     whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE",
                         help="change a parameter for a second run shown beside the baseline (repeatable)")
     whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
+    whatif.add_argument("--json", action="store_true", help="print the summaries as one JSON object")
+    whatif.add_argument("--progress", action="store_true",
+                        help="progress on stderr even when it is not a terminal (it is shown on a terminal)")
+    whatif.add_argument("--report", metavar="DIR",
+                        help="write an HTML report with plots (report.html) and the summary (summary.json) into DIR")
+    whatif.add_argument("--truth", metavar="FILE",
+                        help="score the baseline's alerts against the simulator's truth file (NAME.truth.jsonl)")
     whatif.set_defaults(run=_whatif)
 
-    record = commands.add_parser("record", help="record a topic's events into a file", parents=[KAFKA_OPTIONS],
-                                 description="Read the contract's events from a Kafka topic and write them to FILE"
+    record = commands.add_parser("record", help="record a topic's records into a file", parents=[KAFKA_OPTIONS],
+                                 description="Read the contract's records from a Kafka topic (events, alerts,"
+                                             " commands or dead letters; another topic takes the schema of its"
+                                             " first record) and write them to FILE"
                                              " (.jsonl or .avro) as they arrive. Records that do not decode are"
                                              " counted and reported, not written. Stops at --count, --seconds,"
                                              " Ctrl-C, or (with --from-beginning) at the end of the topic as it was"
@@ -302,9 +317,9 @@ def parser() -> argparse.ArgumentParser:
 
     add_lab_parser(commands)
 
-    from shadowtwin import where_cmd
-
     where_cmd.add_parsers(commands)
+    alerts_cmd.add_parser(commands)
+    tail_cmd.add_parser(commands)
     return top
 
 

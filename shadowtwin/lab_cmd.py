@@ -42,7 +42,8 @@ def add_lab_parser(commands) -> None:
     restart = actions.add_parser("restart", help="start a node again (stopping it first if it runs)")
     restart.add_argument("node")
     restart.add_argument("--wipe-queue-db", action="store_true", help="with a new, empty queue database")
-    actions.add_parser("status", help="what runs, queues, shadow copies, and what the sink received")
+    status = actions.add_parser("status", help="what runs, queues, shadow copies, and what the sink received")
+    status.add_argument("--json", action="store_true", help="one JSON object: nodes, sink, twin")
     actions.add_parser("down", help="stop everything the lab started")
     lab.set_defaults(run=run_lab)
 
@@ -108,6 +109,12 @@ def _restart(lab, settings: Settings, args) -> int:
 def _status(lab, settings: Settings, args) -> int:
     from producers.relay.lab import TWIN
 
+    if args.json:
+        from shadowtwin.json_output import as_json
+
+        print(as_json({"nodes": [lab.node_status(spec.name) for spec in lab.topology.nodes],
+                       "sink": lab.sink_status(), "twin": {"running": lab.pid(TWIN) is not None, "pid": lab.pid(TWIN)}}))
+        return 0
     for spec in lab.topology.nodes:
         print(lab.node_status(spec.name).describe())
     print(lab.sink_status().describe())

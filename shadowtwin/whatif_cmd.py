@@ -1,4 +1,9 @@
-"""`shadowtwin whatif FILE [--set name=value] [--compare name=value] [--out DIR]`.
+"""`shadowtwin whatif FILE [--set name=value] [--compare name=value] [--out DIR] [--json] [--report DIR] [--truth FILE]`.
+
+Progress (events read, servers replayed) goes to stderr, a line every 2 seconds at most, when
+stderr is a terminal or with --progress.
+`--report DIR` writes report.html (plots) and summary.json (`shadowtwin.whatif_report`);
+`--truth FILE` scores the baseline's alerts against the simulator's truth (`state.scoring`).
 
 Bad input (a parameter, the recording, the output folder) is raised as the command line's
 errors are; a recording cut short or damaged is replayed up to its last complete block, its
@@ -13,6 +18,8 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -23,11 +30,14 @@ from schemas.codec import encode, kafka_key
 from schemas.container import ContainerError
 from schemas.events import DeadLetter
 from shadowtwin.errors import UsageError
+from shadowtwin.json_output import plain
 from state.clock_guard import Verdict, guard
 from state.parameters import ModelConfig
 from state.replay import replay
 from state.summary import state_records
+from state.scoring import score
 from state.whatif import Summary, render
+from shadowtwin.whatif_report import write_report
 
 
 def apply_assignments(config: ModelConfig, assignments: list[str]) -> ModelConfig:
@@ -46,32 +56,83 @@ def label(assignments: list[str]) -> str:
 
 
 def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[str], out: Path | None,
-               say: Callable[[str], None] = print) -> int:
+               say: Callable[[str], None] = print, *, as_json: bool = False, report: Path | None = None,
+               truth: Path | None = None, progress: Callable[..., None] | None = None,
+               show_progress: bool = False) -> int:
     base = _assigned(settings.shadow_redundancy, sets, "--set")
     other = _assigned(base, compares, "--compare") if compares else None
     runs = [(label(sets), base)] + ([(label(compares), other)] if other is not None else [])
     folders = [out if index == 0 else out / "compare" for index in range(len(runs))] if out is not None else []
-    for folder in folders:  # before the replay: an unwritable folder is known at once
+    for folder in folders + ([report] if report is not None else []):  # before the replay: known at once
         folder.mkdir(parents=True, exist_ok=True)
-    recorded, damage = load(check_name(file))
+    truth_records = _truth(truth) if truth is not None else None
+    progress = progress or StderrProgress(always=show_progress)
+    recorded, damage = load(check_name(file), lambda n: progress(f"read {n:,} events from {file}"))
+    progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
-    summaries = []
+    summaries, results = [], []
     for index, (name, config) in enumerate(runs):
-        result = replay(verdict.accepted, config)
+        result = replay(verdict.accepted, config,
+                        progress=lambda done, total: progress(f"replaying {name}: {done}/{total} servers"))
+        progress(f"replayed {name}: {len(result.alerts):,} alerts, {len(result.commands):,} commands", final=True)
         summaries.append(Summary.of(name, result))
+        results.append(result)
         if folders:
             write_outputs(folders[index], result)
-    say(render(summaries))
-    if verdict.skewed:
+    scored = score(results[0].alerts, truth_records) if truth_records is not None else None
+    if as_json:
+        say(json.dumps({"summaries": [plain(s) for s in summaries], "skewed_events": len(verdict.skewed),
+                        "score": plain(scored)}))
+    else:
+        say(render(summaries))
+        if scored is not None:
+            say("\n" + scored.render())
+    if verdict.skewed and not as_json:
         say(f"\n{len(verdict.skewed)} events left out: stamped more than {settings.twin.max_clock_skew_seconds} s"
             " ahead (twin.max_clock_skew_seconds)")
     if out is not None:
         with open(out / "dead_letters.jsonl", "w") as f:
             jsonl.write(dead_letters(verdict, file), f)
-        say(f"\nalerts, commands and dead letters written to {out}")
+        if not as_json:
+            say(f"\nalerts, commands and dead letters written to {out}")
+    if report is not None:
+        gap_ms = 3 * base.timing("").heartbeat_ms
+        html, _ = write_report(report, file, list(zip(summaries, results)), verdict.accepted, gap_ms, scored)
+        progress(f"report written to {html}", final=True)
     if damage is not None:
         raise damage
     return 0
+
+
+def _truth(path: Path) -> list[dict]:
+    from producers.simulator.truth import read_truth
+
+    try:
+        _, messages = read_truth(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (ValueError, IndexError, KeyError) as exc:
+        raise UsageError(f"{path}: not a simulator truth file ({exc})") from None
+    if not all(isinstance(m, dict) and "message_id" in m for m in messages):
+        raise UsageError(f"{path}: not a simulator truth file (a line without a message_id)")
+    return messages
+
+
+class StderrProgress:
+    """Progress lines on stderr, at most one every `every_s` seconds, and none in the first
+    `every_s` seconds: a short run (or one refused at once) prints only its result. A final
+    line (a step done) is shown once any line was. Only when stderr is a terminal, unless
+    `always` (`whatif --progress`): a script reading stderr gets its one error line."""
+
+    def __init__(self, every_s: float = 2.0, always: bool = False):
+        self.every_s, self.last, self.shown = every_s, time.monotonic(), False
+        self.on = always or sys.stderr.isatty()
+
+    def __call__(self, line: str, final: bool = False) -> None:
+        now = time.monotonic()
+        if self.on and (now - self.last >= self.every_s or final and self.shown):
+            self.last, self.shown = now, True
+            print(line, file=sys.stderr, flush=True)
 
 
 def _assigned(config: ModelConfig, assignments: list[str], option: str) -> ModelConfig:
@@ -87,14 +148,18 @@ def dead_letters(verdict: Verdict, file: Path) -> list[DeadLetter]:
             for position, event, reference, why in verdict.skewed]
 
 
-def load(file: Path) -> tuple[list, ContainerError | None]:
+def load(file: Path, progress: Callable[[int], None] | None = None) -> tuple[list, ContainerError | None]:
     """Every (event, Kafka timestamp) of a recording in memory, and the damage that ended the reading
-    early (None when the file was read whole). The garbage collector is paused meanwhile: with millions of live
-    objects its scans would cost more than the reading itself."""
+    early (None when the file was read whole); `progress(count)` is called every 100,000 events.
+    The garbage collector is paused meanwhile: with millions of live objects its scans would cost
+    more than the reading itself."""
     events: list = []
     gc.disable()
     try:
-        events.extend(read_recorded(file))
+        for item in read_recorded(file):
+            events.append(item)
+            if progress is not None and len(events) % 100_000 == 0:
+                progress(len(events))
     except ContainerError as damage:
         return events, damage
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from operator import attrgetter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from schemas.events import Alert, ClockTick, Event, NodeStarted, RedeliveryCommand
 from state.facts import shared_facts
@@ -46,8 +46,10 @@ class ReplayResult:
         return not (later.alerts or later.commands) and state.holds_nothing()
 
 
-def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms: int | None = None) -> ReplayResult:
-    """Run the model over `events`; event time ends at `until_ms` (default: the last event's time)."""
+def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms: int | None = None,
+           progress: Callable[[int, int], None] | None = None) -> ReplayResult:
+    """Run the model over `events`; event time ends at `until_ms` (default: the last event's time).
+    `progress(done, total)` is called after each primary server's group."""
     model = ShadowRedundancyModel(config)
     groups: dict[str, list[Event]] = defaultdict(list)
     result = ReplayResult(model=model)
@@ -63,7 +65,7 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     if until_ms is not None:
         result.end_ms = until_ms
     alert_ids: set[str] = set()
-    for primary in sorted(groups):
+    for done, primary in enumerate(sorted(groups), 1):
         shared = [f for f in facts if not (isinstance(f, NodeStarted) and f.node == primary)]
         group_events = sorted(groups[primary] + shared, key=_EVENT_TIME)  # two runs in time order: one merge
         state = model.new_state(primary)
@@ -77,6 +79,8 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
         result.commands.extend(output.commands)
         result.outcomes.extend(output.outcomes)
         result.states[primary] = state
+        if progress is not None:
+            progress(done, len(groups))
     result.alerts.sort(key=lambda a: (a.decided_at_ms, a.alert_id))
     result.commands.sort(key=lambda c: (c.decided_at_ms, c.command_id))
     return result

@@ -79,7 +79,7 @@ class TwinApplication:
         settings = self.settings
         try:
             self._broker = start_if_needed(settings, self._say)
-            for outcome in create_topics(settings.kafka, settings.topics):
+            for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics):
                 self._say(f"topic {outcome.describe()}")
             if self.spark is None:
                 self.spark = build_spark(settings)

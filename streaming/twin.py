@@ -17,7 +17,8 @@
 - The facts every group shares (other servers' NodeStarted, and that each server still
   publishes: state/README.md) are copies of rows addressed to every declared server's group,
   in the same pass (`shared_facts`).
-- One Kafka sink: each output row names its topic (alerts, commands or dead letters).
+- One Kafka sink: each output row names its topic (alerts, commands or dead letters); with
+  `twin.json_topics`, alerts and commands also as JSON on `<topic>.json` (`streaming.json_copies`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from pyspark.sql.streaming import StreamingQuery
 
 from infra.kafka import spark_options
 from infra.settings import Settings
+from schemas.events import Alert, RedeliveryCommand
 from streaming.decode import classify_events
+from streaming.json_copies import with_json_copies
 from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, apply_model
 
 QUERY_NAME = "shadowtwin"
@@ -68,9 +71,11 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
              "key", "topic", "partition", "offset", "reason", "node")
     topics = settings.topics
-    return apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
-                       settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
-                                                                topics.state))
+    out = apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
+                      settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
+                                                               topics.state))
+    return with_json_copies(out, {topics.alerts: Alert, topics.commands: RedeliveryCommand}) \
+        if settings.twin.json_topics else out
 
 
 def shared_facts(usable: Column, settings: Settings) -> Column:

@@ -1,0 +1,282 @@
+"""`shadowtwin alerts route`: the twin's alerts to an Alertmanager and/or a generic JSON webhook.
+
+    router = AlertRouter(bootstrap, "shadowtwin.alerts", [alertmanager(url), webhook(url)], settings.alert_routing)
+    router.run(stop)
+
+Delivery is at least once, and nothing is lost while a receiver is down: the router is a Kafka
+consumer (group `alert_routing.group_id`) that commits an alert's offset only after every
+receiver answered 2xx for it. A receiver that fails (refused, timed out, 5xx) is retried with a
+pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for as long as it takes; the
+alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
+and the next run starts there. Alertmanager drops repeats of an alert it already has (same
+labels); the webhook sees a repeat only after such a stop.
+
+Alertmanager (`POST /api/v2/alerts`, a list of postable alerts): labels `alertname` (the alert
+type), `severity` (info, warning, critical), `primary` (the first server named), `servers`,
+`alert_id`; annotations `summary` (the reason), `messages` (Message-IDs, at most 20),
+`decided_at`; `startsAt` is the event time of the decision. Alerts are of two sorts:
+
+- **events** (something happened: duplicates expected, a message lost or expired, rejected,
+  not redundant, shadows expired, discard events dropped, late events, a shadow in the same
+  site, a queue database changed): `endsAt` = startsAt + `event_alert_hold`;
+- **conditions** (something is still wrong until the twin says otherwise): `endsAt` = startsAt
+  + `condition_hold`, unless a later alert clears it; the router then sends the same labels
+  again with `endsAt` = the clearing alert's event time (a resolve), on both receivers.
+
+Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alone:
+
+| condition (about primary P) | cleared by |
+|---|---|
+| PRIMARY_FAILED_SHADOWS_PROMOTED, HELD_NO_ALTERNATE_ROUTE, MESSAGE_AT_RISK | P answers again: QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED about P (back with a new database), or DUPLICATE_DELIVERY_EXPECTED naming a message of the condition (back with the same database) |
+| MESSAGE_AT_RISK | also MESSAGE_LOST of its messages (superseded by the loss, which fires itself) |
+| SHADOW_SERVER_UNREACHABLE (shadow S, primary P) | S acts again as P's shadow: a promotion alert about P by S |
+| EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
+
+The open conditions live in memory; on start, the router reads the alerts topic from its
+beginning up to its committed offsets, without delivering, to know them again.
+
+The generic webhook gets one JSON object per notification: `{"status": "firing" | "resolved",
+"alert": <the alert in the contract's JSON form>, "starts_at", "ends_at"}`, plus `"resolved_by"`
+(the clearing alert's id) on a resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from confluent_kafka import TopicPartition
+
+from infra.kafka import Kafka, consumer
+from infra.settings import AlertRoutingSettings
+from producers.topic_reader import watermarks
+from schemas import jsonl
+from schemas.codec import decode
+from schemas.events import Alert, AlertType
+from schemas.wire import DecodeError
+
+A = AlertType
+PRIMARY_DOWN = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.HELD_NO_ALTERNATE_ROUTE, A.MESSAGE_AT_RISK)
+CONDITIONS = frozenset({*PRIMARY_DOWN, A.SHADOW_SERVER_UNREACHABLE, A.EVENTS_STOPPED})
+PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
+MAX_MESSAGES_NAMED = 20
+
+
+def _messages(alert: Alert) -> set[str]:
+    return {m.message.internal_id for m in alert.messages}
+
+
+def clears(later: Alert, open_alert: Alert, open_alerts: Iterable[Alert] = ()) -> bool:
+    """Whether `later` clears the condition `open_alert` (the table in the module's doc)."""
+    primary = open_alert.servers[0] if open_alert.servers else ""
+    if open_alert.type in PRIMARY_DOWN:
+        if later.type is A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED and later.servers[:1] == (primary,):
+            return True
+        if later.type is A.DUPLICATE_DELIVERY_EXPECTED and primary in later.servers:
+            # the primary that came back: one whose open conditions name a message of `later`
+            return any(o.servers[:1] == (primary,) and _messages(o) & _messages(later) for o in open_alerts)
+        if open_alert.type is A.MESSAGE_AT_RISK and later.type is A.MESSAGE_LOST:
+            return bool(_messages(open_alert) & _messages(later))
+    if open_alert.type is A.SHADOW_SERVER_UNREACHABLE and len(open_alert.servers) >= 2:
+        shadow, primary = open_alert.servers[0], open_alert.servers[1]
+        return later.type in PROMOTIONS and later.servers[:2] == (primary, shadow)
+    return False
+
+
+@dataclass(frozen=True)
+class Notification:
+    status: str  # "firing" or "resolved"
+    alert: Alert
+    starts_ms: int
+    ends_ms: int
+    resolved_by: str | None = None
+
+
+@dataclass
+class OpenConditions:
+    """The conditions firing, by alert id; what each new alert fires and resolves."""
+
+    routing: AlertRoutingSettings
+    open: dict[str, Alert] = field(default_factory=dict)
+
+    def observe(self, alert: Alert) -> list[Notification]:
+        hold = self.routing.condition_hold if alert.type in CONDITIONS else self.routing.event_alert_hold
+        out = [Notification("firing", alert, alert.decided_at_ms,
+                            alert.decided_at_ms + int(hold.total_seconds() * 1000))]
+        others = list(self.open.values())
+        for cleared in [o for o in others if o.alert_id != alert.alert_id and clears(alert, o, others)]:
+            del self.open[cleared.alert_id]
+            out.append(Notification("resolved", cleared, cleared.decided_at_ms,
+                                    max(alert.decided_at_ms, cleared.decided_at_ms), alert.alert_id))
+        if alert.type in CONDITIONS:
+            self.open[alert.alert_id] = alert
+        return out
+
+
+# ---- receivers ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Receiver:
+    name: str
+    url: str
+    bodies: Callable[[list[Notification]], list[bytes]]
+
+
+def alertmanager(url: str) -> Receiver:
+    """Alertmanager's API v2; `url` is its base address or the full /api/v2/alerts address."""
+    full = url if url.rstrip("/").endswith("/api/v2/alerts") else url.rstrip("/") + "/api/v2/alerts"
+    return Receiver("alertmanager", full,
+                    lambda notes: [json.dumps([_postable(n) for n in notes]).encode()] if notes else [])
+
+
+def webhook(url: str) -> Receiver:
+    return Receiver("webhook", url, lambda notes: [json.dumps(_webhook_object(n)).encode() for n in notes])
+
+
+def labels(alert: Alert) -> dict[str, str]:
+    return {"alertname": alert.type.value, "severity": alert.severity.value.lower(),
+            "primary": alert.servers[0] if alert.servers else "", "servers": ",".join(alert.servers),
+            "alert_id": alert.alert_id}
+
+
+def _postable(n: Notification) -> dict:
+    ids = [m.message.message_id for m in n.alert.messages]
+    named = ", ".join(ids[:MAX_MESSAGES_NAMED]) + (f" and {len(ids) - MAX_MESSAGES_NAMED} more"
+                                                   if len(ids) > MAX_MESSAGES_NAMED else "")
+    annotations = {"summary": n.alert.reason, "decided_at": jsonl.iso_time(n.alert.decided_at_ms)}
+    if ids:
+        annotations["messages"] = named
+    if n.resolved_by:
+        annotations["resolved_by"] = n.resolved_by
+    return {"labels": labels(n.alert), "annotations": annotations,
+            "startsAt": jsonl.iso_time(n.starts_ms), "endsAt": jsonl.iso_time(n.ends_ms)}
+
+
+def _webhook_object(n: Notification) -> dict:
+    obj = {"status": n.status, "alert": jsonl.to_json(n.alert), "starts_at": jsonl.iso_time(n.starts_ms),
+           "ends_at": jsonl.iso_time(n.ends_ms)}
+    if n.resolved_by:
+        obj["resolved_by"] = n.resolved_by
+    return obj
+
+
+def post(url: str, body: bytes, timeout_s: float) -> None:
+    """POST JSON; raises OSError (urllib's errors are OSErrors) unless the answer is 2xx."""
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        answer.read()
+
+
+# ---- the router ----------------------------------------------------------------------------
+
+@dataclass
+class RouteCounts:
+    routed: int = 0  # alerts every receiver acknowledged (offset committed)
+    resolves: int = 0
+    retries: int = 0
+    undecodable: int = 0  # records skipped, not alerts (committed too: retrying cannot help)
+    pending: bool = False  # stopped while an alert was not yet acknowledged
+
+    def describe(self) -> str:
+        text = f"routed {self.routed} alerts ({self.resolves} resolves), {self.retries} retries"
+        if self.undecodable:
+            text += f"; {self.undecodable} records that are not alerts skipped"
+        if self.pending:
+            text += "; stopped before one alert was acknowledged: the next run delivers it (and those after it)"
+        return text
+
+
+class AlertRouter:
+    def __init__(self, bootstrap: Kafka, topic: str, receivers: list[Receiver], routing: AlertRoutingSettings,
+                 say: Callable[[str], None] = lambda line: None):
+        self.bootstrap, self.topic, self.receivers, self.routing, self.say = bootstrap, topic, receivers, routing, say
+        self.conditions = OpenConditions(routing)
+        self.counts = RouteCounts()
+
+    def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
+        client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
+        try:
+            self._remember_open(client)
+            client.subscribe([self.topic])
+            timer = threading.Timer(seconds, stop.set) if seconds is not None else None
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
+            while not stop.is_set():
+                message = client.poll(0.2)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    raise RuntimeError(f"{self.topic}: {message.error()}")
+                if not self._deliver(message.value(), stop):
+                    self.counts.pending = True
+                    break
+                client.commit(message=message, asynchronous=False)
+        finally:
+            client.close()
+        return self.counts
+
+    def _remember_open(self, client) -> None:
+        """The conditions still open among the alerts routed before (up to the committed offsets)."""
+        metadata = client.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        if metadata is None or metadata.error is not None:
+            raise ValueError(f"{self.topic}: no such topic")
+        committed = client.committed([TopicPartition(self.topic, p) for p in metadata.partitions], timeout=10)
+        reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
+                          error_cb=lambda error: None)
+        try:
+            upto = {tp.partition: tp.offset for tp in committed if tp.offset > 0}
+            starts = {p: watermarks(reader, self.topic, p)[0] for p in upto}
+            pending = {p for p in upto if upto[p] > starts[p]}
+            reader.assign([TopicPartition(self.topic, p, starts[p]) for p in pending])
+            while pending:
+                message = reader.poll(1.0)
+                if message is None or message.error() is not None or message.partition() not in pending:
+                    continue
+                if message.offset() < upto[message.partition()]:
+                    alert = self._alert(message.value())
+                    if alert is not None:
+                        self.conditions.observe(alert)
+                if message.offset() + 1 >= upto[message.partition()]:
+                    pending.discard(message.partition())
+        finally:
+            reader.close()
+
+    def _alert(self, value: bytes | None) -> Alert | None:
+        try:
+            return decode(value or b"", "Alert")  # type: ignore[return-value]
+        except DecodeError:
+            return None
+
+    def _deliver(self, value: bytes | None, stop: threading.Event) -> bool:
+        """Deliver one record's notifications to every receiver; False if stopped before they all acknowledged."""
+        alert = self._alert(value)
+        if alert is None:
+            self.counts.undecodable += 1
+            return True
+        notes = self.conditions.observe(alert)
+        for receiver in self.receivers:
+            for body in receiver.bodies(notes):
+                if not self._post_until_acknowledged(receiver, body, stop):
+                    return False
+        self.counts.routed += 1
+        self.counts.resolves += sum(1 for n in notes if n.status == "resolved")
+        return True
+
+    def _post_until_acknowledged(self, receiver: Receiver, body: bytes, stop: threading.Event) -> bool:
+        pause = self.routing.retry_initial_seconds
+        while not stop.is_set():
+            try:
+                post(receiver.url, body, self.routing.request_timeout_seconds)
+                return True
+            except (OSError, ValueError) as exc:
+                self.counts.retries += 1
+                self.say(f"{receiver.name} {receiver.url}: {exc}; again in {pause:g} s")
+                stop.wait(pause)
+                pause = min(pause * 2, self.routing.retry_max_seconds)
+        return False

@@ -1,0 +1,109 @@
+"""Reading the contract's records from a Kafka topic: the one reader behind `record`, `alerts tail`
+and `commands tail`.
+
+    outcome = ReadOutcome()
+    for record, kafka_ms in read_topic(bootstrap, "shadowtwin.alerts", outcome, expected="Alert",
+                                       from_beginning=True, until_end=True):
+        ...
+
+Where it starts: every partition's beginning (`from_beginning`), the last `last` records of each
+partition, or (the default) its end: only what is published from then on. With `until_end`, it stops once every
+partition has been read up to where it ended when reading began (a bounded run); else it goes on
+until `stop` is set, `seconds` have passed, or `count` records were taken. A record that does
+not decode (or is of another schema than `expected`) is counted by reason in the outcome and
+skipped; nothing is committed (each reader is a group of its own).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
+
+from infra.kafka import Kafka, consumer
+from schemas.codec import decode
+from schemas.shape import top_level_name
+from schemas.wire import DecodeError
+
+
+@dataclass
+class ReadOutcome:
+    undecodable: Counter = field(default_factory=Counter)  # reason -> records skipped
+    reached_end: bool = False
+    schema: str | None = None  # the top-level schema of the records read
+
+    def describe_undecodable(self) -> list[str]:
+        bad = sum(self.undecodable.values())
+        if not bad:
+            return []
+        return [f"{bad} records did not decode and were left out:",
+                *(f"  {n}: {reason}" for reason, n in self.undecodable.most_common())]
+
+
+def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: str | None = None,
+               from_beginning: bool = False, last: int = 0, until_end: bool = False, seconds: float | None = None,
+               count: int | None = None, stop: threading.Event | None = None,
+               group: str = "shadowtwin-read") -> Iterator[tuple[Any, int | None]]:
+    """(record, Kafka timestamp in ms or None) as read; `expected=None` takes the schema of the first record."""
+    stop = stop or threading.Event()
+    outcome.schema = expected
+    # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
+    client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
+    try:
+        metadata = client.list_topics(topic, timeout=10).topics.get(topic)
+        if metadata is None or metadata.error is not None:
+            raise ValueError(f"{topic}: no such topic ({metadata.error if metadata else 'not in the metadata'})")
+        ends = {p: watermarks(client, topic, p) for p in metadata.partitions}
+        firsts = {p: low if from_beginning else max(low, high - last) for p, (low, high) in ends.items()}
+        client.assign([TopicPartition(topic, p, firsts[p]) for p in ends])
+        # With until_end: the partitions not yet read up to their end at start.
+        pending = {p for p, (_, high) in ends.items() if high > firsts[p]} if until_end else None
+        deadline = None if seconds is None else time.monotonic() + seconds
+        taken = 0
+        while not stop.is_set() and (count is None or taken < count) and pending != set():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            message = client.poll(0.2)
+            if message is None:
+                continue
+            if message.error() is not None:
+                raise RuntimeError(f"{topic}: {message.error()}")
+            if pending is not None and message.offset() + 1 >= ends[message.partition()][1]:
+                pending.discard(message.partition())
+            try:
+                record = decode(message.value() or b"", outcome.schema)
+            except DecodeError as exc:
+                outcome.undecodable[exc.reason] += 1
+                continue
+            if outcome.schema is None:
+                outcome.schema = top_level_name(type(record))
+            taken += 1
+            kind, at_ms = message.timestamp()
+            yield record, None if kind == TIMESTAMP_NOT_AVAILABLE else at_ms
+        outcome.reached_end = pending == set()
+    finally:
+        client.close()
+
+
+def watermarks(client, topic: str, partition: int, seconds: float = 15.0) -> tuple[int, int]:
+    """(low, high) offsets of a partition; waits out a new topic's leader election."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return client.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        except KafkaException as exc:
+            if not exc.args[0].retriable() and exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION \
+                    or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def schema_of(topics, topic: str) -> str | None:
+    """The top-level schema of one of the twin's topics (`infra.settings.TopicSettings`), or None for another topic."""
+    return {topics.events: "Event", topics.alerts: "Alert", topics.commands: "RedeliveryCommand",
+            topics.dead_letters: "DeadLetter"}.get(topic)

@@ -1,0 +1,60 @@
+"""`shadowtwin alerts tail | route`: read the twin's alerts, or deliver them to webhooks (see producers/alert_router.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import urllib.parse
+
+from infra.settings import Settings
+from infra.signals import stop_on_signals
+from shadowtwin.errors import UsageError
+from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
+from shadowtwin.tail_cmd import add_tail_parser
+
+
+def add_parser(commands) -> None:
+    alerts = commands.add_parser("alerts", help="the twin's alerts: print them, or route them to webhooks",
+                                 description="Print the alerts the twin published (tail), or deliver them to an"
+                                             " Alertmanager and/or a generic JSON webhook (route).")
+    actions = alerts.add_subparsers(dest="alerts_action", required=True, metavar="ACTION")
+    add_tail_parser(actions, "alerts")
+    add_route_parser(actions)
+
+
+def add_route_parser(actions) -> None:
+    route = actions.add_parser("route", help="deliver the alerts to an Alertmanager and/or a generic webhook",
+                               parents=[KAFKA_OPTIONS],
+                               description="Consume the alerts topic and deliver every alert to an Alertmanager"
+                                           " (/api/v2/alerts: labels, annotations, startsAt, endsAt; resolves when a"
+                                           " later alert clears a condition) and/or a generic JSON webhook, retrying"
+                                           " with back-off; an alert's offset is committed only once every receiver"
+                                           " acknowledged it. Runs until Ctrl-C or SIGTERM (exit 130 or 143).")
+    route.add_argument("--alertmanager", metavar="URL", help="Alertmanager's address (e.g. http://127.0.0.1:9093)")
+    route.add_argument("--webhook", metavar="URL", help="a generic webhook: one JSON object per notification")
+    route.add_argument("--topic", help="the topic to read (default: the alerts topic)")
+    route.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
+    route.set_defaults(run=run_route)
+
+
+def run_route(settings: Settings, args: argparse.Namespace) -> int:
+    from producers.alert_router import AlertRouter, alertmanager, webhook
+
+    receivers = [*([alertmanager(_url(args.alertmanager, "--alertmanager"))] if args.alertmanager else []),
+                 *([webhook(_url(args.webhook, "--webhook"))] if args.webhook else [])]
+    if not receivers:
+        raise UsageError("name a receiver: --alertmanager URL and/or --webhook URL")
+    stop = stop_on_signals()
+    router = AlertRouter(settings.kafka, args.topic or settings.topics.alerts, receivers,
+                         settings.alert_routing, say=lambda line: print(line, file=sys.stderr, flush=True))
+    counts = router.run(stop, seconds=args.seconds)
+    print(counts.describe())
+    if counts.pending and not stop.exit_status():  # --seconds ran out with an alert not acknowledged
+        return 1
+    return stop.exit_status()
+
+
+def _url(text: str, option: str) -> str:
+    if urllib.parse.urlsplit(text).scheme not in ("http", "https") or not urllib.parse.urlsplit(text).netloc:
+        raise UsageError(f"{option} {text}: expected an http:// or https:// address")
+    return text

@@ -1,0 +1,114 @@
+"""Small inline-SVG plots for the what-if report: grouped bars, lines over time, a timeline.
+
+Our own few lines rather than matplotlib: the report needs three plain charts, and they stay
+text (diffable, no fonts, no backend). Every function returns one `<svg>` element as a string.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 760, 300, 60, 50, 30, 20
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+FONT = 'font-family="sans-serif" font-size="11"'
+
+
+def _frame(title: str, body: list[str], height: int = HEIGHT) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}">'
+            f'<rect width="{WIDTH}" height="{height}" fill="white"/>'
+            f'<text x="{WIDTH / 2}" y="18" text-anchor="middle" font-family="sans-serif" font-size="14">'
+            f'{escape(title)}</text>' + "".join(body) + "</svg>")
+
+
+def _legend(names: list[str]) -> list[str]:
+    out, x = [], LEFT + 10
+    for i, name in enumerate(names):
+        out.append(f'<rect x="{x}" y="{TOP}" width="10" height="10" fill="{COLOURS[i % len(COLOURS)]}"/>'
+                   f'<text x="{x + 14}" y="{TOP + 9}" {FONT}>{escape(name)}</text>')
+        x += 30 + 6.5 * len(name)  # about the width of the text at this size
+    return out
+
+
+def _y_axis(top_value: float, plot_h: float, log: bool = False) -> list[str]:
+    out = [f'<line x1="{LEFT}" y1="{TOP + 15}" x2="{LEFT}" y2="{TOP + 15 + plot_h}" stroke="black"/>']
+    ticks = [(10 ** k, _scaled(10 ** k, top_value, True)) for k in range(int(math.log10(max(1.0, top_value))) + 1)] \
+        if log else [(top_value * k / 4, k / 4) for k in range(5)]
+    for value, fraction in ticks:
+        y = TOP + 15 + plot_h - plot_h * fraction
+        out.append(f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{value:,.0f}</text>'
+                   f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#ddd"/>')
+    return out
+
+
+def _scaled(value: float, top_value: float, log: bool) -> float:
+    """`value` as a fraction of the axis up to `top_value`; a log axis starts at 1 below 1."""
+    if log:
+        return math.log10(1 + value) / math.log10(1 + top_value)
+    return value / top_value
+
+
+def grouped_bars(title: str, categories: list[str], series: dict[str, list[float]], y_label: str = "",
+                 log: bool = False) -> str:
+    """One group of bars per category, one bar per series (side by side); `log`: a log10 axis, so
+    that a tail of a few among thousands still shows."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
+    top_value = max([1.0, *(v for values in series.values() for v in values)])
+    group_w = plot_w / max(1, len(categories))
+    bar_w = group_w * 0.8 / max(1, len(series))
+    body = _y_axis(top_value, plot_h, log) + _legend(list(series))
+    for s, (name, values) in enumerate(series.items()):
+        for c, value in enumerate(values):
+            h = plot_h * _scaled(value, top_value, log)
+            x = LEFT + c * group_w + group_w * 0.1 + s * bar_w
+            body.append(f'<rect class="bar" x="{x:.1f}" y="{TOP + 15 + plot_h - h:.1f}" width="{bar_w:.1f}"'
+                        f' height="{h:.1f}" fill="{COLOURS[s % len(COLOURS)]}"><title>{escape(name)}:'
+                        f' {escape(categories[c])}: {value:,.0f}</title></rect>')
+    for c, category in enumerate(categories):
+        body.append(f'<text x="{LEFT + c * group_w + group_w / 2:.1f}" y="{HEIGHT - BOTTOM + 18}"'
+                    f' text-anchor="middle" {FONT}>{escape(category)}</text>')
+    body.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle" {FONT}>{escape(y_label)}</text>')
+    return _frame(title, body)
+
+
+def lines_over_time(title: str, times: list[str], series: dict[str, list[float]]) -> str:
+    """One polyline per series over the same time buckets; `times` label the buckets."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
+    top_value = max([1.0, *(v for values in series.values() for v in values)])
+    step = plot_w / max(1, len(times) - 1)
+    body = _y_axis(top_value, plot_h) + _legend(list(series))
+    for s, (name, values) in enumerate(series.items()):
+        points = " ".join(f"{LEFT + i * step:.1f},{TOP + 15 + plot_h - plot_h * v / top_value:.1f}"
+                          for i, v in enumerate(values))
+        body.append(f'<polyline class="line" fill="none" stroke="{COLOURS[s % len(COLOURS)]}" stroke-width="2"'
+                    f' points="{points}"><title>{escape(name)}</title></polyline>')
+    every = max(1, len(times) // 8)
+    for i in range(0, len(times), every):
+        body.append(f'<text x="{LEFT + i * step:.1f}" y="{HEIGHT - BOTTOM + 18}" text-anchor="middle" {FONT}>'
+                    f'{escape(times[i])}</text>')
+    return _frame(title, body)
+
+
+def timeline(title: str, rows: dict[str, list[tuple[float, float, str]]], start: float, end: float,
+             ticks: list[tuple[float, str]]) -> str:
+    """One row per name, a bar per (from, to, label) interval between `start` and `end`."""
+    row_h = 22
+    height = TOP + 30 + row_h * max(1, len(rows)) + 30
+    left = 110
+    plot_w = WIDTH - left - RIGHT
+    span = max(1.0, end - start)
+    body = []
+    for r, (name, intervals) in enumerate(rows.items()):
+        y = TOP + 20 + r * row_h
+        body.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end" {FONT}>{escape(name)}</text>'
+                    f'<line x1="{left}" y1="{y + 10}" x2="{WIDTH - RIGHT}" y2="{y + 10}" stroke="#ccc"/>')
+        for a, b, label in intervals:
+            x = left + plot_w * (a - start) / span
+            w = max(2.0, plot_w * (b - a) / span)
+            body.append(f'<rect class="outage" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="14" fill="#d62728">'
+                        f'<title>{escape(name)}: {escape(label)}</title></rect>')
+    axis_y = TOP + 20 + row_h * max(1, len(rows)) + 14
+    for at, label in ticks:
+        body.append(f'<text x="{left + plot_w * (at - start) / span:.1f}" y="{axis_y}" text-anchor="middle"'
+                    f' {FONT}>{escape(label)}</text>')
+    return _frame(title, body, height)

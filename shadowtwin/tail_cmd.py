@@ -1,0 +1,58 @@
+"""`shadowtwin alerts tail` and `shadowtwin commands tail`: the twin's outputs as readable lines.
+
+    shadowtwin alerts tail                    the last 10 alerts of each partition, then exit
+    shadowtwin alerts tail --from-beginning   every alert on the topic, then exit
+    shadowtwin commands tail --follow --json  new commands as they come, one JSON object a line
+
+A bounded run (without --follow) ends when it has read each partition to where it ended at
+start. Records that do not decode are counted by reason on stderr, and the exit status is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from infra.settings import Settings
+from infra.signals import stop_on_signals
+from producers.readable import line
+from producers.topic_reader import ReadOutcome, read_topic
+from schemas import jsonl
+from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
+
+SCHEMAS = {"alerts": "Alert", "commands": "RedeliveryCommand"}
+
+
+def add_tail_parser(actions, what: str) -> None:
+    tail = actions.add_parser("tail", help=f"print the twin's {what} as readable lines", parents=[KAFKA_OPTIONS],
+                              description=f"Print the {what} topic's records, one line each (or --json, one object"
+                                          " a line). Without --follow, stops at the end of the topic as it was at"
+                                          " start.")
+    tail.add_argument("--json", action="store_true", help="one JSON object a line (the contract's JSON Lines form)")
+    tail.add_argument("--from-beginning", action="store_true", help="from the start of the topic")
+    tail.add_argument("--lines", "-n", type=int, default=10, metavar="N",
+                      help="without --from-beginning: start N records before the end of each partition (default 10)")
+    tail.add_argument("--follow", "-f", action="store_true", help="go on printing new records until Ctrl-C or SIGTERM")
+    tail.add_argument("--topic", help=f"the topic to read (default: the {what} topic)")
+    tail.set_defaults(run=run_tail, what=what)
+
+
+def add_parser(commands) -> None:
+    cmd = commands.add_parser("commands", help="the twin's redelivery commands",
+                              description="Read the redelivery commands the twin published.")
+    add_tail_parser(cmd.add_subparsers(dest="commands_action", required=True, metavar="ACTION"), "commands")
+
+
+def run_tail(settings: Settings, args: argparse.Namespace) -> int:
+    topic = args.topic or getattr(settings.topics, args.what)
+    stop = stop_on_signals()
+    outcome = ReadOutcome()
+    for record, _ in read_topic(settings.kafka, topic, outcome, expected=SCHEMAS[args.what],
+                                from_beginning=args.from_beginning, last=max(0, args.lines),
+                                until_end=not args.follow, stop=stop, group="shadowtwin-tail"):
+        print(jsonl.dumps(record) if args.json else line(record), flush=args.follow)
+    bad = outcome.describe_undecodable()
+    if bad:
+        print("\n".join(bad), file=sys.stderr)
+        return 1
+    return stop.exit_status()

@@ -1,0 +1,178 @@
+"""Alert routing: which alert clears which (pure), and a real router against a real broker and a
+real HTTP receiver on loopback that is down for a while: nothing lost, resolves arrive."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import uuid
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra.kafka import consumer, producer
+from infra.settings import AlertRoutingSettings
+from producers.alert_router import AlertRouter, OpenConditions, alertmanager, labels, webhook
+from schemas.codec import encode, kafka_key
+from schemas.events import AlertType
+from schemas.jsonl import iso_time
+from shadowtwin.testing.containers import free_port
+from state.replay import replay
+from tests.state.scenario import Org
+
+FAST = AlertRoutingSettings(retry_initial_seconds=0.1, retry_max_seconds=0.4)
+
+
+def crash_and_return() -> list:
+    """mbx01 fails, its shadow mbx02 promotes m1 and m2, mbx01 comes back with the same database."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1, external=["bob@fabrikam.com"]), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
+              *org.received("mbx03", "m3", 2), *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
+              *org.started("mbx01", "dbP1", 5 * 60)]
+    return replay(events).alerts
+
+
+def test_a_primary_that_comes_back_resolves_its_promotion_alert():
+    alerts = crash_and_return()
+    types = [a.type for a in alerts]
+    assert AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED in types and AlertType.DUPLICATE_DELIVERY_EXPECTED in types
+    conditions = OpenConditions(AlertRoutingSettings())
+    notes = [n for a in alerts for n in conditions.observe(a)]
+    resolved = [n for n in notes if n.status == "resolved"]
+    duplicate = next(a for a in alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED)
+    assert [(n.alert.type, n.resolved_by, n.ends_ms) for n in resolved] == [
+        (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, duplicate.alert_id, duplicate.decided_at_ms)]
+    assert not conditions.open, "nothing left firing"
+    firing = {n.alert.type: n for n in notes if n.status == "firing"}
+    promoted = firing[AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert promoted.ends_ms - promoted.starts_ms == 24 * 3600 * 1000, "a condition holds until cleared"
+    assert duplicate.decided_at_ms + 3600 * 1000 == firing[AlertType.DUPLICATE_DELIVERY_EXPECTED].ends_ms
+
+
+def test_an_event_alert_clears_nothing_and_another_primary_clears_nothing():
+    alerts = crash_and_return()
+    failed = next(a for a in alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED)
+    other = dataclasses.replace(failed, alert_id="other", servers=("mbx09", "mbx02"))
+    conditions = OpenConditions(AlertRoutingSettings())
+    conditions.observe(other)
+    back = next(a for a in alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED)
+    assert [n.status for n in conditions.observe(back)] == ["firing"]
+    assert set(conditions.open) == {"other"}
+
+
+class Receiver:
+    """A real HTTP receiver on loopback, started late: until then, connections are refused."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.got: list[tuple[str, object]] = []
+        self.server: ThreadingHTTPServer | None = None
+
+    def start(self) -> None:
+        got = self.got
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                got.append((self.path, json.loads(body)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def at(self, path: str) -> list:
+        return [body for p, body in self.got if p == path]
+
+
+def run_router(router: AlertRouter, until, seconds: float = 60.0) -> None:
+    stop = threading.Event()
+    thread = threading.Thread(target=router.run, args=(stop,))
+    thread.start()
+    deadline = time.monotonic() + seconds
+    while not until() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def committed(bootstrap: str, topic: str, group: str) -> int:
+    client = consumer(bootstrap, group)
+    try:
+        return client.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+    finally:
+        client.close()
+
+
+def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bootstrap):
+    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    alerts = crash_and_return()
+    back = next(i for i, a in enumerate(alerts) if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED)
+    out = producer(kafka_bootstrap)
+    for alert in alerts[:back]:
+        out.produce(topic, key=kafka_key(alert), value=encode(alert))
+    out.produce(topic, value=b"not an alert")
+    assert out.flush(30) == 0
+    receiver = Receiver()
+    routing = dataclasses.replace(FAST, group_id=group)
+
+    def router() -> AlertRouter:
+        base = f"http://127.0.0.1:{receiver.port}"
+        return AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")], routing)
+
+    # the receiver is down: the router retries, delivers nothing, commits nothing
+    first = router()
+    run_router(first, lambda: first.counts.retries >= 3)
+    assert first.counts.routed == 0 and first.counts.pending
+    assert committed(kafka_bootstrap, topic, group) < 0, "no offset committed for an alert not acknowledged"
+    try:
+        receiver.start()
+        second = router()
+        run_router(second, lambda: second.counts.routed == back and second.counts.undecodable == 1)
+        assert second.counts.routed == back
+        assert committed(kafka_bootstrap, topic, group) == back + 1
+        fired = [a for body in receiver.at("/api/v2/alerts") for a in body]
+        assert sorted(a["labels"]["alert_id"] for a in fired) == sorted(a.alert_id for a in alerts[:back])
+        assert [b["alert"]["alert_id"] for b in receiver.at("/hook")] == [a.alert_id for a in alerts[:back]]
+        failed = next(a for a in alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED)
+        assert next(a for a in fired if a["labels"]["alert_id"] == failed.alert_id) == {
+            "labels": labels(failed), "annotations": {
+                "summary": failed.reason, "decided_at": iso_time(failed.decided_at_ms),
+                "messages": ", ".join(m.message.message_id for m in failed.messages)},
+            "startsAt": iso_time(failed.decided_at_ms),
+            "endsAt": iso_time(failed.decided_at_ms + int(timedelta(days=1).total_seconds() * 1000))}
+
+        # the primary comes back; a third router (it knows the open condition from the topic) resolves it
+        out.produce(topic, key=kafka_key(alerts[back]), value=encode(alerts[back]))
+        assert out.flush(30) == 0
+        receiver.got.clear()
+        third = router()
+        run_router(third, lambda: third.counts.routed == 1)
+        posted = [a for body in receiver.at("/api/v2/alerts") for a in body]
+        assert [(a["labels"], a["endsAt"]) for a in posted] == [
+            (labels(alerts[back]), iso_time(alerts[back].decided_at_ms + 3600 * 1000)),
+            (labels(failed), iso_time(alerts[back].decided_at_ms))], "only the new alert, then the resolve"
+        hooked = receiver.at("/hook")
+        assert [(h["status"], h["alert"]["alert_id"]) for h in hooked] == [
+            ("firing", alerts[back].alert_id), ("resolved", failed.alert_id)]
+        assert hooked[1]["resolved_by"] == alerts[back].alert_id
+        assert third.counts.resolves == 1
+    finally:
+        receiver.stop()

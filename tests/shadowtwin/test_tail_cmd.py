@@ -1,0 +1,38 @@
+"""`shadowtwin alerts tail --follow` against a real broker: new alerts print as they come, a
+foreign record is counted on stderr, SIGTERM ends it with 143."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from infra.kafka import producer
+from schemas import jsonl
+from schemas.codec import encode, kafka_key
+from tests.producers.test_alert_router import crash_and_return
+
+
+def test_follow_prints_new_alerts_as_they_come(kafka_bootstrap, topics):
+    alerts = crash_and_return()
+    env = dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap)
+    tail = subprocess.Popen([sys.executable, "-m", "shadowtwin.cli", "alerts", "tail", "--follow", "--json",
+                             "--from-beginning", "--topic", topics.alerts], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        time.sleep(2)  # the topic is empty: whenever it starts reading, it prints what comes
+        out = producer(kafka_bootstrap)
+        for alert in alerts:
+            out.produce(topics.alerts, key=kafka_key(alert), value=encode(alert))
+        out.produce(topics.alerts, value=b"not an alert")
+        assert out.flush(30) == 0
+        lines = [json.loads(tail.stdout.readline()) for _ in alerts]
+        assert lines == [jsonl.to_json(a) for a in alerts]
+    finally:
+        tail.send_signal(signal.SIGTERM)
+        _, err = tail.communicate(timeout=30)
+    assert tail.returncode == 1, "a record that is not an alert was read: said, and the status says so"
+    assert "1 records did not decode" in err and "bad magic" in err

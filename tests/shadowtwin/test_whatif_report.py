@@ -1,0 +1,128 @@
+"""`whatif --report`, `--truth`, `--json` and its progress, as an operator runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
+
+from infra.settings import load_settings
+from producers.simulator.run import to_file
+from shadowtwin.whatif_cmd import StderrProgress, run_whatif
+from tests.producers.simulator.scenarios import topology
+from tests.shadowtwin.test_whatif import outage_recording, whatif
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class Figures(HTMLParser):
+    """The <svg> elements of a page, as text."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.svgs: list[str] = []
+        self.title = ""
+        self._in_title = False
+        self.feed(html)
+        start = 0
+        while (begin := html.find("<svg", start)) >= 0:
+            end = html.index("</svg>", begin) + len("</svg>")
+            self.svgs.append(html[begin:end])
+            start = end
+
+    def handle_starttag(self, tag, attrs):
+        self._in_title = tag == "title" and not self.title
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+
+
+def test_report_has_three_plots_and_a_parseable_summary(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    result = whatif(recording, "--compare", "ShadowResubmitTimeSpan=01:00:00", "--report", tmp_path / "report")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    delays = summary["end_to_end_delay_ms"]
+    assert delays["baseline"]["max"] > 3 * 3_600_000 > delays["ShadowResubmitTimeSpan=01:00:00"]["max"] > 3_600_000
+    assert [sum(counts) for counts in summary["delay_histogram"].values()] == [3, 3]
+    assert summary["delay_histogram"]["baseline"] != summary["delay_histogram"]["ShadowResubmitTimeSpan=01:00:00"]
+    assert summary["promoted_per_hour"]["baseline"] == [0, 0, 0, 3, 0]
+    assert summary["promoted_per_hour"]["ShadowResubmitTimeSpan=01:00:00"] == [0, 3, 0, 0, 0]
+    [outage] = summary["outages"]["mbx01"]
+    assert outage["to_ms"] - outage["from_ms"] > 4 * 3_600_000, "mbx01 was silent from its crash to its restart"
+    page = Figures((tmp_path / "report" / "report.html").read_text())
+    assert page.title == "shadowtwin what-if report" and len(page.svgs) == 3
+    histogram, over_time, outages = (ET.fromstring(svg) for svg in page.svgs)
+    bars = [r for r in histogram.iter(f"{SVG}rect") if r.get("class") == "bar"]
+    assert len(bars) == 2 * 9 and sum(float(b.get("height")) > 0 for b in bars) == 2, "3 messages, one bucket each"
+    assert len([p for p in over_time.iter(f"{SVG}polyline")]) == 4, "promoted and at risk, per parameter set"
+    assert len([r for r in outages.iter(f"{SVG}rect") if r.get("class") == "outage"]) == 1
+
+
+def test_progress_says_what_was_read_and_replayed(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    lines: list[str] = []
+    run_whatif(load_settings(), recording, [], ["ShadowResubmitTimeSpan=01:00:00"], None, say=lambda _: None,
+               report=tmp_path / "report", progress=lambda line, final=False: lines.append(line))
+    assert lines[0] == f"read 315 events from {recording}"
+    assert "replaying baseline: 1/1 servers" in lines and "replayed baseline: 2 alerts, 3 commands" in lines
+    assert "replayed ShadowResubmitTimeSpan=01:00:00: 2 alerts, 3 commands" in lines
+    assert lines[-1] == f"report written to {tmp_path / 'report' / 'report.html'}"
+
+
+def test_progress_on_stderr_is_quiet_for_a_short_run_and_paced_for_a_long_one(capsys, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    progress = StderrProgress(every_s=2.0, always=True)
+    progress("read 100,000 events")
+    progress("done", final=True)
+    assert capsys.readouterr().err == "", "nothing in the first two seconds"
+    clock[0] += 2.5
+    progress("read 200,000 events")
+    clock[0] += 0.5
+    progress("read 300,000 events")
+    progress("read them all", final=True)
+    assert capsys.readouterr().err.splitlines() == ["read 200,000 events", "read them all"]
+    quiet = StderrProgress(every_s=0.0)  # stderr is no terminal here
+    quiet("read 100,000 events")
+    assert capsys.readouterr().err == ""
+
+
+def test_json_is_one_object_with_both_summaries(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    result = whatif(recording, "--compare", "ShadowResubmitTimeSpan=01:00:00", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert [s["promoted_messages"] for s in out["summaries"]] == [3, 3] and out["skewed_events"] == 0
+
+
+def test_a_simulated_day_is_scored_against_its_truth(tmp_path):
+    day = topology([{"kind": "crash", "server": "mbx01", "at": "02:00:00", "duration": "03:30:00",
+                     "restart": "same_database", "backlog": "00:05:00"}], duration="1.00:00:00", rate=0.02)
+    outcome = to_file(day, seed=3, path=tmp_path / "day.avro")
+    lines: list[str] = []
+    assert run_whatif(load_settings(), tmp_path / "day.avro", [], [], None, say=lines.append,
+                      truth=outcome.truth_path, report=tmp_path / "report", as_json=True,
+                      progress=lambda line, final=False: None) == 0
+    scored = json.loads(lines[0])["score"]
+    promotions, duplicates = scored["promotions"], scored["duplicates"]
+    assert promotions["real"] > 0 and promotions["found"] == promotions["real"] == promotions["predicted"]
+    assert promotions["missed"] == promotions["false"] == 0
+    assert duplicates["real"] > 0 and duplicates["found"] == duplicates["real"] and duplicates["false"] == 0
+    assert scored["false_alerts"] == {}
+    assert json.loads((tmp_path / "report" / "summary.json").read_text())["score"] == scored
+
+
+def test_a_file_that_is_no_truth_is_refused_in_one_line(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    (tmp_path / "truth.jsonl").write_text('{"kind": "summary"}\n{"no": "message id"}\n')
+    result = whatif(recording, "--truth", tmp_path / "truth.jsonl")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a simulator truth file" in result.stderr
