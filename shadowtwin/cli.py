@@ -32,6 +32,7 @@ from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
+from shadowtwin import alerts_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
 from state.parameters import parse_duration
 
