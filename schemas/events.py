@@ -356,6 +356,22 @@ class DeliveryDeferred(Event):
     recipients: tuple[str, ...] = doc("the recipients of this fork (empty: all of the message's)", default=())
 
 
+# ---- added in v3 ---------------------------------------------------------------------
+
+@_event("ServerProbed")
+class ServerProbed(Event):
+    """An SMTP probe (EHLO, QUIT) of a transport server, answered or not, by the prober's clock.
+
+    `node` is the probed server when it answered (its answer is a sign of its life, as a line in
+    its own log is), else the prober, so that a failed probe is no activity of the server.
+    `primary_server` is the probed server. The model changes nothing else for it.
+    """
+
+    server: str = doc("the transport server probed")
+    answered: bool = doc("it answered EHLO with 250 within the probe's timeout")
+    reply: str = doc("its EHLO answer's first line, or why there was none, in words", default="")
+
+
 # ---- outputs --------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)

@@ -304,9 +304,10 @@ def parser() -> argparse.ArgumentParser:
                              " (repeatable)")
     ingest.set_defaults(run=_ingest)
 
-    from shadowtwin import simulate_cmd
+    from shadowtwin import probe_cmd, simulate_cmd
 
     simulate_cmd.add_parser(commands)
+    probe_cmd.add_parser(commands)
 
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
                                parents=[KAFKA_OPTIONS],

@@ -5,7 +5,8 @@ needs heartbeats), so a pair (a shadow holding copies for this primary) that has
 a heartbeat event (`DiscardQuerySent`, `DiscardQueryAnswered`, `DiscardQueryFailed`) is judged
 from the facts every group is fed instead, in event time:
 
-- the primary's own `NodeSeen` (a line it logged, health probes included) counts as the
+- the primary's own `NodeSeen` (a line it logged, health probes included, or an answered
+  `ServerProbed` of `shadowtwin probe`, whose `node` is then the server) counts as the
   shadow's contact with it: the promotion deadline is the primary's last sign of life +
   ShadowResubmitTimeSpan, as if every heartbeat since had succeeded;
 - the shadow's own `NodeSeen` counts as a query sent: a shadow that still logs is alive,

@@ -13,7 +13,7 @@ from schemas.events import (
     DeadLetter, DeliveredToMailbox, DeliveryDeferred, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
     Event, MessageExpired, MessageReceived, MessageRef, MessageSource, MovedToSafetyNet, NextHopAcknowledged,
     NodeMode, NodeStarted, NodeStopping, QueryFailureReason, Recipient, RedeliveryCommand, RejectedToSender,
-    SentToNextHop, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
+    SentToNextHop, ServerProbed, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
     ShadowDiscarded, ShadowFailureReason, ShadowPromoted, SideEffectGenerated, SideEffectKind, SiteLocality,
 )
 
@@ -72,6 +72,8 @@ def sample_events() -> dict[str, Event]:
         ClockTick(event_id="twin/clock/23", event_time_ms=T0 + 23 * 250, node="shadowtwin", primary_server=PRIMARY),
         DeliveryDeferred(**_on_primary(24), next_hop="fabrikam.com", smtp_response="451 4.7.1 Greylisted, try later",
                          recipients=RECIPIENTS[1:]),
+        ServerProbed(**_on_primary(25) | no_message, server=PRIMARY, answered=True,
+                     reply="250-mbx01.contoso.com Hello [10.0.0.9]"),
     ]
     by_kind = {type(e).kind: e for e in events}
     assert list(by_kind) == list(EVENT_TYPES), "samples.py needs one event of every kind, in EVENT_TYPES order"

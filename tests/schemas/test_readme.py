@@ -26,6 +26,6 @@ def test_each_row_gives_the_tracking_event_id_of_its_class():
     rows = catalogue_rows()
     for kind, cls in EVENT_TYPES.items():
         emitted_by, when, tracking = rows[kind]
-        assert emitted_by in ("primary", "shadow", "any node", "the twin") and when
+        assert emitted_by in ("primary", "shadow", "any node", "the twin", "the SMTP probe") and when
         ids = [t.strip() for t in tracking.split(",") if t.strip()]
         assert (ids[0] if ids else None) == cls.tracking_event_id, kind

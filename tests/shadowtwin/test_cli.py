@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["kafka"], ["topics"], ["jars"], ["twin"], ["whatif"], ["demo"]]
+COMMANDS = [[], ["kafka"], ["topics"], ["jars"], ["twin"], ["whatif"], ["demo"], ["probe"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "top")

@@ -111,6 +111,13 @@ class Org:
             minute += every
         return out
 
+    def probed(self, server, start, stop, answered=True, every=5, prober="probe@ops01"):
+        """`shadowtwin probe` EHLOs `server` every `every` minutes from `start` to `stop`: answered
+        (the event is the server's, `node` = server) or failed (the prober's)."""
+        return [ev.ServerProbed(**self._header(server if answered else prober, server, minute), server=server,
+                                answered=answered, reply="250 OK" if answered else "connection refused")
+                for minute in range(start, stop, every)]
+
     def busy(self, node, start, stop, every=2):
         """`node` goes on working (a message received and delivered every `every` minutes): the
         event feed is alive, whatever else falls silent."""

@@ -50,3 +50,22 @@ def test_with_heartbeats_the_primarys_own_activity_is_not_contact():
     assert {c.decided_at_ms for c in result.commands} == {at(4) + 3 * HOUR}  # a partition: the shadow promotes
     promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
     assert promotions and not promotions[0].reason.endswith(INFERRED)
+
+
+def test_a_primary_whose_log_goes_silent_but_whose_smtp_probe_answers_is_not_promoted():
+    org = Org()
+    events = [*logged_only(org, primary_until=31, shadow_until=5 * 60),
+              *org.probed("mbx01", 3, 5 * 60)]
+    result = replay(events)
+    assert result.commands == [] and not [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+
+
+def test_a_primary_whose_log_and_probe_both_fail_is_promoted_from_its_last_answered_probe():
+    org = Org()
+    events = [*logged_only(org, primary_until=31, shadow_until=5 * 60),
+              *org.probed("mbx01", 3, 60), *org.probed("mbx01", 60, 5 * 60, answered=False)]
+    result = replay(events)
+    deadline = at(58) + 3 * HOUR  # its last answered probe (minute 58) + ShadowResubmitTimeSpan
+    assert {(c.message.internal_id, c.decided_at_ms) for c in result.commands} == {("m1", deadline), ("m2", deadline)}
+    promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert len(promotions) == 1 and promotions[0].reason.endswith(INFERRED)

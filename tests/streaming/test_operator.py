@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from schemas import catalogue
 from schemas.codec import encode
 from state.model import ShadowRedundancyModel
 from state.parameters import model_config_from
@@ -42,7 +43,8 @@ def test_a_record_spark_accepts_but_the_contracts_decoder_refuses_is_a_dead_lett
     harness.batch(rows)
     harness.advance(events[-1].event_time_ms)
     assert [(d.offset, d.reason) for d in harness.dead_letters] == [
-        (99, "corrupt body: not a valid Event v2 record (2 bytes after the record)")]
+        (99, f"corrupt body: not a valid Event v{catalogue.default().current('Event').version} record"
+             " (2 bytes after the record)")]
     assert harness.dead_letters[0].original == encode(victim) + b"\x00\x01"
     expected = replay(events, FAST, until_ms=events[-1].event_time_ms)
     assert {c.command_id for c in harness.commands} == {c.command_id for c in expected.commands}

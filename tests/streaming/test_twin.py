@@ -19,7 +19,7 @@ from infra.kafka import consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
-from schemas.events import AlertType, ClockTick, Event, MessageReceived
+from schemas.events import AlertType, ClockTick, Event, MessageReceived, ServerProbed
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
 from streaming.app import TwinApplication
@@ -40,6 +40,16 @@ WORLD = (
 def world_events() -> list[Event]:
     events, _, _ = simulate(*WORLD)
     return [e for e in events if not isinstance(e, ClockTick)]
+
+
+def with_probes(events: list[Event]) -> list[Event]:
+    """The world with an answered and a failed SMTP probe (ServerProbed, contract v3) in its middle."""
+    out = list(events)
+    for n, answered in ((len(out) // 3, True), (2 * len(out) // 3, False)):
+        at, server = out[n].event_time_ms, out[n].primary_server
+        out.insert(n, ServerProbed(event_id=f"probe:{server}:{at}", event_time_ms=at, primary_server=server,
+                                   node=server if answered else "probe@ops01", server=server, answered=answered))
+    return out
 
 
 def world_servers() -> tuple[str, ...]:
@@ -124,7 +134,7 @@ def encode_field(value) -> bytes:
 
 
 def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spark, kafka_bootstrap, topics, tmp_path):
-    events = world_events()
+    events = with_probes(world_events())
     alerts, commands = expected_ids(events)
     assert len(alerts) >= 8 and len(commands) >= 1, "the world exercises promotions and failures"
     ahead = dataclasses.replace(next(e for e in events if isinstance(e, MessageReceived)), event_id="from-the-future",

@@ -1,0 +1,145 @@
+"""The SMTP probe: EHLO to each transport server every ShadowHeartbeatFrequency, published as events.
+
+A log-fed twin knows a server is alive from its own log lines (state/liveness.py); a server
+that is alive but idle logs little. The probe does what a shadow's heartbeat does, from
+outside: every round it opens SMTP to each server, sends EHLO and QUIT within a timeout, and
+publishes one `ServerProbed` per server, stamped with the prober's clock when the probe began:
+
+- answered (EHLO got 250): `node` is the probed server, so the event counts as that server's
+  activity (a `NodeSeen` fact, state/facts.py), as a line in its log would;
+- failed (refused, timed out, no 250): `node` is the prober, so it is no activity of the server.
+
+The model does nothing else with it. Servers are `NAME=HOST:PORT` or a TOML file:
+
+    [[server]]
+    name = "mbx01"
+    host = "10.0.0.11"
+    port = 25
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from schemas.events import ServerProbed
+
+DEFAULT_PORT = 25
+
+
+@dataclass(frozen=True)
+class Target:
+    """A transport server to probe: its name in the events (as its logs name it) and its SMTP address."""
+
+    name: str
+    host: str
+    port: int = DEFAULT_PORT
+
+
+def parse_target(text: str) -> Target:
+    """`NAME=HOST:PORT` (or `NAME=HOST`, port 25); ValueError naming what is wrong."""
+    name, sep, address = text.partition("=")
+    host, colon, port = address.rpartition(":") if ":" in address else (address, "", str(DEFAULT_PORT))
+    if not sep or not name.strip() or not host.strip():
+        raise ValueError(f"{text!r}: expected NAME=HOST:PORT")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r}: the port {port!r} is not a number from 1 to 65535")
+    return Target(name.strip(), host.strip(), int(port))
+
+
+def load_targets(path: Path) -> list[Target]:
+    """The `[[server]]` tables of a TOML file; ValueError naming the file and the entry."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as TOML ({exc})") from None
+    servers = raw.get("server")
+    if not isinstance(servers, list) or not servers:
+        raise ValueError(f"{path}: expected one [[server]] table per server (name, host, port)")
+    targets = []
+    for i, entry in enumerate(servers, 1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(
+                entry.get("host"), str):
+            raise ValueError(f"{path}: server {i}: needs a name and a host (strings)")
+        port = entry.get("port", DEFAULT_PORT)
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+            raise ValueError(f"{path}: server {i} ({entry['name']}): the port {port!r} is not a number from 1 to 65535")
+        targets.append(Target(entry["name"], entry["host"], port))
+    return targets
+
+
+def ehlo(target: Target, timeout_s: float, local_hostname: str | None = None) -> tuple[bool, str]:
+    """Open SMTP, EHLO, QUIT: (answered with 250, the answer's first line or why there was none)."""
+    try:
+        with smtplib.SMTP(target.host, target.port, local_hostname=local_hostname, timeout=timeout_s) as smtp:
+            code, text = smtp.ehlo()
+            reply = f"{code} {text.decode('utf-8', 'replace').splitlines()[0] if text else ''}".strip()
+            try:
+                smtp.quit()
+            except (OSError, smtplib.SMTPException):
+                pass  # the answer to EHLO is what was asked; a QUIT cut short changes nothing
+            return code == 250, reply
+    except (OSError, smtplib.SMTPException) as exc:
+        return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+@dataclass
+class ProbeCounts:
+    rounds: int = 0
+    answered: int = 0
+    failed: int = 0
+    by_server: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (answered, failed)
+
+    def describe(self) -> str:
+        return (f"{self.rounds} rounds: {self.answered + self.failed} probes, {self.answered} answered,"
+                f" {self.failed} failed")
+
+
+class Prober:
+    """Probes `targets` in rounds and hands each event to `publish`."""
+
+    def __init__(self, targets: Iterable[Target], publish: Callable[[ServerProbed], None], *, every_s: float,
+                 timeout_s: float, prober: str | None = None, clock: Callable[[], float] = time.time):
+        self.targets = list(targets)
+        self.publish = publish
+        self.every_s = every_s
+        self.timeout_s = timeout_s
+        self.prober = prober or f"probe@{socket.gethostname()}"
+        self.clock = clock
+        self.counts = ProbeCounts()
+
+    def probe(self, target: Target) -> ServerProbed:
+        started_ms = int(self.clock() * 1000)
+        answered, reply = ehlo(target, self.timeout_s, local_hostname=self.prober.partition("@")[2] or None)
+        event = ServerProbed(event_id=f"probe:{self.prober}:{target.name}:{started_ms}", event_time_ms=started_ms,
+                             node=target.name if answered else self.prober, primary_server=target.name,
+                             server=target.name, answered=answered, reply=reply)
+        seen = self.counts.by_server.get(target.name, (0, 0))
+        self.counts.by_server[target.name] = (seen[0] + answered, seen[1] + (not answered))
+        if answered:
+            self.counts.answered += 1
+        else:
+            self.counts.failed += 1
+        return event
+
+    def round(self) -> None:
+        for target in self.targets:
+            self.publish(self.probe(target))
+        self.counts.rounds += 1
+
+    def run(self, stop, rounds: int | None = None) -> ProbeCounts:
+        """Round after round, one every `every_s` from the first (a slow round delays the next, never
+        doubles it), until `stop` (a threading.Event) is set or `rounds` are done."""
+        start = time.monotonic()
+        while not stop.is_set() and (rounds is None or self.counts.rounds < rounds):
+            self.round()
+            if rounds is not None and self.counts.rounds >= rounds:
+                break
+            due = start + self.counts.rounds * self.every_s
+            stop.wait(max(0.0, due - time.monotonic()))
+        return self.counts
