@@ -1,9 +1,9 @@
 """`whatif --report DIR`: report.html (plots as inline SVG, `shadowtwin.svg_plots`) and summary.json.
 
 The plots, one series per parameter set:
-- end-to-end delay: per message, from the first hop that received it to when its last hop
-  first handed it on (delivered, or promoted and resubmitted by its shadow), as the model
-  tracked it; a histogram on a log axis;
+- end-to-end delay: per message, the time its hops held it (each from receiving it to first
+  handing it on: delivered, or promoted and resubmitted by its shadow), summed, as the model
+  decided; a histogram on a log axis;
 - promoted and at-risk messages per hour of event time (from the promotion and
   MESSAGE_AT_RISK alerts, by their decision time);
 - per-server outages, from the recording itself: a server's own events stop for longer than
@@ -34,20 +34,22 @@ DELAY_EDGES = ((1, "<1s"), (10, "1-10s"), (60, "10s-1m"), (300, "1-5m"), (900, "
 
 
 def end_to_end_delays_ms(result: ReplayResult) -> list[int]:
-    """Per message: from the first hop that received it to when its last hop first handed it on.
-    A hop is one internal id (a promoted shadow copy keeps it): the earlier of the primary and
-    its promoted shadow counts, not the duplicate a primary that comes back delivers later."""
-    received: dict[str, int] = {}
+    """Per message: the sum over its hops of the time each held it, from receiving it to first
+    handing it on, as the model decided. A hop is one internal id (a promoted shadow copy keeps
+    it): the earlier of the primary and its promoted shadow counts. Summing the hops (rather
+    than last hop out minus first hop in) is what makes the parameter sets differ: in a
+    recording, what the next hops did and when is fixed, only the model's decisions change."""
+    received: dict[tuple[str, str], int] = {}
     handed: dict[tuple[str, str], int] = {}
     for o in result.outcomes:
         if o.result in ("delivered", "promoted"):
             hop = (o.ref.message_id, o.ref.internal_id)
-            received[hop[0]] = min(received.get(hop[0], o.received_ms), o.received_ms)
+            received[hop] = min(received.get(hop, o.received_ms), o.received_ms)
             handed[hop] = min(handed.get(hop, o.processed_ms), o.processed_ms)
-    done: dict[str, int] = {}
-    for (message_id, _), at_ms in handed.items():
-        done[message_id] = max(done.get(message_id, at_ms), at_ms)
-    return sorted(done[m] - received[m] for m in done)
+    total: dict[str, int] = {}
+    for hop, at_ms in handed.items():
+        total[hop[0]] = total.get(hop[0], 0) + at_ms - received[hop]
+    return sorted(total.values())
 
 
 def histogram(delays_ms: list[int]) -> list[int]:
@@ -125,7 +127,7 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
     over_time |= {f"at risk, {s.label}": summary["at_risk_per_hour"][s.label] for s, _ in runs}
     plots = [
         grouped_bars("End-to-end delivery delay (messages per delay bucket)", [label for _, label in DELAY_EDGES],
-                     summary["delay_histogram"], "delay from first hop received to handed on (log scale)",
+                     summary["delay_histogram"], "time held by its hops, summed (log scale)",
                      log=True),
         lines_over_time("Promoted and at-risk messages per hour (event time, UTC)", hour_labels, over_time),
         timeline("Per-server outages (no events of its own)", down, start, end,
