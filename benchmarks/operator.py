@@ -72,7 +72,7 @@ def main() -> None:
     per_group = args.batch // args.servers
     delivery_ms = int(args.in_flight / rate * 1000)
     workload = Workload(servers=args.servers, messages_per_second=rate, delivery_ms=delivery_ms,
-                        duration_ms=delivery_ms * 3 // 2 + int(2 * args.batches * args.batch / 11 / rate * 1000) + 60_000)
+                        duration_ms=delivery_ms * 3 // 2 + int(2 * args.batches * args.batch / 11 / rate * 1000) + 5_000)
     primary = workload.server_names()[0]
     started = time.perf_counter()
     events = [e for e in generate(workload) if e.primary_server == primary]
