@@ -1,16 +1,21 @@
 """Benchmark: the shadow-redundancy model alone, on one core, over a realistic event mix.
 
-    .venv/bin/python -m benchmarks.model [--servers 16] [--rate 20] [--hours 2]
+    .venv/bin/python -m benchmarks.model [--servers 16] [--rate 20] [--hours 2] [--in-flight 50000]
 
 Generates the synthetic workload in memory first (not timed), then times the reference
 replay (every group, every deadline) and prints events per second and the peak number of
-messages held at once.
+messages held at once. Then the memory the model holds per message in flight: a workload
+with about `--in-flight` messages in flight (2,000 a second) replayed to a moment while they
+are held, the states' allocations counted by tracemalloc (everything a group keeps: messages,
+heartbeat pairs, deadlines, applied event ids, facts), divided by the messages held.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
+import tracemalloc
 from collections import Counter
 
 from producers.synthetic import Workload, generate
@@ -23,6 +28,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="messages per second, organisation-wide")
     parser.add_argument("--hours", type=float, default=2.0)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--in-flight", type=int, default=50_000, help="messages in flight for the memory figure")
     args = parser.parse_args()
     workload = Workload(servers=args.servers, messages_per_second=args.rate, duration_ms=int(args.hours * 3600_000))
     events = list(generate(workload))
@@ -38,6 +44,32 @@ def main() -> None:
     print(f"model replay: {max(rates):,.0f} events/s (best of {args.repeat}; all: "
           + ", ".join(f"{r:,.0f}" for r in rates) + f"), one core; {len(result.alerts)} alerts,"
           f" {len(result.commands)} commands, {left} messages left in state")
+
+    held, size = memory_per_message(args.servers, args.in_flight)
+    print(f"memory: {size / held:,.0f} bytes per message in flight ({held:,} messages held, {size / 1e6:,.0f} MB"
+          " of model state, tracemalloc)")
+
+
+def memory_per_message(servers: int, in_flight: int) -> tuple[int, int]:
+    """(messages held, bytes the groups' states hold) midway through a workload with `in_flight` messages in flight."""
+    rate = 2_000.0
+    delivery_ms = int(in_flight / rate * 1000)
+    workload = Workload(servers=servers, messages_per_second=rate, duration_ms=delivery_ms * 2, delivery_ms=delivery_ms)
+    cut = workload.start_ms + workload.duration_ms
+    events = [e for e in generate(workload) if e.event_time_ms < cut]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    result = replay(events)
+    del events
+    gc.collect()
+    states = result.states
+    result.states = {}
+    del result
+    gc.collect()
+    size = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return sum(len(s.messages) for s in states.values()), size
 
 
 if __name__ == "__main__":

@@ -97,11 +97,12 @@ class ModelConfig:
         return self.nodes.get(node, self.defaults)
 
     def timing(self, node: str) -> Timing:
-        cache = self.__dict__.setdefault("_timing_cache", {})
-        timing = cache.get(node)
-        if timing is None:
+        try:  # the model's hot path: one dictionary look-up when cached
+            return self.__dict__["_timing_cache"][node]
+        except KeyError:
+            cache = self.__dict__.setdefault("_timing_cache", {})
             timing = cache[node] = Timing.of(self.for_node(node))
-        return timing
+            return timing
 
     def with_overrides(self, overrides: Mapping[str, object], node: str | None = None) -> "ModelConfig":
         """A copy with some parameters changed, for the deployment or for one node (what-if)."""

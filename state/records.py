@@ -135,7 +135,7 @@ class Deadlines:
         heap = self.heap
         while heap:
             at_ms, kind, key = heap[0]
-            if self.due.get((DeadlineKind(kind), key)) == at_ms:
+            if self.due.get((kind, key)) == at_ms:  # an IntEnum key matches its int
                 return at_ms
             heapq.heappop(heap)  # superseded or cleared
         return None

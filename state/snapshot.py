@@ -5,18 +5,27 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread.
+refused rather than misread (format 3, the same layout without a token, is still read: a
+checkpoint may hold it).
+
+Each snapshot carries a random token near its start (`token_of` finds it without unpickling
+anything), so an engine that keeps the loaded state in memory between calls can tell whether
+the stored snapshot is the one it wrote last, and skip loading it (streaming/operator.py).
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 from operator import attrgetter
 
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
 from state.records import Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy
 
-FORMAT = 3
+FORMAT = 4
+PREVIOUS_FORMAT = 3  # the same layout, without a token
+TOKEN_MARK = b"shadowtwin.snapshot:"
+_TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
@@ -30,7 +39,8 @@ PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 
 
-def dump(state: PrimaryState) -> bytes:
+def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
+    """The snapshot of `state`, with `token` (default: a new random one; see `token_of`)."""
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
          tuple((key, f.next_hop, f.recipients, f.done) for key, f in m.forks.items()), tuple(m.side_effects),
@@ -41,7 +51,7 @@ def dump(state: PrimaryState) -> bytes:
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
                  r.promoted_ms) for r in state.promoted.values()]
     deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
-    header = (FORMAT, state.primary, state.mode.value if state.mode else None, state.queue_db_id,
+    header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms)
     closed = tuple(state.closed.items())
     facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
@@ -54,9 +64,11 @@ def dump(state: PrimaryState) -> bytes:
 def load(data: bytes) -> PrimaryState:
     loaded = pickle.loads(data)
     header = loaded[0]
-    if header[0] != FORMAT:
-        raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT}")
+    if header[0] not in (FORMAT, PREVIOUS_FORMAT):
+        raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and {PREVIOUS_FORMAT}")
     _, messages, pairs, promoted, closed, deadlines, facts = loaded
+    if header[0] == FORMAT:
+        header = (header[0], *header[2:])  # the token is not state
     _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
                          shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
@@ -89,6 +101,12 @@ def load(data: bytes) -> PrimaryState:
     for kind, key, at_ms in deadlines:
         state.deadlines.set(DeadlineKind(kind), key, at_ms)
     return state
+
+
+def token_of(data: bytes) -> bytes | None:
+    """The token of a snapshot (with its mark), read without loading it; None for format 3."""
+    start = data.find(TOKEN_MARK, 0, _TOKEN_SEARCH)
+    return None if start < 0 else data[start:start + len(TOKEN_MARK) + 16]
 
 
 def _ref(ref: MessageRef) -> tuple:

@@ -18,7 +18,18 @@ Order of work in a call, which makes the results the same as the reference engin
 2. apply this batch's events, in event-time order (they are all later than the watermark:
    Spark drops older rows before they reach us);
 3. store the state and set the group's timeout to its next deadline. Spark calls back when
-   the watermark passes it (strictly), and step 1 fires it then.
+   the watermark passes it (strictly), and step 1 fires it then;
+4. when the call changed something an operator reads, the group's rows for the compacted
+   state topic (streaming/state_rows.py: the server summary, the messages touched).
+
+Two things keep the per-call cost of a large state down (docs/performance.md): Python's
+cyclic garbage collector is paused during a call (loading a snapshot makes millions of
+objects, and each generation-2 pass walks all of them: it doubled the cost), and each Python
+worker keeps the states it last wrote (`_held`, by group): when the stored snapshot carries
+the token of the one this worker wrote, it is not loaded again. Spark may give a group to
+another worker, or run a batch again after a failure: the token then differs, and the stored
+snapshot is loaded as before. A held state is taken out of `_held` before it is changed, so a
+call that fails midway leaves nothing behind that could pass for a stored snapshot.
 
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
 watermark) and records that cannot be used, which leave as dead letters with their reason.
@@ -28,6 +39,7 @@ watermark) and records that cannot be used, which leave as dead letters with the
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -43,6 +55,7 @@ from state import snapshot
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
+from state.records import PrimaryState
 from streaming.state_rows import StateWatch
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
@@ -50,6 +63,8 @@ OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 FACT_STARTED, FACT_SEEN = "started", "seen"
 STATE_SCHEMA = "blob BINARY"
 DEAD_LETTER_GROUP = ""
+# This Python worker's states as it last stored them: group -> (snapshot token, state).
+_held: dict[str, tuple[bytes, PrimaryState]] = {}
 
 
 @dataclass(frozen=True)
@@ -134,31 +149,56 @@ def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
             return
         if not model_holder:  # built once per Python worker, not per call
             model_holder.append(ShadowRedundancyModel(config))
-        model = model_holder[0]
-        state = snapshot.load(group.get[0]) if group.exists else model.new_state(primary)
-        output, letters, decoded = Output(), [], []
-        watermark = group.getCurrentWatermarkMs()
-        watch = StateWatch(state, model.next_deadline(state), watermark) if topics.state else None
-        if watermark > 0:
-            output.extend(model.on_time(state, watermark))
-        if not group.hasTimedOut:
-            decoded, letters = decode_rows(batches, primary, model.liveness_bucket_ms)
-            for event, row in decoded:
-                try:
-                    output.extend(model.on_events(state, (event,)))
-                except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
-                    letters.append(dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}"))
-        group.update((snapshot.dump(state),))
-        deadline = model.next_deadline(state)
-        if deadline is not None:
-            group.setTimeoutTimestamp(max(deadline, watermark, 1))
-        if output.alerts or output.commands or letters:
-            yield kafka_rows([*output.alerts, *output.commands, *letters], topics)
-        if watch is not None and (rows := watch.rows(state, [e for e, row in decoded if row.fact is None], output,
-                                                     topics.state)) is not None:
-            yield rows
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            records, state_rows = advance_group(model_holder[0], primary, batches, group, topics.state)
+        finally:
+            if collecting:
+                gc.enable()
+        if records:
+            yield kafka_rows(records, topics)
+        if state_rows is not None:
+            yield state_rows
 
     return step
+
+
+def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[pd.DataFrame], group: GroupState,
+                  state_topic: str) -> tuple[list[Alert | RedeliveryCommand | DeadLetter], pd.DataFrame | None]:
+    """One call's work on a primary's group (steps 1-3 above): the records it emits, and its rows for
+    the state topic (streaming/state_rows.py; None without a state topic or when nothing changed)."""
+    state = held_state(primary, group) if group.exists else model.new_state(primary)
+    output, letters, decoded = Output(), [], []
+    watermark = group.getCurrentWatermarkMs()
+    watch = StateWatch(state, model.next_deadline(state), watermark) if state_topic else None
+    if watermark > 0:
+        output.extend(model.on_time(state, watermark))
+    if not group.hasTimedOut:
+        decoded, letters = decode_rows(batches, primary, model.liveness_bucket_ms)
+        for event, row in decoded:
+            try:
+                output.extend(model.on_events(state, (event,)))
+            except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
+                letters.append(dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}"))
+    blob = snapshot.dump(state)
+    group.update((blob,))
+    _held[primary] = (snapshot.token_of(blob), state)
+    deadline = model.next_deadline(state)
+    if deadline is not None:
+        group.setTimeoutTimestamp(max(deadline, watermark, 1))
+    own_events = [e for e, row in decoded if row.fact is None]
+    state_rows = watch.rows(state, own_events, output, state_topic) if watch is not None else None
+    return [*output.alerts, *output.commands, *letters], state_rows
+
+
+def held_state(primary: str, group: GroupState) -> PrimaryState:
+    """The group's stored state: the one this worker holds if it is the one stored, else loaded."""
+    blob = group.get[0]
+    held = _held.pop(primary, None)
+    if held is not None and held[0] is not None and held[0] == snapshot.token_of(blob):
+        return held[1]
+    return snapshot.load(blob)
 
 
 def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> DataFrame:
