@@ -1,5 +1,6 @@
 """A real twin run with `twin.json_topics`: every alert and command also on `<topic>.json`, in the
-contract's JSON Lines form; `alerts tail`, `commands tail` and `record` read the same run."""
+contract's JSON Lines form; `alerts tail`, `commands tail`, `record` and `alerts route` (to a real
+HTTP receiver) read the same run."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from producers.recording import read_recorded
 from schemas import jsonl
 from shadowtwin.cli import main
 from streaming.app import TwinApplication
+from tests.producers.test_alert_router import Receiver
 from tests.streaming.test_twin import (
     collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
 )
@@ -72,3 +74,18 @@ def test_alerts_and_commands_also_as_json_and_readable(settings, spark, kafka_bo
         assert outcome.written == len(got[topics.alerts]) and not outcome.undecodable and outcome.reached_end
         assert "Alert records" in outcome.describe()
         assert sorted(a.alert_id for a, _ in read_recorded(tmp_path / f"alerts{suffix}", "Alert")) == sorted(alerts)
+
+    # alerts route, from the command line, to an Alertmanager and a webhook on a real HTTP receiver
+    receiver = Receiver()
+    receiver.start()
+    try:
+        base = f"http://127.0.0.1:{receiver.port}"
+        assert main(["alerts", "route", "--alertmanager", base, "--webhook", base + "/hook", "--topic", topics.alerts,
+                     "--seconds", "15"]) == 0
+        assert f"routed {len(alerts)} alerts" in capsys.readouterr().out
+        hooked = receiver.at("/hook")
+        assert sorted(h["alert"]["alert_id"] for h in hooked if h["status"] == "firing") == sorted(alerts)
+        fired = [a for body in receiver.at("/api/v2/alerts") for a in body if a["labels"]["alert_id"] in alerts]
+        assert {a["labels"]["alertname"] for a in fired} == {a.type.value for a in got[topics.alerts]}
+    finally:
+        receiver.stop()
