@@ -109,7 +109,7 @@ def _restart(lab, settings: Settings, args) -> int:
 def _status(lab, settings: Settings, args) -> int:
     from producers.relay.lab import TWIN
 
-    if args.json:
+    if getattr(args, "json", False):  # `lab up` ends with the status too, as lines
         from shadowtwin.json_output import as_json
 
         print(as_json({"nodes": [lab.node_status(spec.name) for spec in lab.topology.nodes],

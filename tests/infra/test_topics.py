@@ -30,7 +30,7 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
 
     suffix = uuid.uuid4().hex[:8]
     wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
-                           dead_letters=f"d.{suffix}", events_partitions=3)
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}", events_partitions=3)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.create_topics([NewTopic(wanted.events, 2, 1)])[wanted.events].result(30)  # CreateTime, 2 partitions
     outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted)}
@@ -39,11 +39,11 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
         "has 2 partitions, configured 3",
         "message.timestamp.type is CreateTime, must be LogAppendTime (the clock-skew guard compares event time"
         " with the broker's)")
-    assert all(outcomes[t].created and not outcomes[t].differences for t in (wanted.alerts, wanted.commands))
+    assert all(outcomes[t].created and not outcomes[t].differences for t in (wanted.alerts, wanted.commands, wanted.state))
     env = {"SHADOWTWIN_TOPICS_" + key.upper(): str(value) for key, value in vars(wanted).items()}
     result = subprocess.run([sys.executable, "-m", "shadowtwin", "topics", "create", "--bootstrap", kafka_bootstrap],
                             capture_output=True, text=True, env={**__import__("os").environ, **env}, timeout=120)
     assert result.returncode == 1, result.stderr
     assert "message.timestamp.type is CreateTime" in result.stdout
-    assert result.stderr == (f"1 of 4 topics differ from the configuration in what the twin's correctness depends on:"
+    assert result.stderr == (f"1 of 5 topics differ from the configuration in what the twin's correctness depends on:"
                              f" e.{suffix} (recreate them, or change [topics])\n")
