@@ -25,9 +25,11 @@ def test_follow_prints_new_alerts_as_they_come(kafka_bootstrap, topics):
     try:
         time.sleep(2)  # the topic is empty: whenever it starts reading, it prints what comes
         out = producer(kafka_bootstrap)
+        # first the foreign record: the alerts topic has one partition, so once the last alert is
+        # printed, the foreign record has been read (and SIGTERM cannot come before it)
+        out.produce(topics.alerts, value=b"not an alert")
         for alert in alerts:
             out.produce(topics.alerts, key=kafka_key(alert), value=encode(alert))
-        out.produce(topics.alerts, value=b"not an alert")
         assert out.flush(30) == 0
         lines = [json.loads(tail.stdout.readline()) for _ in alerts]
         assert lines == [jsonl.to_json(a) for a in alerts]
