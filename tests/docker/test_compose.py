@@ -77,7 +77,7 @@ def test_up_mail_crash_alert_down(compose):
         stranded = {m for m, node in sent.accepted if node == "ex02"}
         compose("kill", "ex02")  # SIGKILL, with mail still in its queue (next hop delay 3 s)
         promoted = twin.wait_for_alerts(lambda alerts: any(
-            a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02" for a in alerts), 120)
+            a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02" for a in alerts), 300)
     finally:
         twin.close()
     ex02 = [a for a in promoted if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02"]

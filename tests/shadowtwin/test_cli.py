@@ -32,10 +32,10 @@ def test_demo_tells_the_outage_story_from_what_it_reads_back_from_kafka(kafka_bo
         '[topics]\nevents = "demo.events"\nalerts = "demo.alerts"\ncommands = "demo.commands"\n'
         'dead_letters = "demo.dead-letters"\n'
         '[demo]\nservers = 3\ncrash_after_seconds = 6\ncrash_for_seconds = 20\nbacklog_seconds = 4\n'
-        'shadow_resubmit_time_span = "00:00:08"\nrun_seconds = 150\n'
+        'shadow_resubmit_time_span = "00:00:08"\nrun_seconds = 330\n'
     )
     result = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "--conf", str(conf), "demo"],
-                            capture_output=True, text=True, timeout=400)
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     out = result.stdout
     assert "PRIMARY_FAILED_SHADOWS_PROMOTED: " in out and "has had no answer from mbx02" in out
