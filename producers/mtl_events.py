@@ -5,7 +5,7 @@
 
 Which server logged a line, and which is the primary, is read from the host fields the way
 Exchange fills them: on lines about something the local server received or did
-(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT) `server-hostname`
+(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT, LOAD) `server-hostname`
 is the local server; on lines about something it sent (SEND, HAREDIRECT, HAREDIRECTFAIL)
 `client-hostname` is the local server and `server-hostname` the other end. On the shadow's
 lines (HARECEIVE, HADISCARD, RESUBMIT) and on DELIVER the primary is `client-hostname`.
@@ -379,6 +379,14 @@ class MtlMapper:
         return [ev.DeliveryDeferred(**header, next_hop="", recipients=recipients, smtp_response=text),
                 ev.MessageExpired(**header, reason=f"delivery failed for good ({what}) for {text}")]
 
+    def _load(self, row: Row) -> list[ev.Event]:
+        """A message loaded at boot: the server restarted. Its own message, or a shadow copy it holds
+        for the primary its HARECEIVE named."""
+        local = self._host(row, "server-hostname", "server that restarted")
+        primary = next((self._primary_of[(local, k)] for k in self._keys(row) if (local, k) in self._primary_of), local)
+        ref = self._ref(row, primary, local)
+        return [ev.MessageLoaded(**self._header(row, local, primary, ref))]
+
     def _sendexternal(self, row: Row) -> list[ev.Event]:
         events = self._send(row)
         return [dataclasses.replace(e, outside_boundary=True) if isinstance(e, ev.SentToNextHop) else e
@@ -389,7 +397,8 @@ def _failure(status: str) -> bool:
 
 
 HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT", "SEND",
-                     "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"})
+                     "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER",
+                     "LOAD"})
 
 # Documented event ids that make no event, and why (the table in EXCHANGE_LOGS.md).
 IGNORED = {
@@ -401,7 +410,6 @@ IGNORED = {
     "DUPLICATEREDIRECT": "a recipient duplicated by a redirect: recipients, not copies",
     "EXPAND": "a group expanded: recipients, not copies",
     "INITMESSAGECREATED": "moderation: a message copy created for approval",
-    "LOAD": "a message loaded at boot: restart reporting is not implemented (EXCHANGE_LOGS.md)",
     "MODERATIONEXPIRE": "moderation decision, not transport",
     "MODERATORAPPROVE": "moderation decision, not transport",
     "MODERATORREJECT": "moderation decision, not transport",

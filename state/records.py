@@ -112,6 +112,7 @@ class DeadlineKind(enum.IntEnum):
     FORGET_CLOSED = 7
     SAME_SITE_REPORT = 8
     FORGET_SEEN = 9
+    SETTLE_RESTART = 10  # a restart whose queue database is unknown (state/restart.py)
 
 
 @dataclass(slots=True)

@@ -220,5 +220,13 @@ def test_every_documented_event_id_is_mapped_or_ignored_with_its_reason():
         ("SentToNextHop", True), ("NextHopAcknowledged", None)]
     table = (Path(__file__).parents[2] / "producers" / "EXCHANGE_LOGS.md").read_text()
     for event_id in [*IGNORED, "RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT",
-                     "SEND", "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"]:
+                     "SEND", "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER", "LOAD"]:
         assert f"| {event_id} |" in table, f"{event_id} is not in the mapping table"
+
+
+def test_load_is_a_restart_of_the_server_that_logged_it_about_its_own_message_or_a_shadow_copy_it_holds(tmp_path):
+    loads = [record("05:00:00.000", "LOAD", server_hostname="EX01", source="BOOTLOADER", internal_message_id="500"),
+             record("05:00:01.000", "LOAD", server_hostname="EX02", source="BOOTLOADER", internal_message_id="77")]
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [RECEIVED, *SHADOWED, *loads]))
+    loaded = [(e.node, e.primary_server, e.message.internal_id) for e in sink.events if isinstance(e, ev.MessageLoaded)]
+    assert loaded == [("ex01", "ex01", "500"), ("ex02", "ex01", "500")] and not sink.dead_letters

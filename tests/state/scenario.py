@@ -118,6 +118,10 @@ class Org:
                                 answered=answered, reply="250 OK" if answered else "connection refused")
                 for minute in range(start, stop, every)]
 
+    def loaded(self, node, primary, mid, at):
+        """`node` restarted and logged LOAD of `mid` (its queue database is not named)."""
+        return [ev.MessageLoaded(**self._header(node, primary, at, mid))]
+
     def busy(self, node, start, stop, every=2):
         """`node` goes on working (a message received and delivered every `every` minutes): the
         event feed is alive, whatever else falls silent."""
