@@ -372,8 +372,9 @@ class ServerProbed(Event):
     server: str = doc("the transport server probed")
     answered: bool = doc("it answered EHLO with 250 within the probe's timeout")
     reply: str = doc("its EHLO answer's first line, or why there was none, in words", default="")
-    via: str = doc("what showed it: probe (an EHLO of `shadowtwin probe`) or handoff (a peer's SEND to it, acknowledged,"
-                   " read from the peer's message-tracking log; added in v4)", default="probe")
+    via: str = doc("what showed it: probe (an EHLO of `shadowtwin probe`), handoff (a peer's SEND to it, acknowledged,"
+                   " read from the peer's message-tracking log) or healthprobe (a Managed Availability probe message"
+                   " it logged); added in v4", default="probe")
 
 
 # ---- added in v4 ---------------------------------------------------------------------

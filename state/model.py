@@ -93,6 +93,7 @@ class ShadowRedundancyModel:
             ev.MessageExpired: _Transition.message_expired,
             ev.DeliveryDeferred: _Transition.delivery_deferred,
             NodeSeen: _Transition.node_seen,
+            ev.ServerProbed: liveness.server_answered,
             ev.SideEffectGenerated: _Transition.side_effect_generated,
             ev.DiscardQuerySent: _Transition.discard_query_sent,
             ev.DiscardQueryAnswered: _Transition.discard_query_answered,
@@ -1055,8 +1056,8 @@ def _iso(ms_: int) -> str:
 
 _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.ACK_DELAY: _Transition.fire_ack_delay,
-    DeadlineKind.PROMOTE: liveness.labelled(_Transition.fire_promote),
-    DeadlineKind.SHADOW_SILENT: liveness.labelled(_Transition.fire_shadow_silent),
+    DeadlineKind.PROMOTE: liveness.promote_when_silent(_Transition.fire_promote),
+    DeadlineKind.SHADOW_SILENT: liveness.silent_when_judged(_Transition.fire_shadow_silent),
     DeadlineKind.AUTO_DISCARD: _Transition.fire_auto_discard,
     DeadlineKind.EXPIRE: _Transition.fire_expire,
     DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,
