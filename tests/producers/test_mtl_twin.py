@@ -50,7 +50,8 @@ def test_logs_ingested_into_kafka_make_the_spark_twin_forecast_the_inferred_prom
         got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
                       lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands),
                       timeout_s=600)  # two micro-batches (the data, then the watermark): minutes on a loaded machine
-    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {a.alert_id for a in got[topics.alerts]} == alerts, [
+        (a.type.value, a.servers, a.decided_at_ms, a.reason) for a in got[topics.alerts]]
     assert {c.command_id for c in got[topics.commands]} == commands
     promoted = [a for a in got[topics.alerts] if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
     assert promoted and all(f"{INFERRED}the last sign of life of ex01 was {EVIDENCE['']} at" in a.reason
