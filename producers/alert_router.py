@@ -30,6 +30,7 @@ Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alon
 | PRIMARY_FAILED_SHADOWS_PROMOTED, HELD_NO_ALTERNATE_ROUTE, MESSAGE_AT_RISK | P answers again: QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED about P (back with a new database), or DUPLICATE_DELIVERY_EXPECTED naming a message of the condition (back with the same database) |
 | MESSAGE_AT_RISK | also MESSAGE_LOST of its messages (superseded by the loss, which fires itself) |
 | SHADOW_SERVER_UNREACHABLE (shadow S, primary P) | S acts again as P's shadow: a promotion alert about P by S |
+| RESTARTED_QUEUE_DATABASE_UNKNOWN (primary P) | RESTART_QUEUE_DATABASE_SETTLED about P (which database it restarted with) |
 | EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
 
 The open conditions live in memory; on start, the router reads the alerts topic from its
@@ -62,7 +63,7 @@ from schemas.wire import DecodeError
 
 A = AlertType
 PRIMARY_DOWN = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.HELD_NO_ALTERNATE_ROUTE, A.MESSAGE_AT_RISK)
-CONDITIONS = frozenset({*PRIMARY_DOWN, A.SHADOW_SERVER_UNREACHABLE, A.EVENTS_STOPPED})
+CONDITIONS = frozenset({*PRIMARY_DOWN, A.SHADOW_SERVER_UNREACHABLE, A.EVENTS_STOPPED, A.RESTARTED_QUEUE_DATABASE_UNKNOWN})
 PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
 MAX_MESSAGES_NAMED = 20
 
@@ -82,6 +83,8 @@ def clears(later: Alert, open_alert: Alert, open_alerts: Iterable[Alert] = ()) -
             return any(o.servers[:1] == (primary,) and _messages(o) & _messages(later) for o in open_alerts)
         if open_alert.type is A.MESSAGE_AT_RISK and later.type is A.MESSAGE_LOST:
             return bool(_messages(open_alert) & _messages(later))
+    if open_alert.type is A.RESTARTED_QUEUE_DATABASE_UNKNOWN:
+        return later.type is A.RESTART_QUEUE_DATABASE_SETTLED and later.servers[:1] == (primary,)
     if open_alert.type is A.SHADOW_SERVER_UNREACHABLE and len(open_alert.servers) >= 2:
         shadow, primary = open_alert.servers[0], open_alert.servers[1]
         return later.type in PROMOTIONS and later.servers[:2] == (primary, shadow)

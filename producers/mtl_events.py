@@ -5,7 +5,7 @@
 
 Which server logged a line, and which is the primary, is read from the host fields the way
 Exchange fills them: on lines about something the local server received or did
-(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT) `server-hostname`
+(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT, LOAD) `server-hostname`
 is the local server; on lines about something it sent (SEND, HAREDIRECT, HAREDIRECTFAIL)
 `client-hostname` is the local server and `server-hostname` the other end. On the shadow's
 lines (HARECEIVE, HADISCARD, RESUBMIT) and on DELIVER the primary is `client-hostname`.
@@ -102,6 +102,8 @@ class MtlMapper:
         self._attempts: dict[tuple[str, str], int] = {}  # (primary, internal id) -> shadow attempts so far
         self._aliases: dict[tuple[str, str], str] = {}  # (server, a second receipt's id) -> the first's
         self._line_id = ""  # the id of the line being mapped
+        self._servers: set[str] = set()  # the servers that logged a line read so far
+        self._handoffs: dict[str, int] = {}  # server -> the minute of its latest hand-off evidence
 
     def map(self, row: Row, line_id: str, token: Any = None) -> list[ev.Event] | Skip | Held:
         """The line's events, or why it makes none; `Held` when it waits for its primary's line
@@ -154,12 +156,16 @@ class MtlMapper:
         kind = row.get("event-id").upper()
         if row.service in SERVICE_SKIPS and kind not in SERVICE_SKIPS[row.service][0]:
             return Skip(f"{kind} in {row.service}: {SERVICE_SKIPS[row.service][1]}")
+        if kind != "RECEIVE" and health_probe(row):
+            return Skip(f"{kind} of a Managed Availability health probe: its RECEIVE is the server's sign of life,"
+                        " the message is not tracked")
         if kind in IGNORED:
             return Skip(f"event-id {kind}: {IGNORED[kind]}")
         handler = getattr(self, f"_{kind.lower()}", None) if kind in HANDLED else None
         if handler is None:
             return Skip(f"event-id {kind or '(empty)'} is not one the twin uses")
         self._line_id = line_id
+        self._servers.add(server(row.get("client-hostname" if kind in CLIENT_LOGGED else "server-hostname")))
         result = handler(row)
         if isinstance(result, Skip):
             return result
@@ -238,6 +244,10 @@ class MtlMapper:
 
     def _receive(self, row: Row) -> list[ev.Event] | Skip:
         local, own = self._host(row, "server-hostname", "server that logged it"), row.get("internal-message-id")
+        if health_probe(row):
+            return [ev.ServerProbed(**self._header(row, local, local, None), server=local, answered=True,
+                                    via="healthprobe", reply=f"{row.get('message-subject') or 'health probe'}"
+                                                             f" from {row.get('sender-address')} received")]
         first = next((self._ids[(local, k)] for k in self._keys(row) if (local, k) in self._ids), None)
         if first is not None and own and own != first and (local, own) not in self._aliases:
             self._aliases[(local, own)] = first
@@ -298,7 +308,8 @@ class MtlMapper:
         connector = row.get("connector-id").lower()
         return [ev.SentToNextHop(**header, next_hop=next_hop, recipients=row.values("recipient-address"),
                                  outside_boundary=bool(connector) and INTRA_ORG_CONNECTOR not in connector),
-                ev.NextHopAcknowledged(**header, next_hop=next_hop)]
+                ev.NextHopAcknowledged(**header, next_hop=next_hop),
+                *self._answered(row, header["node"], server(next_hop), "SEND")]
 
     def _deliver(self, row: Row, duplicate: bool = False) -> list[ev.Event]:
         mailbox = self._host(row, "server-hostname", "mailbox server")
@@ -312,7 +323,21 @@ class MtlMapper:
         if delivered or not failed:
             events.append(ev.DeliveredToMailbox(**header, mailbox_server=mailbox, recipients=delivered,
                                                 duplicate=duplicate))
-        return events + self._failed_fork(header, failed, f"{row.get('event-id')} to {mailbox}")
+        return [*events, *self._failed_fork(header, failed, f"{row.get('event-id')} to {mailbox}"),
+                *self._answered(row, primary, mailbox, row.get("event-id").upper())]
+
+    def _answered(self, row: Row, sender: str, peer: str, what: str) -> list[ev.Event]:
+        """A peer's hand-off to a transport server that answered SMTP (its 250 came before the line):
+        that server's sign of life (`ServerProbed`, via handoff), at most one per server and minute."""
+        if peer == sender or peer not in self._servers:
+            return []
+        minute = row.time_ms // HANDOFF_GRAIN_MS
+        if self._handoffs.get(peer) == minute:
+            return []
+        self._handoffs[peer] = minute
+        return [ev.ServerProbed(event_id="", event_time_ms=row.time_ms, node=peer, primary_server=peer, message=None,
+                                server=peer, answered=True, via="handoff",
+                                reply=f"250 to {sender}'s {what} of {row.get('message-id')} (message tracking)")]
 
     def _duplicatedeliver(self, row: Row) -> list[ev.Event]:
         return self._deliver(row, duplicate=True)
@@ -379,17 +404,38 @@ class MtlMapper:
         return [ev.DeliveryDeferred(**header, next_hop="", recipients=recipients, smtp_response=text),
                 ev.MessageExpired(**header, reason=f"delivery failed for good ({what}) for {text}")]
 
+    def _load(self, row: Row) -> list[ev.Event]:
+        """A message loaded at boot: the server restarted. Its own message, or a shadow copy it holds
+        for the primary its HARECEIVE named."""
+        local = self._host(row, "server-hostname", "server that restarted")
+        primary = next((self._primary_of[(local, k)] for k in self._keys(row) if (local, k) in self._primary_of), local)
+        ref = self._ref(row, primary, local)
+        return [ev.MessageLoaded(**self._header(row, local, primary, ref))]
+
     def _sendexternal(self, row: Row) -> list[ev.Event]:
         events = self._send(row)
         return [dataclasses.replace(e, outside_boundary=True) if isinstance(e, ev.SentToNextHop) else e
                 for e in events]
+
+def health_probe(row: Row) -> bool:
+    """A message Managed Availability sends to check mail flow: the inbound proxy probe (to
+    inboundproxy@contoso.com, subject "Inbound proxy probe") or a HealthMailbox's."""
+    recipients = row.get("recipient-address").lower()
+    return (row.get("message-subject") == "Inbound proxy probe" or "inboundproxy@" in recipients
+            or row.get("sender-address").lower().startswith("healthmailbox")
+            or recipients.startswith("healthmailbox"))
+
 
 def _failure(status: str) -> bool:
     return status[:1] in ("4", "5")
 
 
 HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT", "SEND",
-                     "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"})
+                     "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER",
+                     "LOAD"})
+
+CLIENT_LOGGED = frozenset({"SEND", "SENDEXTERNAL", "HAREDIRECT", "HAREDIRECTFAIL"})  # client-hostname logged them
+HANDOFF_GRAIN_MS = 60_000  # hand-off evidence per server: the liveness facts' grain
 
 # Documented event ids that make no event, and why (the table in EXCHANGE_LOGS.md).
 IGNORED = {
@@ -401,7 +447,6 @@ IGNORED = {
     "DUPLICATEREDIRECT": "a recipient duplicated by a redirect: recipients, not copies",
     "EXPAND": "a group expanded: recipients, not copies",
     "INITMESSAGECREATED": "moderation: a message copy created for approval",
-    "LOAD": "a message loaded at boot: restart reporting is not implemented (EXCHANGE_LOGS.md)",
     "MODERATIONEXPIRE": "moderation decision, not transport",
     "MODERATORAPPROVE": "moderation decision, not transport",
     "MODERATORREJECT": "moderation decision, not transport",

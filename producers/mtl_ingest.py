@@ -154,13 +154,15 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
 
 class KafkaSink:
     """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
-    `deliveries` counts the broker's acknowledgements of both."""
+    `deliveries` counts the broker's acknowledgements of both. Safe to share with a thread that
+    publishes beside the ingester (the SMTP probe of `ingest --follow --probe`)."""
 
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
                  delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
         self.deliveries = Deliveries(bootstrap, delivery_timeout_s)
         self.producer = reporting_producer(bootstrap, self.deliveries)
         self.topics = (events_topic, dead_letters_topic)
+        self._lock = threading.Lock()
 
     def _send(self, topic: str, record: Event | DeadLetter, on_delivery: Callable | None) -> None:
         def delivered(error, message) -> None:
@@ -168,8 +170,9 @@ class KafkaSink:
             if on_delivery is not None:
                 on_delivery(error, message)
 
-        produce(self.producer, topic, record, delivered)
-        self.deliveries.produced += 1
+        with self._lock:
+            produce(self.producer, topic, record, delivered)
+            self.deliveries.produced += 1
 
     def event(self, event: Event, on_delivery: Callable | None = None) -> None:
         self._send(self.topics[0], event, on_delivery)

@@ -90,6 +90,8 @@ class AlertType(AvroEnum):
     MESSAGE_EXPIRED = "MESSAGE_EXPIRED"
     SHADOW_IN_SAME_SITE = "SHADOW_IN_SAME_SITE"
     EVENTS_STOPPED = "EVENTS_STOPPED"
+    RESTARTED_QUEUE_DATABASE_UNKNOWN = "RESTARTED_QUEUE_DATABASE_UNKNOWN"
+    RESTART_QUEUE_DATABASE_SETTLED = "RESTART_QUEUE_DATABASE_SETTLED"
 
 
 class Severity(AvroEnum):
@@ -370,6 +372,18 @@ class ServerProbed(Event):
     server: str = doc("the transport server probed")
     answered: bool = doc("it answered EHLO with 250 within the probe's timeout")
     reply: str = doc("its EHLO answer's first line, or why there was none, in words", default="")
+    via: str = doc("what showed it: probe (an EHLO of `shadowtwin probe`), handoff (a peer's SEND to it, acknowledged,"
+                   " read from the peer's message-tracking log) or healthprobe (a Managed Availability probe message"
+                   " it logged); added in v4", default="probe")
+
+
+# ---- added in v4 ---------------------------------------------------------------------
+
+@_event("MessageLoaded", "LOAD")
+class MessageLoaded(Event):
+    """`node` restarted and loaded the message from its queue database at boot (message tracking
+    LOAD, source BOOTLOADER). Which database it opened is not said (logs carry no queue-database
+    id): the model weighs both outcomes until later events settle which (state/restart.py)."""
 
 
 # ---- outputs --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
-from shadowtwin import alerts_cmd, tail_cmd, where_cmd
+from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
 from state.parameters import parse_duration
 
@@ -155,17 +155,22 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
         positions = Positions(state) if state is not None else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    prober = probe_cmd.agent_prober(settings, args)
     stop = stop_on_signals()
     sink = KafkaSink(settings.kafka, args.to or settings.topics.events,
                      settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
+    probing = probe_cmd.beside(prober, sink.event, stop)
     try:
         counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
                         internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s)
     finally:
+        probe_cmd.stopped(probing, stop)
         undelivered = sink.close()
         if positions is not None:
             positions.save()
     print(counts.describe())
+    if prober is not None:
+        print(f"probes: {prober.counts.describe()}")
     return _published(sink.deliveries.describe_failure() if undelivered else None, stop)
 
 
@@ -302,9 +307,10 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                         help="an accepted domain of the organisation: its recipients are internal mailboxes"
                              " (repeatable)")
+    probe_cmd.add_agent_options(ingest)
     ingest.set_defaults(run=_ingest)
 
-    from shadowtwin import probe_cmd, simulate_cmd
+    from shadowtwin import simulate_cmd
 
     simulate_cmd.add_parser(commands)
     probe_cmd.add_parser(commands)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 
 from infra.settings import Settings
@@ -47,28 +48,82 @@ def _seconds(text: str, option: str) -> float:
     return seconds
 
 
-def _targets(args: argparse.Namespace):
+PROBE_OPTIONS = ("--server", "--servers", "--every", "--timeout")  # `shadowtwin probe`'s option names
+AGENT_OPTIONS = ("--probe", "--probes", "--probe-every", "--probe-timeout")  # the same, on `ingest`
+
+
+def _targets(servers: list[str], servers_file: str | None, options: tuple[str, ...]):
     try:
-        targets = [parse_target(text) for text in args.server]
+        targets = [parse_target(text) for text in servers]
     except ValueError as exc:
-        raise UsageError(f"--server {exc}") from None
+        raise UsageError(f"{options[0]} {exc}") from None
     try:
-        targets += load_targets(Path(args.servers)) if args.servers else []
+        targets += load_targets(Path(servers_file)) if servers_file else []
     except ValueError as exc:
-        raise UsageError(f"--servers {exc}") from None
+        raise UsageError(f"{options[1]} {exc}") from None
     if not targets:
-        raise UsageError("name at least one server (--server NAME=HOST:PORT or --servers FILE)")
+        raise UsageError(f"name at least one server ({options[0]} NAME=HOST:PORT or {options[1]} FILE)")
     names = [t.name for t in targets]
     if len(set(names)) < len(names):
         raise UsageError(f"a server is named twice ({', '.join(sorted({n for n in names if names.count(n) > 1}))})")
     return targets
 
 
+def _prober(settings: Settings, servers: list[str], servers_file: str | None, every: str | None,
+            timeout: str | None, name: str | None, options: tuple[str, ...] = PROBE_OPTIONS) -> Prober:
+    """The prober the options describe (a person's mistake: UsageError naming the option); it
+    publishes nothing until its `publish` is set."""
+    targets = _targets(servers, servers_file, options)
+    every_s = _seconds(every, options[2]) if every else settings.shadow_redundancy.timing("").heartbeat_ms / 1000
+    timeout_s = _seconds(timeout, options[3]) if timeout else min(DEFAULT_TIMEOUT_S, every_s)
+    return Prober(targets, lambda event: None, every_s=every_s, timeout_s=timeout_s, prober=name)
+
+
+# ---- the probe inside `ingest --follow` (one agent beside a server) ------------------------
+
+def add_agent_options(ingest: argparse.ArgumentParser) -> None:
+    """`ingest --follow --probe NAME=HOST:PORT ...`: the same probe, run by the ingester."""
+    group = ingest.add_argument_group("the SMTP probe, run by the ingester (with --follow)")
+    group.add_argument("--probe", action="append", default=[], metavar="NAME=HOST:PORT",
+                       help="also EHLO this transport server every ShadowHeartbeatFrequency and publish the outcome"
+                            " (repeatable; see `shadowtwin probe`)")
+    group.add_argument("--probes", metavar="FILE", help="a TOML file of [[server]] tables to probe (name, host, port)")
+    group.add_argument("--probe-every", metavar="DURATION", help="time between probe rounds (default:"
+                                                                 " shadow_heartbeat_frequency)")
+    group.add_argument("--probe-timeout", metavar="DURATION",
+                       help=f"how long one probe may take (default: {DEFAULT_TIMEOUT_S:g}s, or --probe-every if shorter)")
+    group.add_argument("--probe-name", help="the prober's name: the node of a failed probe (default: probe@<host name>)")
+
+
+def agent_prober(settings: Settings, args: argparse.Namespace) -> Prober | None:
+    """The prober `ingest` runs beside its files, or None when no server is to be probed."""
+    if not (args.probe or args.probes or args.probe_every or args.probe_timeout or args.probe_name):
+        return None
+    if not args.follow:
+        raise UsageError("--probe runs beside --follow (an agent that runs until stopped); add --follow")
+    return _prober(settings, args.probe, args.probes, args.probe_every, args.probe_timeout, args.probe_name,
+                   AGENT_OPTIONS)
+
+
+def beside(prober: Prober | None, publish, stop) -> threading.Thread | None:
+    """Run the prober's rounds in a thread, each event to `publish`, until `stop` is set."""
+    if prober is None:
+        return None
+    prober.publish = publish
+    thread = threading.Thread(target=prober.run, args=(stop,), name="smtp-probe", daemon=True)
+    thread.start()
+    return thread
+
+
+def stopped(thread: threading.Thread | None, stop) -> None:
+    """Stop the prober's thread (after its probe under way, at most its timeout)."""
+    if thread is not None:
+        stop.set()
+        thread.join()
+
+
 def run(settings: Settings, args: argparse.Namespace) -> int:
-    targets = _targets(args)
-    every_s = (_seconds(args.every, "--every") if args.every
-               else settings.shadow_redundancy.timing("").heartbeat_ms / 1000)
-    timeout_s = _seconds(args.timeout, "--timeout") if args.timeout else min(DEFAULT_TIMEOUT_S, every_s)
+    prober = _prober(settings, args.server, args.servers, args.every, args.timeout, args.name)
     if args.rounds is not None and args.rounds < 1:
         raise UsageError(f"--rounds {args.rounds}: must be at least 1")
     deliveries = Deliveries(settings.kafka, settings.kafka.delivery_timeout_seconds)
@@ -79,7 +134,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         produce(client, topic, event, deliveries.delivered)
         deliveries.produced += 1
 
-    prober = Prober(targets, publish, every_s=every_s, timeout_s=timeout_s, prober=args.name)
+    prober.publish = publish
     with stop_on_signals() as stop:
         try:
             counts = prober.run(stop, rounds=args.rounds)

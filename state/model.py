@@ -25,7 +25,7 @@ from schemas import events as ev
 from schemas.events import (
     Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, Recipient, RedeliveryCommand, Severity,
 )
-from state import liveness
+from state import liveness, restart
 from state.facts import NodeSeen
 from state.parameters import ModelConfig, ShadowMessagePreference
 from state.records import (
@@ -93,12 +93,14 @@ class ShadowRedundancyModel:
             ev.MessageExpired: _Transition.message_expired,
             ev.DeliveryDeferred: _Transition.delivery_deferred,
             NodeSeen: _Transition.node_seen,
+            ev.ServerProbed: liveness.server_answered,
             ev.SideEffectGenerated: _Transition.side_effect_generated,
             ev.DiscardQuerySent: _Transition.discard_query_sent,
             ev.DiscardQueryAnswered: _Transition.discard_query_answered,
             ev.DiscardQueryFailed: _Transition.discard_query_failed,
             ev.ShadowDiscarded: _Transition.shadow_discarded,
             ev.ShadowPromoted: _Transition.shadow_promoted,
+            ev.MessageLoaded: restart.message_loaded,
         }
 
     def new_state(self, primary: str) -> PrimaryState:
@@ -214,12 +216,16 @@ class _Transition:
                 pair.db_change_pending = True
         if previous_db is not None and previous_db != db_id:
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None]
-            if lost:
-                self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [s.primary], lost, t,
-                           f"{s.primary} came back with a new, empty queue database; {len(lost)} message(s)"
-                           " it held had no shadow copy anywhere and are lost")
-                for m in lost:
-                    self.close(m, t, "lost")
+            self.lost_with_the_database(lost, t, "came back")
+
+    def lost_with_the_database(self, lost: list[Message], t: int, how: str) -> None:
+        """The primary `how` (came back, restarted) with a new, empty database: what it held alone is lost."""
+        if lost:
+            self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary], lost, t,
+                       f"{self.s.primary} {how} with a new, empty queue database; {len(lost)} message(s)"
+                       " it held had no shadow copy anywhere and are lost")
+            for m in lost:
+                self.close(m, t, "lost")
 
     def promote_if_primary_db_changed(self, pair: Pair, t: int) -> None:
         s = self.s
@@ -624,6 +630,8 @@ class _Transition:
         s = self.s
         if e.message is None:
             return
+        if (DeadlineKind.SETTLE_RESTART, "") in s.deadlines.due:
+            restart.promoted_by_shadow(self, e)
         m = s.messages.get(e.message.internal_id)
         if m is None or m.shadow_server != e.node:
             return
@@ -993,6 +1001,8 @@ class _Transition:
         """The message an event on the primary is about, if the twin tracks it."""
         if e.message is None:
             return None
+        if (DeadlineKind.SETTLE_RESTART, "") in self.s.deadlines.due:
+            restart.mentioned(self, e)
         m = self.s.messages.get(e.message.internal_id)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and e.message.internal_id in self.s.promoted:
             record = self.s.promoted[e.message.internal_id]
@@ -1046,12 +1056,13 @@ def _iso(ms_: int) -> str:
 
 _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.ACK_DELAY: _Transition.fire_ack_delay,
-    DeadlineKind.PROMOTE: liveness.labelled(_Transition.fire_promote),
-    DeadlineKind.SHADOW_SILENT: liveness.labelled(_Transition.fire_shadow_silent),
+    DeadlineKind.PROMOTE: liveness.promote_when_silent(_Transition.fire_promote),
+    DeadlineKind.SHADOW_SILENT: liveness.silent_when_judged(_Transition.fire_shadow_silent),
     DeadlineKind.AUTO_DISCARD: _Transition.fire_auto_discard,
     DeadlineKind.EXPIRE: _Transition.fire_expire,
     DeadlineKind.FORGET_PROMOTED: _Transition.fire_forget_promoted,
     DeadlineKind.FORGET_CLOSED: _Transition.fire_forget_closed,
     DeadlineKind.SAME_SITE_REPORT: _Transition.fire_same_site_report,
     DeadlineKind.FORGET_SEEN: _Transition.fire_forget_seen,
+    DeadlineKind.SETTLE_RESTART: restart.fire_settle,
 }

@@ -77,6 +77,7 @@ class Pair:
     awaiting_shadow: bool = False  # its promotion came due while it was silent: nothing to do until it speaks
     db_change_pending: bool = False  # the primary came back with a new database while this shadow was silent
     heartbeats: bool = False  # a discard query of this shadow was seen (else liveness is inferred: state/liveness.py)
+    contact_via: str = ""  # without heartbeats, what showed the primary's life last: "" its own events, probe, handoff
 
 
 @dataclass(slots=True)
@@ -112,6 +113,7 @@ class DeadlineKind(enum.IntEnum):
     FORGET_CLOSED = 7
     SAME_SITE_REPORT = 8
     FORGET_SEEN = 9
+    SETTLE_RESTART = 10  # a restart whose queue database is unknown (state/restart.py)
 
 
 @dataclass(slots=True)

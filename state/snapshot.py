@@ -34,7 +34,7 @@ MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remot
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending",
-             "heartbeats")
+             "heartbeats", "contact_via")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 

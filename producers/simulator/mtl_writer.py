@@ -12,6 +12,13 @@ not written: heartbeats (discard queries), node start and stop, discard status, 
 sender. Each server's own internal-message-id numbering is used on its lines (a shadow's
 HARECEIVE carries the shadow's id, a delivery service's lines its own), and the
 network-message-id is derived from the Message-ID, as the ingester must join them.
+
+What Exchange logs besides the messages is written too: a restart with the same queue
+database logs LOAD (source BOOTLOADER) for each message and shadow copy it loads at boot (a
+new, empty database loads nothing); and Managed Availability's inbound proxy probe (a
+message from the Front End Transport service to the Transport service of the same server,
+every 5 minutes, subject "Inbound proxy probe", to inboundproxy@contoso.com, dropped by the
+System Probe Drop Smtp Agent) while the server is up: a RECEIVE and a DROP.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable
+import heapq
+from typing import Callable, Iterable
 
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
@@ -36,6 +44,8 @@ FIELDS = ("date-time,client-ip,client-hostname,server-ip,server-hostname,source-
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024  # Exchange's default MessageTrackingLogMaxFileSize
 INTRA_ORG = "Intra-Organization SMTP Send Connector"
 INTERNET = "Internet Send Connector"
+PROBE_EVERY_MS = 5 * 60_000  # Managed Availability's inbound proxy probe, per server
+PROBE_SENDER, PROBE_RECIPIENT, PROBE_SUBJECT = "postmaster@{domain}", "inboundproxy@contoso.com", "Inbound proxy probe"
 
 
 def network_message_id(message_id: str) -> str:
@@ -54,9 +64,39 @@ class _File:
     handle: io.BufferedWriter
 
 
+class HealthProbes:
+    """When each server's inbound proxy probe runs: every PROBE_EVERY_MS from the start (each
+    server at its own phase), while the fault schedule has it up."""
+
+    def __init__(self, topology: Topology):
+        self.domain = topology.domain
+        end = topology.start_ms + topology.duration_ms
+        self.down: dict[str, list[tuple[int, int]]] = {}
+        for f in topology.faults:
+            if f.kind == "crash" and f.server:
+                start = topology.start_ms + f.at_ms
+                self.down.setdefault(f.server, []).append(
+                    (start, end + 1 if f.restart == "never" else start + f.duration_ms))
+        self.end_ms = end
+        self.due = [(topology.start_ms + 7_000 * (i + 1), s.name) for i, s in enumerate(topology.servers)]
+        heapq.heapify(self.due)
+
+    def before(self, t: int) -> Iterable[tuple[int, str]]:
+        """The probes (time, server) due before `t` (up to the end of the day), in time order."""
+        due = self.due
+        while due and due[0][0] < min(t, self.end_ms):
+            at, name = heapq.heappushpop(due, (due[0][0] + PROBE_EVERY_MS, due[0][1]))
+            if not any(a <= at < b for a, b in self.down.get(name, ())):
+                yield at, name
+
+
 class MtlWriter:
-    def __init__(self, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, probes: HealthProbes | None = None,
+                 held: Callable[[str], Iterable[ev.MessageRef]] | None = None):
         self.folder, self.max_bytes = folder, max_bytes
+        self.probes = probes
+        self.held = held  # what a server holds (its queue and shadow copies) when it starts: LOAD lines
+        self._databases: dict[str, str] = {}  # server -> the queue database it last started with
         self.files: dict[tuple[str, str], _File] = {}  # (server, prefix) -> the file being written
         self.sequence: dict[tuple[str, str, str], int] = {}  # (server, prefix, hour) -> its last file number
         self.lines = 0
@@ -121,9 +161,39 @@ class MtlWriter:
 
     def write(self, events: Iterable[ev.Event]) -> None:
         for e in events:
+            if self.probes is not None:
+                for at, server in self.probes.before(e.event_time_ms):
+                    self._probe(server, at)
+            if isinstance(e, ev.NodeStarted):
+                self._started(e)
+                continue
             handler = getattr(self, f"_{type(e).__name__}", None)
             if handler is not None and e.message is not None:
                 handler(e)
+        if self.probes is not None:
+            for at, server in self.probes.before(self.probes.end_ms):
+                self._probe(server, at)
+
+    def _probe(self, server: str, t: int) -> None:
+        self._subjects += 1
+        ids = dict(internal_message_id=self._own_id(server, "", f"probe-{self._subjects}"),
+                   message_id=f"<probe-{self._subjects}@{server}>",
+                   network_message_id=network_message_id(f"<probe-{self._subjects}@{server}>"))
+        common = dict(sender_address=PROBE_SENDER.format(domain=self.probes.domain), recipient_address=PROBE_RECIPIENT,
+                      recipient_count="1", message_subject=PROBE_SUBJECT, **ids)
+        self._line(server, "MSGTRK", t, client_hostname=server, server_hostname=server, source="SMTP",
+                   event_id="RECEIVE", recipient_status="250 2.6.0 Queued mail for delivery", total_bytes="6500",
+                   directionality="Originating", **common)
+        self._line(server, "MSGTRK", t + 40, server_hostname=server, source="AGENT",
+                   source_context="SystemProbeDropSmtpAgent", event_id="DROP", **common)
+
+    def _started(self, e: ev.NodeStarted) -> None:
+        before, self._databases[e.node] = self._databases.get(e.node), e.queue_db_id
+        if self.held is None or before != e.queue_db_id:
+            return
+        for ref in self.held(e.node):
+            self._line(e.node, "MSGTRK", e.event_time_ms, server_hostname=e.node, source="BOOTLOADER",
+                       event_id="LOAD", **self._ids(e.node, "", ref))
 
     def _MessageReceived(self, e: ev.MessageReceived) -> None:
         node, t, recipients = e.node, e.event_time_ms, ";".join(r.address for r in e.recipients)
@@ -217,11 +287,22 @@ class MtlWriter:
                    **self._ids(e.node, "", e.message))
 
 
+def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> MtlWriter:
+    """The writer of a simulation's logs: its servers' health probes, and LOAD of what a server
+    holds when it restarts (read from the simulation as it runs)."""
+    def held(server: str) -> list[ev.MessageRef]:
+        node = simulation.nodes[server]
+        return [m.ref() for m in node.queue.values()] + [
+            c.mail.ref() for copies in node.shadows.values() for c in copies.values()]
+
+    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology), held)
+
+
 def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None = None,
            max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, Simulation]:
     """Simulate and write the logs (and the ground truth, default FOLDER/truth.jsonl); (events, lines, simulation)."""
     simulation = Simulation(topology, seed)
-    writer = MtlWriter(folder, max_bytes)
+    writer = writer_for(simulation, folder, max_bytes)
     count = 0
 
     def counted(events):

@@ -66,6 +66,18 @@ def test_an_event_alert_clears_nothing_and_another_primary_clears_nothing():
     assert set(conditions.open) == {"other"}
 
 
+def test_a_restart_whose_queue_database_is_unknown_is_resolved_when_it_is_settled():
+    from tests.state.test_restart import back_after_an_hour
+
+    org = Org()
+    alerts = back_after_an_hour(org, *org.delivered("mailbox01", "m1", "smtp.fabrikam.com", 61)).alerts
+    settled = next(a for a in alerts if a.type is AlertType.RESTART_QUEUE_DATABASE_SETTLED)
+    conditions = OpenConditions(AlertRoutingSettings())
+    resolved = [n for a in alerts for n in conditions.observe(a) if n.status == "resolved"]
+    assert [(n.alert.type, n.resolved_by) for n in resolved] == [
+        (AlertType.RESTARTED_QUEUE_DATABASE_UNKNOWN, settled.alert_id)]
+
+
 class Receiver:
     """A real HTTP receiver on loopback, started late: until then, connections are refused."""
 

@@ -142,9 +142,10 @@ def test_the_four_log_prefixes_make_one_receipt_and_the_delivery_names_the_trans
     raw_log(folder / "MSGTRKMA20261122-1.LOG", approval)
     raw_log(tmp_path / "MSGTRK20261122-1.LOG", [RECEIVED])  # not in the folder: not read
     sink, counts = run(folder)
-    kinds = [(e.kind, e.node, e.message.internal_id) for e in sink.events]
+    kinds = [(e.kind, e.node, e.message.internal_id if e.message else None) for e in sink.events]
     assert kinds == [("MessageReceived", "ex01", "500"), ("ShadowCopyRequested", "ex01", "500"),
-                     ("ShadowCopyAcknowledged", "ex01", "500"), ("DeliveredToMailbox", "ex01", "500")]
+                     ("ShadowCopyAcknowledged", "ex01", "500"), ("DeliveredToMailbox", "ex01", "500"),
+                     ("ServerProbed", "ex03", None)]  # the delivery server answered: its sign of life
     assert sum(counts.skipped.values()) == 4 and counts.dead_letters == 0
     assert {service_of(p) for p in ("MSGTRK20261122-1.LOG", "msgtrkms20261122-1.log", "MSGTRKMD2026-1.log",
                                     "MSGTRKMA20261122-1.LOG", "export.csv")} == {"MSGTRK", "MSGTRKMS", "MSGTRKMD",
@@ -220,5 +221,39 @@ def test_every_documented_event_id_is_mapped_or_ignored_with_its_reason():
         ("SentToNextHop", True), ("NextHopAcknowledged", None)]
     table = (Path(__file__).parents[2] / "producers" / "EXCHANGE_LOGS.md").read_text()
     for event_id in [*IGNORED, "RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HADISCARD", "RESUBMIT",
-                     "SEND", "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER"]:
+                     "SEND", "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER", "LOAD"]:
         assert f"| {event_id} |" in table, f"{event_id} is not in the mapping table"
+
+
+def test_load_is_a_restart_of_the_server_that_logged_it_about_its_own_message_or_a_shadow_copy_it_holds(tmp_path):
+    loads = [record("05:00:00.000", "LOAD", server_hostname="EX01", source="BOOTLOADER", internal_message_id="500"),
+             record("05:00:01.000", "LOAD", server_hostname="EX02", source="BOOTLOADER", internal_message_id="77")]
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [RECEIVED, *SHADOWED, *loads]))
+    loaded = [(e.node, e.primary_server, e.message.internal_id) for e in sink.events if isinstance(e, ev.MessageLoaded)]
+    assert loaded == [("ex01", "ex01", "500"), ("ex02", "ex01", "500")] and not sink.dead_letters
+
+
+def test_a_peers_acknowledged_send_to_a_server_that_logs_is_its_sign_of_life_once_a_minute(tmp_path):
+    sends = [record(f"02:0{minute}:{second:02d}.000", "SEND", client_hostname="EX01", server_hostname=hop,
+                    source="SMTP", internal_message_id="500", connector_id="Intra-Organization SMTP Send Connector")
+             for minute, second, hop in ((1, 0, "EX02.contoso.com"), (1, 30, "EX02.contoso.com"),
+                                         (2, 0, "EX02.contoso.com"), (2, 5, "mx.fabrikam.com"))]
+    sink, _ = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [RECEIVED, *SHADOWED, *sends]))
+    answered = [(e.node, e.primary_server, e.server, e.answered, e.via, e.event_time_ms % 3_600_000)
+                for e in sink.events if isinstance(e, ev.ServerProbed)]
+    assert answered == [("ex02", "ex02", "ex02", True, "handoff", 60_000), ("ex02", "ex02", "ex02", True, "handoff",
+                                                                           120_000)]
+
+
+def test_a_managed_availability_health_probe_is_its_servers_sign_of_life_and_no_message_to_track(tmp_path):
+    probe = dict(client_hostname="EX01", server_hostname="EX01", internal_message_id="900",
+                 message_id="<probe-1@ex01>", network_message_id="b0000000-0000-0000-0000-000000000001",
+                 sender_address="postmaster@contoso.com", recipient_address="inboundproxy@contoso.com",
+                 message_subject="Inbound proxy probe")
+    lines = [record("02:05:07.000", "RECEIVE", source="SMTP", **probe),
+             record("02:05:07.040", "DROP", source="AGENT", source_context="SystemProbeDropSmtpAgent", **probe)]
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", lines))
+    assert [(e.kind, e.node, e.primary_server, e.via) for e in sink.events] == [
+        ("ServerProbed", "ex01", "ex01", "healthprobe")]
+    assert list(counts.skipped) == ["DROP of a Managed Availability health probe: its RECEIVE is the server's sign"
+                                    " of life, the message is not tracked"]

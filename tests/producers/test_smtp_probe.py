@@ -1,6 +1,8 @@
 """The SMTP probe (producers/smtp_probe.py, `shadowtwin probe`) against real SMTP sockets (aiosmtpd),
 stopped mid-test; its events on a real broker."""
 
+import json
+import signal
 import socket
 import threading
 import uuid
@@ -127,3 +129,34 @@ def test_probe_publishes_answered_then_failed_events_on_the_broker(smtp_server, 
     assert [type(e) for e in events] == [ServerProbed, ServerProbed]
     assert [(e.node, e.answered) for e in events] == [("mbx01", True), ("probe@ops01", False)]
     assert {m.key() for m in found} == {b"mbx01"}
+
+
+def test_ingest_follow_probes_beside_its_files_until_stopped(smtp_server, kafka_bootstrap, topics, tmp_path):
+    """One agent beside a server: it tails the log, keeps its position, and probes the server; the
+    server's SMTP stops mid-test, and the probes that follow fail."""
+    from tests.producers.relay.conftest import read_topic, wait_until
+    from tests.producers.test_mtl import EX01
+    from tests.producers.test_signals import start, stopped
+
+    log, state, conf = tmp_path / "MSGTRK20261122-1.LOG", tmp_path / "positions.json", tmp_path / "topics.toml"
+    log.write_bytes(EX01.read_bytes())
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
+    agent = start(kafka_bootstrap, "--conf", conf, "ingest", "exchange-mtl", log, "--follow", "--state", state,
+                  "--probe", f"mbx01=127.0.0.1:{smtp_server.port}", "--probe-every", "1s", "--probe-timeout", "1s",
+                  "--probe-name", "probe@ops01")
+
+    def probes(answered):
+        return [e for e in read_topic(kafka_bootstrap, topics.events, seconds=0.5, max_s=5)
+                if isinstance(e, ServerProbed) and e.server == "mbx01" and e.answered is answered]
+
+    assert wait_until(lambda: probes(True), 60), "no answered probe"
+    smtp_server.stop()
+    assert wait_until(lambda: probes(False), 30), "no failed probe after the server stopped"
+    code, out, _ = stopped(agent, signal.SIGTERM)
+    assert code == 143
+    assert "probes: " in out and " answered, " in out
+    published = read_topic(kafka_bootstrap, topics.events, seconds=1, max_s=10)
+    assert any(e.kind == "MessageReceived" for e in published), "the log's events, beside the probes"
+    failed = probes(False)
+    assert {(e.node, e.primary_server, e.via) for e in failed} == {("probe@ops01", "mbx01", "probe")}
+    assert json.loads(state.read_text()), "the position is kept"

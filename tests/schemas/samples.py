@@ -13,7 +13,7 @@ from schemas.events import (
     DeadLetter, DeliveredToMailbox, DeliveryDeferred, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
     Event, MessageExpired, MessageReceived, MessageRef, MessageSource, MovedToSafetyNet, NextHopAcknowledged,
     NodeMode, NodeStarted, NodeStopping, QueryFailureReason, Recipient, RedeliveryCommand, RejectedToSender,
-    SentToNextHop, ServerProbed, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
+    MessageLoaded, SentToNextHop, ServerProbed, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
     ShadowDiscarded, ShadowFailureReason, ShadowPromoted, SideEffectGenerated, SideEffectKind, SiteLocality,
 )
 
@@ -74,6 +74,7 @@ def sample_events() -> dict[str, Event]:
                          recipients=RECIPIENTS[1:]),
         ServerProbed(**_on_primary(25) | no_message, server=PRIMARY, answered=True,
                      reply="250-mbx01.contoso.com Hello [10.0.0.9]"),
+        MessageLoaded(**_on_primary(26)),
     ]
     by_kind = {type(e).kind: e for e in events}
     assert list(by_kind) == list(EVENT_TYPES), "samples.py needs one event of every kind, in EVENT_TYPES order"

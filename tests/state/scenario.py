@@ -111,12 +111,17 @@ class Org:
             minute += every
         return out
 
-    def probed(self, server, start, stop, answered=True, every=5, prober="probe@ops01"):
+    def probed(self, server, start, stop, answered=True, every=5, prober="probe@ops01", via="probe"):
         """`shadowtwin probe` EHLOs `server` every `every` minutes from `start` to `stop`: answered
-        (the event is the server's, `node` = server) or failed (the prober's)."""
+        (the event is the server's, `node` = server) or failed (the prober's); `via="handoff"`: a
+        peer's logged SEND to it, acknowledged."""
         return [ev.ServerProbed(**self._header(server if answered else prober, server, minute), server=server,
-                                answered=answered, reply="250 OK" if answered else "connection refused")
+                                answered=answered, reply="250 OK" if answered else "connection refused", via=via)
                 for minute in range(start, stop, every)]
+
+    def loaded(self, node, primary, mid, at):
+        """`node` restarted and logged LOAD of `mid` (its queue database is not named)."""
+        return [ev.MessageLoaded(**self._header(node, primary, at, mid))]
 
     def busy(self, node, start, stop, every=2):
         """`node` goes on working (a message received and delivered every `every` minutes): the

@@ -36,3 +36,21 @@ def test_a_log_file_rolls_over_by_size_within_the_hour(tmp_path):
     names = sorted(p.name for p in (tmp_path / "MBX01").glob("MSGTRK2*.LOG"))
     assert names[:2] == ["MSGTRK2026010500-1.LOG", "MSGTRK2026010500-2.LOG"]
     assert all(p.stat().st_size <= 64 * 1024 for p in tmp_path.rglob("*.LOG"))
+
+
+def _lines(folder, server, marker):
+    return sorted(line.split(b",", 1)[0].decode() for path in (folder / server).glob("MSGTRK2*.LOG")
+                  for line in path.read_bytes().splitlines() if marker in line)
+
+
+def test_a_server_logs_its_health_probe_every_5_minutes_while_up_and_loads_its_queue_when_it_restarts(tmp_path):
+    # mbx01 is down from 01:00 to 01:30 and comes back with the same database; mbx02 with a new one.
+    faults = [crash("mbx01", duration="00:30:00"), crash("mbx02", duration="00:30:00", restart="new_database")]
+    to_mtl(topology(faults, duration="02:00:00"), 7, tmp_path)
+    probes = _lines(tmp_path, "MBX01", b",RECEIVE,")
+    probes = [t for t in probes if t in _lines(tmp_path, "MBX01", b"Inbound proxy probe")]
+    assert len(probes) == 24 - 6 and not [t for t in probes if "T01:00" <= t[:16].replace("2026-01-05", "") < "T01:30"]
+    assert probes[:2] == ["2026-01-05T00:00:07.000Z", "2026-01-05T00:05:07.000Z"]
+    loads = _lines(tmp_path, "MBX01", b",LOAD,")
+    assert loads and set(loads) == {"2026-01-05T01:30:00.000Z"}  # what it held at boot, logged at once
+    assert _lines(tmp_path, "MBX02", b",LOAD,") == []  # a new, empty database loads nothing
