@@ -390,7 +390,7 @@ class _Transition:
         if m is not None:
             key = e.message.fork_id or e.next_hop
             if key not in m.forks:
-                m.forks[key] = Fork(e.next_hop, e.recipients)
+                m.forks_of()[key] = Fork(e.next_hop, e.recipients)
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -405,7 +405,7 @@ class _Transition:
         key = e.message.fork_id or hop
         fork = m.forks.get(key)
         if fork is None:
-            fork = m.forks[key] = Fork(hop, getattr(e, "recipients", ()))
+            fork = m.forks_of()[key] = Fork(hop, getattr(e, "recipients", ()))
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 
@@ -425,7 +425,7 @@ class _Transition:
         if fork_id is not None and m.primary_done_ms is None:
             fork = m.forks.get(fork_id)
             if fork is None:
-                fork = m.forks[fork_id] = Fork("", ())
+                fork = m.forks_of()[fork_id] = Fork("", ())
             fork.done = True
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
@@ -470,7 +470,7 @@ class _Transition:
             parent.primary_done_ms = None
             self.schedule_pair(pair)
         child.parent = parent.ref.internal_id
-        parent.side_effects.add(child.ref.internal_id)
+        parent.add_side_effect(child.ref.internal_id)
 
     def maybe_primary_done(self, m: Message, t: int) -> None:
         """Fully processed: every recipient handed to a next hop that acknowledged (or failed for
@@ -534,7 +534,8 @@ class _Transition:
         m.primary_done_ms = t
         s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
-            parent.side_effects.discard(m.ref.internal_id)
+            if parent.side_effects:
+                parent.side_effects.discard(m.ref.internal_id)
             self.maybe_primary_done(parent, t)
         if m.shadow_held and (pair := s.pairs.get(m.shadow_server)) is not None:
             pair.pending_discards.add(m.ref.internal_id)
@@ -1015,7 +1016,8 @@ class _Transition:
             self.unhold(pair, internal_id)
             self.schedule_pair(pair)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
-            parent.side_effects.discard(internal_id)
+            if parent.side_effects:
+                parent.side_effects.discard(internal_id)
             self.maybe_primary_done(parent, t)
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:

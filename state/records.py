@@ -15,8 +15,16 @@ from __future__ import annotations
 import enum
 import heapq
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
+
+
+# Most messages never get a side effect, and have no fork for a while: they share these empty,
+# read-only containers (an empty dict and set cost 64 + 216 bytes) until the first is added
+# (`forks_of`, `add_side_effect`).
+NO_FORKS: "MappingProxyType[str, Fork]" = MappingProxyType({})
+NO_SIDE_EFFECTS: frozenset[str] = frozenset()
 
 
 class Redundancy(enum.Enum):
@@ -47,8 +55,8 @@ class Message:
     remote_failures: int = 0
     local_failures: int = 0
     decided: bool = False  # the shadow-creation outcome has been reported
-    forks: dict[str, Fork] = field(default_factory=dict)
-    side_effects: set[str] = field(default_factory=set)  # internal ids of DSNs/journal reports pending
+    forks: dict[str, Fork] = field(default_factory=lambda: NO_FORKS)  # type: ignore[assignment]
+    side_effects: set[str] = NO_SIDE_EFFECTS  # type: ignore[assignment]  # internal ids of DSNs/journal reports pending
     parent: str | None = None
     primary_done_ms: int | None = None  # every fork and side effect fully processed
     shadow_alternate_route: bool = True
@@ -58,6 +66,17 @@ class Message:
     @property
     def shadow_held(self) -> bool:
         return self.shadow_server is not None and self.redundancy is Redundancy.REDUNDANT
+
+    def forks_of(self) -> dict[str, Fork]:
+        """The forks, to add one to (the shared empty one replaced by the message's own)."""
+        if self.forks is NO_FORKS:
+            self.forks = {}
+        return self.forks
+
+    def add_side_effect(self, internal_id: str) -> None:
+        if self.side_effects is NO_SIDE_EFFECTS:
+            self.side_effects = set()
+        self.side_effects.add(internal_id)
 
 
 @dataclass(slots=True)
@@ -116,15 +135,24 @@ class DeadlineKind(enum.IntEnum):
 
 @dataclass(slots=True)
 class Deadlines:
-    """Pending deadlines: the authoritative map, and a heap to find the earliest fast."""
+    """Pending deadlines: the authoritative map, and a heap to find the earliest fast.
+
+    A deadline moved or cleared leaves its old heap entry behind (dropped when it reaches the
+    top); a pair's promotion deadline moves with every copy made, so the heap is rebuilt from
+    the map whenever stale entries outnumber live ones, which keeps it within twice the map."""
 
     due: dict[tuple[DeadlineKind, str], int] = field(default_factory=dict)
     heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)  # an index over `due`
 
     def set(self, kind: DeadlineKind, key: str, at_ms: int) -> None:
-        if self.due.get((kind, key)) != at_ms:
-            self.due[(kind, key)] = at_ms
-            heapq.heappush(self.heap, (at_ms, kind, key))
+        due = self.due
+        if due.get((kind, key)) != at_ms:
+            due[(kind, key)] = at_ms
+            heap = self.heap
+            heapq.heappush(heap, (at_ms, kind, key))
+            if len(heap) > 2 * len(due) + 64:
+                heap[:] = [(at, k, x) for (k, x), at in due.items()]
+                heapq.heapify(heap)
 
     def clear(self, kind: DeadlineKind, key: str) -> None:
         self.due.pop((kind, key), None)

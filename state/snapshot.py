@@ -20,7 +20,9 @@ import pickle
 from operator import attrgetter
 
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
-from state.records import Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy
+from state.records import (
+    NO_FORKS, NO_SIDE_EFFECTS, Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
+)
 
 FORMAT = 4
 PREVIOUS_FORMAT = 3  # the same layout, without a token
@@ -78,8 +80,9 @@ def load(data: bytes) -> PrimaryState:
     for ref, recipients, level, forks, side_effects, flat, where in messages:
         message = Message(
             **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref), recipients=tuple(Recipient(*r) for r in recipients),
-            redundancy=redundancy[level], side_effects=set(side_effects),
-            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks},
+            redundancy=redundancy[level], side_effects=set(side_effects) if side_effects else NO_SIDE_EFFECTS,
+            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks} if forks
+            else NO_FORKS,
             shadow_locality=locality[where],
         )
         state.messages[message.ref.internal_id] = message
