@@ -52,7 +52,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
                  r.promoted_ms) for r in state.promoted.values()]
-    deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
+    deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms)
     closed = tuple(state.closed.items())
@@ -101,8 +101,7 @@ def load(data: bytes) -> PrimaryState:
     state.seen_buckets = {bucket: list(ids) for bucket, ids in seen_buckets}
     state.seen_ids = {event_id: bucket for bucket, ids in seen_buckets for event_id in ids}
     state.deadlines = Deadlines()
-    for kind, key, at_ms in deadlines:
-        state.deadlines.set(DeadlineKind(kind), key, at_ms)
+    state.deadlines.load(deadlines)
     return state
 
 
