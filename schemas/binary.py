@@ -119,7 +119,16 @@ class _WriterCompiler:
                           f"{indent}    write_long({size}, out)",
                           f"{indent}out += {data}"]
             case Scalar(avro="long") | Timestamp():
-                lines.append(f"{indent}write_long({value}, out)")
+                # Inline for small values and for epoch-millisecond times (2^34 <= v < 2^41: six bytes).
+                n = self.local("n")
+                lines += [f"{indent}if 0 <= {value} < 64:",
+                          f"{indent}    out.append({value} << 1)",
+                          f"{indent}elif 0x400000000 <= {value} < 0x20000000000:",
+                          f"{indent}    {n} = {value} << 1",
+                          f"{indent}    out += bytes(({n} & 127 | 128, {n} >> 7 & 127 | 128, {n} >> 14 & 127 | 128,"
+                          f" {n} >> 21 & 127 | 128, {n} >> 28 & 127 | 128, {n} >> 35))",
+                          f"{indent}else:",
+                          f"{indent}    write_long({value}, out)"]
             case Scalar(avro="boolean"):
                 lines.append(f"{indent}out.append(1 if {value} else 0)")
             case EnumType(cls=cls):
