@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
-import operator
 import types
 from typing import Any, Callable
 
@@ -66,88 +65,100 @@ def write_bytes(value: bytes, out: bytearray) -> None:
     out += value
 
 
-def write_boolean(value: bool, out: bytearray) -> None:
-    out.append(1 if value else 0)
-
-
 @functools.cache
 def record_writer(record_type: type) -> Write:
-    """The writer of a top-level record: an event's envelope, or an output record."""
+    """The writer of a top-level record: an event's envelope, or an output record. Generated source
+    (`write.source`), every field's encoding written inline, as the readers below are."""
+    compiler = _WriterCompiler(record_type.__name__)
+    lines = [f"def write_{record_type.__name__}(record, out):"]
     if not issubclass(record_type, Event):
-        return _fields_writer(fields_of(record_type))
-    header, body = _fields_writer(header_fields()), _fields_writer(body_fields(record_type))
-    member = varint(list(EVENT_TYPES.values()).index(record_type))
-
-    def write_event(event: Event, out: bytearray) -> None:
-        header(event, out)
-        out += member
-        body(event, out)
-
-    return write_event
+        compiler.fields(fields_of(record_type), "record", lines, "    ")
+    else:
+        compiler.fields(header_fields(), "record", lines, "    ")
+        lines.append(f"    out += {compiler.name(varint(list(EVENT_TYPES.values()).index(record_type)), 'MEMBER')}")
+        compiler.fields(body_fields(record_type), "record", lines, "    ")
+    return compiler.compile(f"write_{record_type.__name__}", lines)
 
 
-def _fields_writer(fields: tuple[FieldShape, ...]) -> Write:
-    steps = [(operator.attrgetter(f.name), _writer(f.shape)) for f in fields]
+class _WriterCompiler:
+    """Writes the source of one record class's writer function, and the names it uses."""
 
-    def write_fields(record: Any, out: bytearray) -> None:
-        for get, write in steps:
-            write(get(record), out)
+    def __init__(self, schema: str):
+        self.schema = schema
+        self.namespace: dict[str, Any] = {"write_long": write_long, "SHORT_LENGTHS": _SHORT_LENGTHS}
+        self._ids: dict[int, str] = {}
+        self._count = 0
 
-    return write_fields
+    def name(self, value: Any, prefix: str) -> str:
+        if id(value) not in self._ids:
+            self._ids[id(value)] = name = f"{prefix}_{len(self._ids)}"
+            self.namespace[name] = value
+        return self._ids[id(value)]
 
+    def local(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
 
-def _writer(shape: Shape) -> Write:
-    match shape:
-        case Scalar(avro="string"):
-            return write_string
-        case Scalar(avro="long") | Timestamp():
-            return write_long
-        case Scalar(avro="boolean"):
-            return write_boolean
-        case Scalar(avro="bytes"):
-            return write_bytes
-        case EnumType(cls=cls):
-            return _enum_writer(cls)
-        case RecordType(cls=cls):
-            return _fields_writer(fields_of(cls))
-        case Nullable(inner=inner):
-            return _nullable_writer(_writer(inner))
-        case Array(item=item):
-            return _array_writer(_writer(item))
-    raise TypeError(f"no binary writer for {shape}")
+    def fields(self, fields: tuple[FieldShape, ...], record: str, lines: list[str], indent: str) -> None:
+        for f in fields:
+            value = self.local("v")
+            lines.append(f"{indent}{value} = {record}.{f.name}")
+            self.emit(f.shape, value, lines, indent)
 
+    def emit(self, shape: Shape, value: str, lines: list[str], indent: str) -> None:
+        """The lines that append the encoding of the local `value` to `out`."""
+        match shape:
+            case Scalar(avro="string") | Scalar(avro="bytes"):
+                data, size = self.local("b"), self.local("n")
+                encode = ".encode()" if shape.avro == "string" else ""
+                lines += [f"{indent}{data} = {value}{encode}",
+                          f"{indent}{size} = len({data})",
+                          f"{indent}if {size} < 64:",
+                          f"{indent}    out += SHORT_LENGTHS[{size}]",
+                          f"{indent}else:",
+                          f"{indent}    write_long({size}, out)",
+                          f"{indent}out += {data}"]
+            case Scalar(avro="long") | Timestamp():
+                # Inline for small values and for epoch-millisecond times (2^34 <= v < 2^41: six bytes).
+                n = self.local("n")
+                lines += [f"{indent}if 0 <= {value} < 64:",
+                          f"{indent}    out.append({value} << 1)",
+                          f"{indent}elif 0x400000000 <= {value} < 0x20000000000:",
+                          f"{indent}    {n} = {value} << 1",
+                          f"{indent}    out += bytes(({n} & 127 | 128, {n} >> 7 & 127 | 128, {n} >> 14 & 127 | 128,"
+                          f" {n} >> 21 & 127 | 128, {n} >> 28 & 127 | 128, {n} >> 35))",
+                          f"{indent}else:",
+                          f"{indent}    write_long({value}, out)"]
+            case Scalar(avro="boolean"):
+                lines.append(f"{indent}out.append(1 if {value} else 0)")
+            case EnumType(cls=cls):
+                indexes = {member: varint(i) for i, member in enumerate(cls)}
+                lines.append(f"{indent}out += {self.name(indexes, 'ENUM')}[{value}]")
+            case RecordType(cls=cls):
+                self.fields(fields_of(cls), value, lines, indent)
+            case Nullable(inner=inner):
+                # ["null", X]: member 0 is null, member 1 (zig-zag 2) is the value.
+                lines += [f"{indent}if {value} is None:", f"{indent}    out.append(0)", f"{indent}else:",
+                          f"{indent}    out.append(2)"]
+                self.emit(inner, value, lines, indent + "    ")
+            case Array(item=item):
+                # One block holding every item, then the empty block that ends the array.
+                each = self.local("x")
+                lines += [f"{indent}if {value}:", f"{indent}    write_long(len({value}), out)",
+                          f"{indent}    for {each} in {value}:"]
+                self.emit(item, each, lines, indent + "        ")
+                lines.append(f"{indent}out.append(0)")
+            case _:
+                raise TypeError(f"no binary writer for {shape}")
 
-def _enum_writer(cls: type) -> Write:
-    indexes = {member: varint(i) for i, member in enumerate(cls)}
-
-    def write_enum(value: Any, out: bytearray) -> None:
-        out += indexes[value]
-
-    return write_enum
-
-
-def _nullable_writer(write_value: Write) -> Write:
-    # ["null", X]: member 0 is null, member 1 (zig-zag 2) is the value.
-    def write_nullable(value: Any, out: bytearray) -> None:
-        if value is None:
-            out.append(0)
-        else:
-            out.append(2)
-            write_value(value, out)
-
-    return write_nullable
-
-
-def _array_writer(write_item: Write) -> Write:
-    # One block holding every item, then the empty block that ends the array.
-    def write_array(values: Any, out: bytearray) -> None:
-        if values:
-            write_long(len(values), out)
-            for value in values:
-                write_item(value, out)
-        out.append(0)
-
-    return write_array
+    def compile(self, function: str, lines: list[str]) -> Write:
+        source = "\n".join(lines) + "\n"
+        filename = f"<schemas.binary: {self.schema} writer>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # tracebacks show it
+        exec(compile(source, filename, "exec"), self.namespace)  # noqa: S102 - source generated from the contract
+        write = self.namespace[function]
+        write.source = source
+        return write
 
 
 # ---- reading ----------------------------------------------------------------------------

@@ -121,12 +121,16 @@ class ShadowRedundancyModel:
         allowance = self.config.clock_skew_allowance_ms
         remember = allowance > 0
         bucket, bucket_start, bucket_end, ids = 0, 0, 0, []
+        heap = state.deadlines.heap  # its first entry is never later than the earliest deadline
         for event in events:
             event_id = event.event_id
             if event_id in seen:
                 continue
             t = event.event_time_ms
-            run.advance(t)
+            if heap and heap[0][0] < t:
+                run.advance(t)
+            elif t > state.clock_ms:
+                state.clock_ms = t
             if remember:  # remembered, in one-minute buckets with a deadline each
                 if not bucket_start <= t < bucket_end:
                     bucket = t // SEEN_BUCKET_MS
@@ -157,13 +161,16 @@ class ShadowRedundancyModel:
 class _Transition:
     """One call's worth of work on one group's state."""
 
-    __slots__ = ("model", "config", "s", "out")
+    __slots__ = ("model", "config", "s", "out", "spans")
 
     def __init__(self, model: ShadowRedundancyModel, state: PrimaryState):
         self.model = model
         self.config = model.config
         self.s = state
         self.out = Output()
+        # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
+        # servers' modes, which only a NodeStarted changes (it empties this).
+        self.spans: dict[str, tuple[int, int, int]] = {}
 
     # ---- time -------------------------------------------------------------------------
 
@@ -179,6 +186,7 @@ class _Transition:
 
     def node_started(self, e: ev.NodeStarted) -> None:
         s = self.s
+        self.spans.clear()
         fact = s.nodes.get(e.node)
         if fact is None:
             fact = s.nodes[e.node] = NodeFact()
@@ -396,7 +404,7 @@ class _Transition:
         if m is not None:
             key = e.message.fork_id or e.next_hop
             if key not in m.forks:
-                m.forks[key] = Fork(e.next_hop, e.recipients)
+                m.forks_of()[key] = Fork(e.next_hop, e.recipients)
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -411,7 +419,7 @@ class _Transition:
         key = e.message.fork_id or hop
         fork = m.forks.get(key)
         if fork is None:
-            fork = m.forks[key] = Fork(hop, getattr(e, "recipients", ()))
+            fork = m.forks_of()[key] = Fork(hop, getattr(e, "recipients", ()))
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 
@@ -431,7 +439,7 @@ class _Transition:
         if fork_id is not None and m.primary_done_ms is None:
             fork = m.forks.get(fork_id)
             if fork is None:
-                fork = m.forks[fork_id] = Fork("", ())
+                fork = m.forks_of()[fork_id] = Fork("", ())
             fork.done = True
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
@@ -476,7 +484,7 @@ class _Transition:
             parent.primary_done_ms = None
             self.schedule_pair(pair)
         child.parent = parent.ref.internal_id
-        parent.side_effects.add(child.ref.internal_id)
+        parent.add_side_effect(child.ref.internal_id)
 
     def maybe_primary_done(self, m: Message, t: int) -> None:
         """Fully processed: every recipient handed to a next hop that acknowledged (or failed for
@@ -540,7 +548,8 @@ class _Transition:
         m.primary_done_ms = t
         s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
-            parent.side_effects.discard(m.ref.internal_id)
+            if parent.side_effects:
+                parent.side_effects.discard(m.ref.internal_id)
             self.maybe_primary_done(parent, t)
         if m.shadow_held and (pair := s.pairs.get(m.shadow_server)) is not None:
             pair.pending_discards.add(m.ref.internal_id)
@@ -685,15 +694,21 @@ class _Transition:
     # ---- promotion and duplicates -----------------------------------------------------
 
     def promotion_span(self, pair: Pair) -> int:
-        timing = self.config.timing(pair.shadow)
-        if self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010:
-            return timing.heartbeat_timeout_ms * self.config.for_node(pair.shadow).shadow_heartbeat_retry_count
-        return timing.resubmit_ms
+        return (self.spans.get(pair.shadow) or self.spans_of(pair.shadow))[0]
 
     def silence_span(self, shadow: str) -> int:
+        return (self.spans.get(shadow) or self.spans_of(shadow))[1]
+
+    def spans_of(self, shadow: str) -> tuple[int, int, int]:
         timing = self.config.timing(shadow)
-        beat = timing.heartbeat_timeout_ms if self.mode_of(shadow) is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
-        return beat * self.config.shadow_silence_heartbeats
+        if self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+            promotion = timing.heartbeat_timeout_ms * self.config.for_node(shadow).shadow_heartbeat_retry_count
+            beat = timing.heartbeat_timeout_ms
+        else:
+            promotion, beat = timing.resubmit_ms, timing.heartbeat_ms
+        spans = self.spans[shadow] = (promotion, beat * self.config.shadow_silence_heartbeats,
+                                      self.config.timing(self.s.primary).auto_discard_ms)
+        return spans
 
     def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
                 forecast: bool = False) -> None:
@@ -806,19 +821,19 @@ class _Transition:
             for kind in (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD):
                 deadlines.clear(kind, key)
             return
+        promotion, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
         if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
             # Never in the past: a span that ran out while nobody could act is decided now.
-            due = max(pair.last_contact_ms + self.promotion_span(pair), s.clock_ms)
+            due = max(pair.last_contact_ms + promotion, s.clock_ms)
             deadlines.set(DeadlineKind.PROMOTE, key, due)
         else:
             deadlines.clear(DeadlineKind.PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
-            deadlines.set(DeadlineKind.SHADOW_SILENT, key, pair.last_query_ms + self.silence_span(key))
+            deadlines.set(DeadlineKind.SHADOW_SILENT, key, pair.last_query_ms + silence)
         else:
             deadlines.clear(DeadlineKind.SHADOW_SILENT, key)
         if pair.pending_discards:
-            deadlines.set(DeadlineKind.AUTO_DISCARD, key,
-                          pair.last_query_ms + self.config.timing(s.primary).auto_discard_ms)
+            deadlines.set(DeadlineKind.AUTO_DISCARD, key, pair.last_query_ms + auto_discard)
         else:
             deadlines.clear(DeadlineKind.AUTO_DISCARD, key)
 
@@ -1025,7 +1040,8 @@ class _Transition:
             self.unhold(pair, internal_id)
             self.schedule_pair(pair)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
-            parent.side_effects.discard(internal_id)
+            if parent.side_effects:
+                parent.side_effects.discard(internal_id)
             self.maybe_primary_done(parent, t)
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:
@@ -1054,7 +1070,7 @@ def _iso(ms_: int) -> str:
     return datetime.fromtimestamp(ms_ / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
+_FIRE_BY_KIND: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.ACK_DELAY: _Transition.fire_ack_delay,
     DeadlineKind.PROMOTE: liveness.promote_when_silent(_Transition.fire_promote),
     DeadlineKind.SHADOW_SILENT: liveness.silent_when_judged(_Transition.fire_shadow_silent),
@@ -1066,3 +1082,4 @@ _FIRE: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.FORGET_SEEN: _Transition.fire_forget_seen,
     DeadlineKind.SETTLE_RESTART: restart.fire_settle,
 }
+_FIRE = [_FIRE_BY_KIND.get(kind) for kind in range(max(DeadlineKind) + 1)]  # indexed by the kind

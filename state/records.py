@@ -15,8 +15,17 @@ from __future__ import annotations
 import enum
 import heapq
 from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+from types import MappingProxyType
 
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
+
+
+# Most messages never get a side effect, and have no fork for a while: they share these empty,
+# read-only containers (an empty dict and set cost 64 + 216 bytes) until the first is added
+# (`forks_of`, `add_side_effect`).
+NO_FORKS: "MappingProxyType[str, Fork]" = MappingProxyType({})
+NO_SIDE_EFFECTS: frozenset[str] = frozenset()
 
 
 class Redundancy(enum.Enum):
@@ -47,8 +56,8 @@ class Message:
     remote_failures: int = 0
     local_failures: int = 0
     decided: bool = False  # the shadow-creation outcome has been reported
-    forks: dict[str, Fork] = field(default_factory=dict)
-    side_effects: set[str] = field(default_factory=set)  # internal ids of DSNs/journal reports pending
+    forks: dict[str, Fork] = field(default_factory=lambda: NO_FORKS)  # type: ignore[assignment]
+    side_effects: set[str] = NO_SIDE_EFFECTS  # type: ignore[assignment]  # internal ids of DSNs/journal reports pending
     parent: str | None = None
     primary_done_ms: int | None = None  # every fork and side effect fully processed
     shadow_alternate_route: bool = True
@@ -58,6 +67,17 @@ class Message:
     @property
     def shadow_held(self) -> bool:
         return self.shadow_server is not None and self.redundancy is Redundancy.REDUNDANT
+
+    def forks_of(self) -> dict[str, Fork]:
+        """The forks, to add one to (the shared empty one replaced by the message's own)."""
+        if self.forks is NO_FORKS:
+            self.forks = {}
+        return self.forks
+
+    def add_side_effect(self, internal_id: str) -> None:
+        if self.side_effects is NO_SIDE_EFFECTS:
+            self.side_effects = set()
+        self.side_effects.add(internal_id)
 
 
 @dataclass(slots=True)
@@ -116,30 +136,64 @@ class DeadlineKind(enum.IntEnum):
     SETTLE_RESTART = 10  # a restart whose queue database is unknown (state/restart.py)
 
 
+def _no_deadlines() -> list[dict[str, int]]:
+    return [{} for _ in range(max(DeadlineKind) + 1)]
+
+
 @dataclass(slots=True)
 class Deadlines:
-    """Pending deadlines: the authoritative map, and a heap to find the earliest fast."""
+    """Pending deadlines: one map per kind (key -> time, the authority), and a heap to find the
+    earliest fast.
 
-    due: dict[tuple[DeadlineKind, str], int] = field(default_factory=dict)
-    heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)  # an index over `due`
+    Every pending deadline has a heap entry at its time or EARLIER: a deadline moved later (a
+    pair's promotion moves with every copy made) keeps its old entry, which is moved on to the
+    deadline's time when it reaches the top; only a deadline moved earlier, or a new one, pushes
+    an entry. Entries of cleared deadlines are dropped when they reach the top, and the heap is
+    rebuilt from the maps whenever such entries outnumber the live ones."""
+
+    by_kind: list[dict[str, int]] = field(default_factory=_no_deadlines)  # indexed by DeadlineKind
+    heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)
+    rebuild_at: int = field(default=64, compare=False)  # the heap length at which to count stale entries
 
     def set(self, kind: DeadlineKind, key: str, at_ms: int) -> None:
-        if self.due.get((kind, key)) != at_ms:
-            self.due[(kind, key)] = at_ms
-            heapq.heappush(self.heap, (at_ms, kind, key))
+        due = self.by_kind[kind]
+        old = due.get(key)
+        if old != at_ms:
+            due[key] = at_ms
+            if old is None or at_ms < old:
+                heap = self.heap
+                heapq.heappush(heap, (at_ms, kind, key))
+                if len(heap) > self.rebuild_at:
+                    self._compact()
+
+    def get(self, kind: DeadlineKind, key: str) -> int | None:
+        return self.by_kind[kind].get(key)
+
+    def items(self) -> Iterator[tuple[DeadlineKind, str, int]]:
+        """Every pending deadline: (kind, key, time)."""
+        for kind, due in enumerate(self.by_kind):
+            for key, at_ms in due.items():
+                yield DeadlineKind(kind), key, at_ms
+
+    def pending(self) -> bool:
+        return any(self.by_kind)
 
     def clear(self, kind: DeadlineKind, key: str) -> None:
-        self.due.pop((kind, key), None)
-        if not self.due:
+        due = self.by_kind[kind]
+        if due.pop(key, None) is not None and not due and not any(self.by_kind):
             self.heap.clear()
 
     def next(self) -> int | None:
-        heap = self.heap
+        heap, by_kind = self.heap, self.by_kind
         while heap:
             at_ms, kind, key = heap[0]
-            if self.due.get((kind, key)) == at_ms:  # an IntEnum key matches its int
+            due = by_kind[kind].get(key)
+            if due == at_ms:
                 return at_ms
-            heapq.heappop(heap)  # superseded or cleared
+            if due is not None and due > at_ms:  # moved later: its entry follows it
+                heapq.heapreplace(heap, (due, kind, key))
+            else:  # cleared, or moved earlier (it has an entry of its own)
+                heapq.heappop(heap)
         return None
 
     def pop_before(self, now_ms: int) -> tuple[int, DeadlineKind, str] | None:
@@ -148,11 +202,23 @@ class Deadlines:
         if at_ms is None or at_ms >= now_ms:
             return None
         _, kind, key = heapq.heappop(self.heap)
-        kind = DeadlineKind(kind)
-        del self.due[(kind, key)]
-        if not self.due:
-            self.heap.clear()
+        self.clear(kind, key)
         return at_ms, kind, key
+
+    def load(self, deadlines: Iterable[tuple[int, str, int]]) -> None:
+        """Set every (kind, key, time) at once (a snapshot's), into empty deadlines."""
+        for kind, key, at_ms in deadlines:
+            self.by_kind[kind][key] = at_ms
+        self._compact(always=True)
+
+    def _compact(self, always: bool = False) -> None:
+        live = sum(map(len, self.by_kind))
+        heap = self.heap
+        if always or len(heap) > 2 * live:
+            heap[:] = [(at_ms, DeadlineKind(kind), key) for kind, due in enumerate(self.by_kind)
+                       for key, at_ms in due.items()]
+            heapq.heapify(heap)
+        self.rebuild_at = len(heap) + live // 2 + 64
 
 
 @dataclass(slots=True)
@@ -193,5 +259,5 @@ class PrimaryState:
     def holds_nothing(self) -> bool:
         """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts
         about servers are not about messages and stay)."""
-        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.due
+        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.pending()
                     or self.same_site or self.seen_ids)

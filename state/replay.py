@@ -55,11 +55,10 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
     result = ReplayResult(model=model)
     events = sorted(events, key=_EVENT_TIME)
     facts = list(shared_facts(events, model.liveness_bucket_ms))
+    result.events = len(events)
+    if events:  # in time order
+        result.start_ms, result.end_ms = events[0].event_time_ms, events[-1].event_time_ms
     for event in events:
-        result.events += 1
-        t = event.event_time_ms
-        result.start_ms = t if result.start_ms is None else min(result.start_ms, t)
-        result.end_ms = t if result.end_ms is None else max(result.end_ms, t)
         if not isinstance(event, ClockTick):
             groups[event.primary_server].append(event)
     if until_ms is not None:

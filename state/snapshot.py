@@ -20,7 +20,9 @@ import pickle
 from operator import attrgetter
 
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
-from state.records import Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy
+from state.records import (
+    NO_FORKS, NO_SIDE_EFFECTS, Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
+)
 
 FORMAT = 4
 PREVIOUS_FORMAT = 3  # the same layout, without a token
@@ -50,7 +52,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
                  r.promoted_ms) for r in state.promoted.values()]
-    deadlines = tuple((int(kind), key, at_ms) for (kind, key), at_ms in state.deadlines.due.items())
+    deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms)
     closed = tuple(state.closed.items())
@@ -78,8 +80,9 @@ def load(data: bytes) -> PrimaryState:
     for ref, recipients, level, forks, side_effects, flat, where in messages:
         message = Message(
             **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref), recipients=tuple(Recipient(*r) for r in recipients),
-            redundancy=redundancy[level], side_effects=set(side_effects),
-            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks},
+            redundancy=redundancy[level], side_effects=set(side_effects) if side_effects else NO_SIDE_EFFECTS,
+            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks} if forks
+            else NO_FORKS,
             shadow_locality=locality[where],
         )
         state.messages[message.ref.internal_id] = message
@@ -98,8 +101,7 @@ def load(data: bytes) -> PrimaryState:
     state.seen_buckets = {bucket: list(ids) for bucket, ids in seen_buckets}
     state.seen_ids = {event_id: bucket for bucket, ids in seen_buckets for event_id in ids}
     state.deadlines = Deadlines()
-    for kind, key, at_ms in deadlines:
-        state.deadlines.set(DeadlineKind(kind), key, at_ms)
+    state.deadlines.load(deadlines)
     return state
 
 

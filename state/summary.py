@@ -59,7 +59,7 @@ def server_summary(state: PrimaryState) -> dict:
             held_by[m.shadow_server] += 1
     counts: Counter = Counter()
     earliest: dict[int, int] = {}
-    for (kind, _), at_ms in s.deadlines.due.items():
+    for kind, _, at_ms in s.deadlines.items():
         counts[kind] += 1
         if at_ms < earliest.get(kind, at_ms + 1):
             earliest[kind] = at_ms
@@ -81,8 +81,8 @@ def server_summary(state: PrimaryState) -> dict:
         "pairs": [{"shadow": p.shadow, "held": len(p.held), "pending_discards": len(p.pending_discards),
                    "last_contact_ms": p.last_contact_ms, "last_query_ms": p.last_query_ms,
                    "primary_failed_ms": p.primary_failed_ms, "silent": p.silent_alerted or p.awaiting_shadow,
-                   "deadlines": {k.name.lower(): s.deadlines.due[(k, p.shadow)] for k in _PAIR_DEADLINES
-                                 if (k, p.shadow) in s.deadlines.due}}
+                   "deadlines": {k.name.lower(): s.deadlines.get(k, p.shadow) for k in _PAIR_DEADLINES
+                                 if s.deadlines.get(k, p.shadow) is not None}}
                   for p in sorted(s.pairs.values(), key=lambda p: p.shadow)],
         "pending_deadlines": dict(sorted(pending.items())),
     }
@@ -96,11 +96,11 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
     if m is None and promoted is None:
         return None
     ref = m.ref if m is not None else promoted.ref
-    due = s.deadlines.due
+    due = s.deadlines
     record = {"kind": "message", "version": VERSION, "primary": s.primary, "message_id": ref.message_id,
               "internal_id": internal_id, "event_time_ms": s.clock_ms}
-    deadlines = [{"kind": k.name.lower(), "at_ms": due[(k, internal_id)]} for k in _MESSAGE_DEADLINES
-                 if (k, internal_id) in due]
+    deadlines = [{"kind": k.name.lower(), "at_ms": due.get(k, internal_id)} for k in _MESSAGE_DEADLINES
+                 if due.get(k, internal_id) is not None]
     if m is not None:
         status = ("at_risk" if m.at_risk else "in_queue" if m.primary_done_ms is None
                   else "processed, shadow copy awaiting discard" if m.shadow_held else "processed")
@@ -120,21 +120,24 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
     if promoted is not None:
         record["promoted"] = {"holder": promoted.holder, "at_ms": promoted.promoted_ms,
                               "primary_db_id": promoted.primary_db_id}
-        if (DeadlineKind.FORGET_PROMOTED, internal_id) in due:
-            deadlines.append({"kind": "forget_promoted", "at_ms": due[(DeadlineKind.FORGET_PROMOTED, internal_id)]})
+        if due.get(DeadlineKind.FORGET_PROMOTED, internal_id) is not None:
+            deadlines.append({"kind": "forget_promoted", "at_ms": due.get(DeadlineKind.FORGET_PROMOTED, internal_id)})
     record["deadlines"] = sorted(deadlines, key=lambda d: d["at_ms"])
     return record
 
 
 def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:
     """The messages whose own deadlines (expiry, acknowledgement delay, promoted record) fire before
-    `before_ms`: walked down the heap only where it is earlier, so it costs what fires, not what waits."""
-    heap, ids, todo = state.deadlines.heap, set(), [0]
+    `before_ms`: walked down the heap only where it is earlier, so it costs what fires, not what waits
+    (an entry may be earlier than its deadline, or left by a cleared one: the deadline itself decides)."""
+    deadlines = state.deadlines
+    heap, ids, todo = deadlines.heap, set(), [0]
     while todo:
         i = todo.pop()
         if i < len(heap) and heap[i][0] < before_ms:
-            if heap[i][1] in _MESSAGE_KINDS:
-                ids.add(heap[i][2])
+            _, kind, key = heap[i]
+            if kind in _MESSAGE_KINDS and (at_ms := deadlines.get(kind, key)) is not None and at_ms < before_ms:
+                ids.add(key)
             todo += (2 * i + 1, 2 * i + 2)
     return ids
 
