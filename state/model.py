@@ -639,7 +639,7 @@ class _Transition:
         s = self.s
         if e.message is None:
             return
-        if (DeadlineKind.SETTLE_RESTART, "") in s.deadlines.due:
+        if s.deadlines.by_kind[DeadlineKind.SETTLE_RESTART]:
             restart.promoted_by_shadow(self, e)
         m = s.messages.get(e.message.internal_id)
         if m is None or m.shadow_server != e.node:
@@ -1016,7 +1016,7 @@ class _Transition:
         """The message an event on the primary is about, if the twin tracks it."""
         if e.message is None:
             return None
-        if (DeadlineKind.SETTLE_RESTART, "") in self.s.deadlines.due:
+        if self.s.deadlines.by_kind[DeadlineKind.SETTLE_RESTART]:
             restart.mentioned(self, e)
         m = self.s.messages.get(e.message.internal_id)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and e.message.internal_id in self.s.promoted:

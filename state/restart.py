@@ -49,7 +49,7 @@ def window_ms(run: "_Transition") -> int:
 
 def since(run: "_Transition") -> int | None:
     """When the open restart question began, or None."""
-    due = run.s.deadlines.due.get((DeadlineKind.SETTLE_RESTART, KEY))
+    due = run.s.deadlines.get(DeadlineKind.SETTLE_RESTART, KEY)
     return None if due is None else due - window_ms(run)
 
 
