@@ -4,17 +4,17 @@
 
 One group (the first server) of the synthetic workload is brought to steady state (about
 `--in-flight` / `--servers` of its messages held), then fed micro-batches of its share of
-`--batch` events through `streaming.operator.step_function`, as Spark's applyInPandasWithState
-calls it, alternating two ways in the same run: "cold" (the garbage collector running and the
-snapshot loaded from its bytes every call, as before the worker held its states) and "held"
-(the operator as it is). Prints, per way, seconds per call, events per second, and the part
-spent storing the snapshot; run it at two `--in-flight` values to see the cost follow the state.
+`--batch` events through `streaming.operator.advance_group` with an in-memory store, alternating
+two ways in the same run: "log" (the operator as it is: the worker holds the state and appends
+the call's log entry) and "dump" (the same, plus writing the whole snapshot every call, which is
+what `applyInPandasWithState` made the operator do before). Prints, per way, seconds per call and
+events per second; then what a worker that holds nothing pays to rebuild the state from the
+base and the log. Run it at two `--in-flight` values to see what follows the state.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
 import itertools
 import statistics
 import time
@@ -25,31 +25,8 @@ from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
 from state import snapshot
 from state.model import ShadowRedundancyModel
-from state.parameters import ModelConfig
-from streaming import operator
-from streaming.operator import OutputTopics, step_function
-
-
-class Group:
-    """PySpark's GroupState, the little the operator uses of it."""
-
-    def __init__(self, blob: bytes, watermark_ms: int):
-        self.value, self.watermark_ms = (blob,), watermark_ms
-
-    exists, hasTimedOut = True, False  # noqa: N815
-
-    @property
-    def get(self) -> tuple:
-        return self.value
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802
-        return self.watermark_ms
-
-    def update(self, value: tuple) -> None:
-        self.value = value
-
-    def setTimeoutTimestamp(self, timestamp_ms: int) -> None:  # noqa: N802
-        pass
+from streaming import held_state
+from streaming.operator import advance_group, replay_call
 
 
 def frame(events, codec) -> pd.DataFrame:
@@ -80,50 +57,36 @@ def main() -> None:
     warm = [e for e in events if e.event_time_ms < warm_end]
     rest = [e for e in events if e.event_time_ms >= warm_end]
     model, codec = ShadowRedundancyModel(), default_codec()
-    state = model.new_state(primary)
-    model.on_events(state, warm)
-    blob = snapshot.dump(state)
+    store = held_state.MemoryGroupStore()
+    frames = [frame(warm[i:i + per_group], codec) for i in range(0, len(warm), per_group)]
+    for rows in frames:
+        advance_group(model, primary, iter([rows]), 0, store, "")
+    state = held_state._held[primary].state
     print(f"{primary}: {len(state.messages):,} messages held (of ~{args.in_flight:,} in flight on {args.servers}"
-          f" servers), snapshot {len(blob) / 1e6:.1f} MB; {per_group:,} events per call; set up in"
+          f" servers), snapshot {len(snapshot.dump(state)) / 1e6:.1f} MB; {per_group:,} events per call; set up in"
           f" {time.perf_counter() - started:.0f}s")
-    step = step_function(ModelConfig(), OutputTopics("alerts", "commands", "dead"))
-    group = Group(blob, warm[-1].event_time_ms - 1)
-    figures: dict[str, list[float]] = {"cold": [], "held": []}
-    dumps: list[float] = []
+    figures: dict[str, list[float]] = {"log": [], "dump": []}
     chunks = [rest[i:i + per_group] for i in range(0, len(rest), per_group)][:2 * args.batches]
-    for way, chunk in zip(itertools.cycle(["cold", "held"]), chunks):
+    watermark = warm[-1].event_time_ms - 1
+    for way, chunk in zip(itertools.cycle(["log", "dump"]), chunks):
         rows = frame(chunk, codec)
-        if way == "cold":
-            operator._held.clear()
-            gc.enable()
         started = time.perf_counter()
-        if way == "cold":
-            list(cold_step(step, primary, rows, group))
-        else:
-            list(step((primary,), iter([rows]), group))
+        advance_group(model, primary, iter([rows]), watermark, store, "")
+        if way == "dump":
+            snapshot.dump(held_state._held[primary].state)
         figures[way].append(time.perf_counter() - started)
-        gc.enable()
-        t = time.perf_counter()
-        snapshot.dump(operator._held[primary][1])
-        dumps.append(time.perf_counter() - t)
-        group.watermark_ms = chunk[-1].event_time_ms - 1
-    held_now = len(operator._held[primary][1].messages)
-    print(f"messages held at the end: {held_now:,}; snapshot dump alone (GC on): {statistics.median(dumps):.3f}s")
+        watermark = chunk[-1].event_time_ms - 1
+    state = held_state._held[primary].state
+    print(f"messages held at the end: {len(state.messages):,}; log: {store.version().log_entries} entries,"
+          f" {store.version().log_events:,} events since the base")
     for way, seconds in figures.items():
         median = statistics.median(seconds)
         print(f"  {way}: {median:.3f}s per call (median of {len(seconds)}), {per_group / median:,.0f} events/s")
-    ratio = statistics.median(figures["cold"]) / statistics.median(figures["held"])
-    print(f"held is {ratio:.2f}x faster than cold at {held_now:,} messages held")
-
-
-def cold_step(step, primary, rows, group):
-    """The step with the collector running throughout, as the operator ran before."""
-    real_disable = gc.disable
-    gc.disable = lambda: None
-    try:
-        yield from step((primary,), iter([rows]), group)
-    finally:
-        gc.disable = real_disable
+    ratio = statistics.median(figures["dump"]) / statistics.median(figures["log"])
+    print(f"log is {ratio:.2f}x faster than dump at {len(state.messages):,} messages held")
+    started = time.perf_counter()
+    held_state.rebuild(store, lambda: model.new_state(primary), lambda s, call: replay_call(model, s, call))
+    print(f"  cold start (base + log replayed): {time.perf_counter() - started:.3f}s")
 
 
 if __name__ == "__main__":

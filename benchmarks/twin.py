@@ -1,11 +1,14 @@
 """Benchmark: the streaming twin on the real broker, in one run.
 
-    .venv/bin/python -m benchmarks.twin [--events 2000000] [--servers 8] [--in-flight 100000]
+    .venv/bin/python -m benchmarks.twin [--events 2000000] [--servers 8] [--in-flight 100000 [1000000 ...]]
 
 1. Throughput: a synthetic DAG (servers x (servers-1) shadow/primary pairs, about
    `--in-flight` messages in flight) is published to a fresh events topic; the twin then
    reads it in micro-batches of `--batch` records. Sustained rate = records / batch time over
-   the batches after the first two (warm-up).
+   the batches after the first two (warm-up). With several `--in-flight` values, each gets its
+   own topic and run, side by side, and the ratio of their rates is printed; the peak resident
+   memory of the whole twin (this driver, the Spark JVM, the Python workers; not the broker) is
+   sampled during each run.
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
@@ -18,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import tempfile
+import threading
 import time
 import uuid
+from pathlib import Path
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -42,7 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2_000_000)
     parser.add_argument("--servers", type=int, default=8)
-    parser.add_argument("--in-flight", type=int, default=100_000)
+    parser.add_argument("--in-flight", type=int, nargs="+", default=[100_000])
     parser.add_argument("--batch", type=int, default=250_000, help="records per micro-batch (maxOffsetsPerTrigger)")
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--live-seconds", type=int, default=60)
@@ -56,20 +62,30 @@ def main() -> None:
     bootstrap = settings.kafka.bootstrap_servers
     spark = build_spark(settings)
     try:
-        topics = fresh_topics(bootstrap)
         rate = 2_000.0  # messages per second of event time
-        workload = Workload(servers=args.servers, messages_per_second=rate,
-                            duration_ms=int(args.events / 11 / rate * 1000),
-                            delivery_ms=int(args.in_flight / rate * 1000))
-        started = time.perf_counter()
-        publisher = Publisher(bootstrap, topics.events, generate(workload))
-        publisher.run()
-        print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
-              f" shadow/primary pairs, ~{args.in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s")
-        twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)
-        ceiling = throughput(spark, bench_settings(settings, topics, args), args, twin=False)
-        print(f"sustained: twin {twin_rate:,.0f} events/s; pass-through ceiling {ceiling:,.0f} events/s"
-              f" ({twin_rate / ceiling:.0%} of it)")
+        rates = []
+        for in_flight in args.in_flight:
+            topics = fresh_topics(bootstrap)
+            workload = Workload(servers=args.servers, messages_per_second=rate,
+                                duration_ms=int(args.events / 11 / rate * 1000),
+                                delivery_ms=int(in_flight / rate * 1000))
+            started = time.perf_counter()
+            publisher = Publisher(bootstrap, topics.events, generate(workload))
+            publisher.run()
+            print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
+                  f" shadow/primary pairs, ~{in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s")
+            with PeakMemory() as memory:
+                twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)
+            rates.append(twin_rate)
+            print(f"  twin at ~{in_flight:,} in flight: {twin_rate:,.0f} events/s; peak resident memory of the twin"
+                  f" {memory.peak_bytes / 2**30:.2f} GiB (driver, JVM, Python workers)")
+            if len(rates) == 1:
+                ceiling = throughput(spark, bench_settings(settings, topics, args), args, twin=False)
+                print(f"sustained: twin {twin_rate:,.0f} events/s; pass-through ceiling {ceiling:,.0f} events/s"
+                      f" ({twin_rate / ceiling:.0%} of it)")
+        for in_flight, twin_rate in zip(args.in_flight[1:], rates[1:]):
+            print(f"twin at ~{in_flight:,} in flight: {twin_rate / rates[0]:.0%} of its rate at"
+                  f" ~{args.in_flight[0]:,}")
         delays = detection_delays(spark, settings, args)
         if delays:
             p50, p99 = percentile(delays, 50), percentile(delays, 99)
@@ -82,6 +98,50 @@ def main() -> None:
         spark.stop()
         if broker is not None:
             broker.stop()
+
+
+class PeakMemory:
+    """The peak resident memory of this process and its descendants (the Spark JVM and its Python
+    workers), sampled every half second; a Kafka broker among them is left out."""
+
+    def __init__(self):
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(os.getpid()))
+
+
+def tree_rss_bytes(root: int) -> int:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            if b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+        todo += children.get(pid, [])
+    return total
 
 
 def fresh_topics(bootstrap: str) -> TopicSettings:

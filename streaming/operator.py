@@ -1,10 +1,8 @@
-"""The stateful operator: Spark's `applyInPandasWithState` driving the shadow-redundancy model.
+"""The stateful operator: Spark's `transformWithStateInPandas` driving the shadow-redundancy model.
 
-One group per primary server (see state/README.md). Per call, the group's whole state is
-read once and written once (a `state.snapshot` of the `PrimaryState`, one blob), never per
-message: the cost measured in docs/engine-facts.md is per group and per state call. The rows
-carry the events' original bytes, decoded here with the contract's codec (cheaper than passing
-Spark's wide decoded struct through Arrow).
+One group per primary server (see state/README.md). The rows carry the events' original bytes,
+decoded here with the contract's codec (cheaper than passing Spark's wide decoded struct
+through Arrow).
 
 The contract's decoder has the final word. Spark's `from_avro` only sorts records into usable
 or not, and reads the event time and primary server that drive the watermark and the grouping;
@@ -17,54 +15,51 @@ Order of work in a call, which makes the results the same as the reference engin
 1. fire every deadline strictly before the current watermark (each at its own time);
 2. apply this batch's events, in event-time order (they are all later than the watermark:
    Spark drops older rows before they reach us);
-3. store the state and set the group's timeout to its next deadline. Spark calls back when
-   the watermark passes it (strictly), and step 1 fires it then;
+3. store the call (streaming/held_state.py: one log entry of its events, or now and then a new
+   base snapshot) and move the group's one timer to just after its next deadline. Spark calls
+   `handleExpiredTimer` once the watermark reaches it, after the batch's rows, and step 1
+   fires the deadline then;
 4. when the call changed something an operator reads, the group's rows for the compacted
    state topic (streaming/state_rows.py: the server summary, the messages touched).
 
-Two things keep the per-call cost of a large state down (docs/performance.md): Python's
-cyclic garbage collector is paused during a call (loading a snapshot makes millions of
-objects, and each generation-2 pass walks all of them: it doubled the cost), and each Python
-worker keeps the states it last wrote (`_held`, by group): when the stored snapshot carries
-the token of the one this worker wrote, it is not loaded again. Spark may give a group to
-another worker, or run a batch again after a failure: the token then differs, and the stored
-snapshot is loaded as before. A held state is taken out of `_held` before it is changed, so a
-call that fails midway leaves nothing behind that could pass for a stored snapshot.
+What a call costs follows its events, not the messages held (docs/performance.md): the worker
+that stored a group's state holds it between calls and only appends the call's log entry;
+another worker rebuilds it from the base snapshot and the log (streaming/held_state.py).
+Python's cyclic garbage collector is paused during a call (a rebuilt state is millions of
+objects, and each generation-2 pass walks all of them).
 
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
-watermark) and records that cannot be used, which leave as dead letters with their reason.
-`step_function` is what Spark calls per group; tests drive it directly with an in-memory
-`GroupState` (tests/streaming/harness.py).
+watermark) and records that cannot be used, which leave as dead letters with their reason; it
+keeps no state. Tests drive `TwinProcessor` with an in-memory store (tests/streaming/harness.py).
 """
 
 from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 import pandas as pd
 from pyspark.sql import DataFrame
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.streaming import StatefulProcessor
 
 from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
 from schemas.wire import CORRUPT_BODY, DecodeError
-from state import snapshot
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.records import PrimaryState
+from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, pieces, restore, store_call
 from streaming.state_rows import StateWatch
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
 FACT_STARTED, FACT_SEEN = "started", "seen"
-STATE_SCHEMA = "blob BINARY"
+VERSION_SCHEMA = "token BINARY, base_token BINARY, log_entries LONG, log_events LONG, timer_ms LONG"
+LOG_SCHEMA = "parent BINARY, token BINARY, watermark LONG, piece BINARY"
 DEAD_LETTER_GROUP = ""
-# This Python worker's states as it last stored them: group -> (snapshot token, state).
-_held: dict[str, tuple[bytes, PrimaryState]] = {}
 
 
 @dataclass(frozen=True)
@@ -136,69 +131,138 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
     return [(event, row) for _, _, event, row in decoded], letters
 
 
-def step_function(config: ModelConfig, topics: OutputTopics) -> Callable:
-    """The function Spark calls per group: (key, batches of rows, GroupState) -> output rows."""
-    model_holder: list[ShadowRedundancyModel] = []
-
-    def step(key: tuple, batches: Iterator[pd.DataFrame], group: GroupState) -> Iterator[pd.DataFrame]:
-        primary = str(key[0])
-        if primary == DEAD_LETTER_GROUP:
-            letters = [] if group.hasTimedOut else unusable_rows(batches)
-            if letters:
-                yield kafka_rows(letters, topics)
-            return
-        if not model_holder:  # built once per Python worker, not per call
-            model_holder.append(ShadowRedundancyModel(config))
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            records, state_rows = advance_group(model_holder[0], primary, batches, group, topics.state)
-        finally:
-            if collecting:
-                gc.enable()
-        if records:
-            yield kafka_rows(records, topics)
-        if state_rows is not None:
-            yield state_rows
-
-    return step
+def replay_call(model: ShadowRedundancyModel, state: PrimaryState, call: Call) -> None:
+    """A logged call applied again to `state`, its outputs discarded (streaming.held_state)."""
+    apply_call(model, state, call[0], [(event, None) for event in logged_events(call, model.liveness_bucket_ms)])
 
 
-def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[pd.DataFrame], group: GroupState,
-                  state_topic: str) -> tuple[list[Alert | RedeliveryCommand | DeadLetter], pd.DataFrame | None]:
-    """One call's work on a primary's group (steps 1-3 above): the records it emits, and its rows for
-    the state topic (streaming/state_rows.py; None without a state topic or when nothing changed)."""
-    state = held_state(primary, group) if group.exists else model.new_state(primary)
-    output, letters, decoded = Output(), [], []
-    watermark = group.getCurrentWatermarkMs()
-    watch = StateWatch(state, model.next_deadline(state), watermark) if state_topic else None
+def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int,
+               decoded: list[tuple[Event, object]]) -> tuple[Output, list[tuple[object, Exception]]]:
+    """Steps 1-2 above: deadlines before `watermark`, then the events; the rows the model refused."""
+    output, refused = Output(), []
     if watermark > 0:
         output.extend(model.on_time(state, watermark))
-    if not group.hasTimedOut:
-        decoded, letters = decode_rows(batches, primary, model.liveness_bucket_ms)
-        for event, row in decoded:
-            try:
-                output.extend(model.on_events(state, (event,)))
-            except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
-                letters.append(dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}"))
-    blob = snapshot.dump(state)
-    group.update((blob,))
-    _held[primary] = (snapshot.token_of(blob), state)
+    for event, row in decoded:
+        try:
+            output.extend(model.on_events(state, (event,)))
+        except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
+            refused.append((row, exc))
+    return output, refused
+
+
+def logged_events(call: Call, bucket_ms: int) -> list[Event]:
+    """The events of a logged call, rebuilt from their bytes as `decode_rows` built them."""
+    decode = default_codec().decode_event
+    return [NodeSeen(f"seen:{node}:{time_ms // bucket_ms}", time_ms, node) if fact == FACT_SEEN else decode(value)
+            for fact, time_ms, node, value in call[1]]
+
+
+def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[pd.DataFrame], watermark: int,
+                  store: GroupStore, state_topic: str, expired: bool = False,
+                  ) -> tuple[list[Alert | RedeliveryCommand | DeadLetter], pd.DataFrame | None]:
+    """One call's work on a primary's group (steps 1-3 above): the records it emits, and its rows for
+    the state topic (streaming/state_rows.py; None without a state topic or when nothing changed).
+    `expired`: called for the group's timer, which Spark deletes itself."""
+    state, version = restore(primary, store, lambda: model.new_state(primary),
+                             lambda s, call: replay_call(model, s, call))
+    if expired and version is not None:
+        version = replace(version, timer_ms=-1)
+    watch = StateWatch(state, model.next_deadline(state), watermark) if state_topic else None
+    decoded, letters = ([], []) if expired else decode_rows(batches, primary, model.liveness_bucket_ms)
+    output, refused = apply_call(model, state, watermark, decoded)
+    letters += [dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}") for row, exc in refused]
+    call = (watermark, [(row.fact, event.event_time_ms, row.node, None if row.fact == FACT_SEEN else bytes(row.value))
+                        for event, row in decoded])
     deadline = model.next_deadline(state)
-    if deadline is not None:
-        group.setTimeoutTimestamp(max(deadline, watermark, 1))
+    # Spark fires a timer once the watermark reaches it; the model's deadlines fire strictly before it.
+    store_call(primary, store, state, version, call, -1 if deadline is None else max(deadline, watermark, 1) + 1)
     own_events = [e for e, row in decoded if row.fact is None]
     state_rows = watch.rows(state, own_events, output, state_topic) if watch is not None else None
     return [*output.alerts, *output.commands, *letters], state_rows
 
 
-def held_state(primary: str, group: GroupState) -> PrimaryState:
-    """The group's stored state: the one this worker holds if it is the one stored, else loaded."""
-    blob = group.get[0]
-    held = _held.pop(primary, None)
-    if held is not None and held[0] is not None and held[0] == snapshot.token_of(blob):
-        return held[1]
-    return snapshot.load(blob)
+class TwinProcessor(StatefulProcessor):
+    """What `transformWithStateInPandas` runs per group: the model over the group's stored state."""
+
+    def __init__(self, config: ModelConfig, topics: OutputTopics):
+        self.config, self.topics = config, topics
+        self.model: ShadowRedundancyModel | None = None
+        self.store: GroupStore | None = None
+
+    def init(self, handle) -> None:
+        self.store = SparkGroupStore(handle)
+        if self.model is None:
+            self.model = ShadowRedundancyModel(self.config)
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[pd.DataFrame]:
+        return self.call(str(key[0]), rows, timerValues.getCurrentWatermarkInMs(), expired=False)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
+        return self.call(str(key[0]), iter(()), timerValues.getCurrentWatermarkInMs(), expired=True)
+
+    def call(self, primary: str, rows: Iterator[pd.DataFrame], watermark: int,
+             expired: bool) -> Iterator[pd.DataFrame]:
+        if primary == DEAD_LETTER_GROUP:
+            letters = [] if expired else unusable_rows(rows)
+            if letters:
+                yield kafka_rows(letters, self.topics)
+            return
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
+                                                self.topics.state, expired)
+        finally:
+            if collecting:
+                gc.enable()
+        if records:
+            yield kafka_rows(records, self.topics)
+        if state_rows is not None:
+            yield state_rows
+
+    def close(self) -> None:
+        pass
+
+
+class SparkGroupStore:
+    """`streaming.held_state.GroupStore` on Spark's processor handle (for the current group)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.token = handle.getValueState("version", VERSION_SCHEMA)
+        self.base_pieces = handle.getListState("base", "piece BINARY")
+        self.slots = [handle.getListState(f"log_{slot}", LOG_SCHEMA) for slot in range(LOG_SLOTS)]
+
+    def version(self) -> Version | None:
+        value = self.token.get()
+        return None if value is None else Version(bytes(value[0]), bytes(value[1]), *(int(v) for v in value[2:]))
+
+    def set_version(self, version: Version) -> None:
+        self.token.update((version.token, version.base_token, version.log_entries, version.log_events,
+                           version.timer_ms))
+
+    def base(self) -> bytes | None:
+        found = [bytes(row[0]) for row in self.base_pieces.get()]
+        return b"".join(found) if found else None
+
+    def put_base(self, blob: bytes) -> None:
+        self.base_pieces.put([(piece,) for piece in pieces(blob)])
+
+    def entry(self, slot: int) -> Entry | None:
+        rows = list(self.slots[slot].get())
+        if not rows:
+            return None
+        parent, token, watermark, _ = rows[0]
+        return Entry(bytes(parent), bytes(token), int(watermark), b"".join(bytes(row[3]) for row in rows))
+
+    def put_entry(self, slot: int, entry: Entry) -> None:
+        self.slots[slot].put([(entry.parent, entry.token, entry.watermark, piece) for piece in pieces(entry.blob)])
+
+    def register_timer(self, at_ms: int) -> None:
+        self.handle.registerTimer(at_ms)
+
+    def delete_timer(self, at_ms: int) -> None:
+        self.handle.deleteTimer(at_ms)
 
 
 def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> DataFrame:
@@ -208,8 +272,5 @@ def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> D
     watermark), the Kafka record's value, key, topic, partition and offset, a reason for the
     unusable ones, and for the facts every group is fed, `fact` and the `node` they concern.
     """
-    return (
-        rows.groupBy("primary_server")
-        .applyInPandasWithState(step_function(config, topics), OUTPUT_SCHEMA, STATE_SCHEMA, "append",
-                                GroupStateTimeout.EventTimeTimeout)
-    )
+    return rows.groupBy("primary_server").transformWithStateInPandas(
+        TwinProcessor(config, topics), OUTPUT_SCHEMA, "Append", "EventTime")

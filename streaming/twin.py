@@ -30,6 +30,7 @@ from typing import Callable
 from pyspark.sql import Column, DataFrame, SparkSession, functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from infra.config import ConfigError
 from infra.kafka import spark_options
 from infra.settings import Settings
 from schemas.events import Alert, RedeliveryCommand
@@ -108,6 +109,8 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
 
     `transform` is the twin; the benchmark passes a pass-through to measure the ceiling.
     """
+    if transform is twin_output:
+        refuse_previous_operator(Path(checkpoint_dir))
     kafka, twin = spark_options(settings.kafka), settings.twin
     reader = (
         spark.readStream.format("kafka")
@@ -127,6 +130,17 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
         .queryName(query_name)
         .start()
     )
+
+
+def refuse_previous_operator(checkpoint_dir: Path) -> None:
+    """A checkpoint written by the twin's previous operator (`applyInPandasWithState`, one snapshot
+    per group) cannot be resumed by this one (a base and a log per group, streaming/held_state.py):
+    said in one line, before Spark would fail on it batch after batch."""
+    metadata = checkpoint_dir / "state" / "0" / "_metadata" / "metadata"
+    if metadata.is_file() and '"operatorName":"applyInPandasWithState"' in metadata.read_text(errors="replace"):
+        raise ConfigError(f"checkpoint {checkpoint_dir} was written by an earlier twin (applyInPandasWithState"
+                          f" state), which this twin cannot resume: give it a new checkpoint directory"
+                          f" (it reads the events topic again from twin.starting_offsets)")
 
 
 def stop_between_batches(query: StreamingQuery, timeout_s: float = 30.0) -> None:

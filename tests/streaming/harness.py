@@ -1,15 +1,16 @@
-"""The operator's code path without Spark: `streaming.operator.step_function` driven in memory.
+"""The operator's code path without Spark: `streaming.operator.TwinProcessor` driven in memory.
 
     result = run_operator(events, config)            # a ReplayResult, like state.replay.replay
     harness = OperatorHarness(config); harness.batch(rows); harness.advance(watermark_ms)
 
-`MemoryGroupState` stands in for PySpark's `GroupState` (state, event-time timeout, watermark).
-`OperatorHarness` calls the step function the way Spark's `applyInPandasWithState` does with
-an event-time timeout: per micro-batch, every group that has rows (not timed out), then every
-other group whose timeout is strictly before the watermark (timed out); the watermark of a
-batch is the latest event time of the batches before it minus the watermark delay, and rows at
-or behind it are dropped before the operator sees them. The rows carry the events' bytes as
-the events topic would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
+`MemoryGroupStore` stands in for Spark's state of one group (the version token, the base
+snapshot's pieces, the log, the event-time timers). `OperatorHarness` calls the processor the
+way Spark's `transformWithStateInPandas` does in event-time mode: per micro-batch,
+`handleInputRows` for every group that has rows, then `handleExpiredTimer` for every timer the
+watermark has reached (deleting it after the call); the watermark of a batch is the latest
+event time of the batches before it minus the watermark delay, and rows at or behind it are
+dropped before the operator sees them. The rows carry the events' bytes as the events topic
+would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
 """
 
 from __future__ import annotations
@@ -28,55 +29,12 @@ from state.model import ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.replay import ReplayResult
 from state.summary import TopologyView, message_where, server_summary
-from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, step_function
+from state.records import PrimaryState
+from streaming.held_state import MemoryGroupStore, rebuild
+from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, TwinProcessor, replay_call
 
 TOPICS = OutputTopics("alerts", "commands", "dead-letters", "state")
 EVENTS_TOPIC = "events"
-
-
-class MemoryGroupState:
-    """PySpark's GroupState, in memory: the value, the timeout, the watermark."""
-
-    NO_TIMESTAMP = -1
-
-    def __init__(self, value: tuple | None, watermark_ms: int, timed_out: bool):
-        self._value = value
-        self._watermark_ms = watermark_ms
-        self._timed_out = timed_out
-        self.timeout_ms = self.NO_TIMESTAMP
-        self.removed = False
-
-    @property
-    def exists(self) -> bool:
-        return self._value is not None
-
-    @property
-    def get(self) -> tuple:
-        if self._value is None:
-            raise ValueError("State is either not defined or has already been removed")
-        return self._value
-
-    @property
-    def getOption(self) -> tuple | None:
-        return self._value
-
-    @property
-    def hasTimedOut(self) -> bool:
-        return self._timed_out
-
-    def getCurrentWatermarkMs(self) -> int:
-        return self._watermark_ms
-
-    def update(self, value: tuple) -> None:
-        self._value = value
-
-    def remove(self) -> None:
-        self._value, self.removed = None, True
-
-    def setTimeoutTimestamp(self, timestamp_ms: int) -> None:
-        if timestamp_ms < self._watermark_ms:
-            raise ValueError(f"timeout {timestamp_ms} is behind the watermark {self._watermark_ms}")
-        self.timeout_ms = timestamp_ms
 
 
 COLUMNS = ["primary_server", "event_time", "value", "key", "topic", "partition", "offset", "reason", "fact", "node"]
@@ -104,16 +62,16 @@ class OperatorHarness:
     def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0,
                  servers: Iterable[str] | None = None):
         config = config or ModelConfig()
-        self.step = step_function(config, TOPICS)
+        self.processor = TwinProcessor(config, TOPICS)
+        self.processor.model = self.model = ShadowRedundancyModel(config)
         # The groups every fact is addressed to, as streaming.twin.shared_facts does.
         self.servers = tuple(servers if servers is not None else config.servers)
-        self.bucket_ms = ShadowRedundancyModel(config).liveness_bucket_ms
+        self.bucket_ms = self.model.liveness_bucket_ms
         self._seen_buckets: set[tuple[str, int]] = set()
         self.delay_ms = watermark_delay_ms
         self.watermark_ms = 0
         self.max_event_ms: int | None = None
-        self.states: dict[str, tuple] = {}
-        self.timeouts: dict[str, int] = {}
+        self.stores: dict[str, MemoryGroupStore] = {}
         self.alerts: list[Alert] = []
         self.commands: list[RedeliveryCommand] = []
         self.dead_letters: list[DeadLetter] = []
@@ -163,17 +121,25 @@ class OperatorHarness:
         self._fire_timeouts()
 
     def _fire_timeouts(self) -> None:
-        for key in sorted(k for k, t in self.timeouts.items() if t < self.watermark_ms):
+        expired = sorted((t, k) for k, store in self.stores.items() for t in store.timers if t <= self.watermark_ms)
+        for at_ms, key in expired:
             self._call(key, [], timed_out=True)
+            self.stores[key].delete_timer(at_ms)
+
+    @property
+    def states(self) -> dict[str, tuple]:
+        """Each group's stored state as one snapshot (rebuilt from its base and log)."""
+        return {key: (snapshot.dump(self.state_of(key)),) for key, store in self.stores.items()
+                if store.version() is not None}
+
+    def state_of(self, key: str) -> PrimaryState:
+        """A group's stored state, rebuilt from its base and log as a worker that holds nothing would."""
+        return rebuild(self.stores[key], lambda: self.model.new_state(key),
+                       lambda state, call: replay_call(self.model, state, call))
 
     def _call(self, key: str, frames: list[pd.DataFrame], timed_out: bool) -> None:
-        group = MemoryGroupState(self.states.get(key), self.watermark_ms, timed_out)
-        outputs = list(self.step((key,), iter(frames), group))
-        if group.exists:
-            self.states[key] = group.get
-        self.timeouts.pop(key, None)
-        if group.timeout_ms != MemoryGroupState.NO_TIMESTAMP:
-            self.timeouts[key] = group.timeout_ms
+        self.processor.store = self.stores.setdefault(key, MemoryGroupStore())
+        outputs = list(self.processor.call(key, iter(frames), self.watermark_ms, expired=timed_out))
         codec = default_codec()
         for frame in outputs:
             for topic, key, value in zip(frame["topic"], frame["key"], frame["value"]):
@@ -214,7 +180,8 @@ def run_operator(events: Iterable[Event], config: ModelConfig | None = None, unt
     unique = {a.alert_id: a for a in reversed(harness.alerts)}
     result.alerts = sorted(unique.values(), key=lambda a: (a.decided_at_ms, a.alert_id))
     result.commands = sorted(harness.commands, key=lambda c: (c.decided_at_ms, c.command_id))
-    result.states = {key: snapshot.load(value[0]) for key, value in harness.states.items() if key != DEAD_LETTER_GROUP}
+    result.states = {key: harness.state_of(key) for key, store in harness.stores.items()
+                     if key != DEAD_LETTER_GROUP and store.version() is not None}
     assert not harness.dead_letters, [d.reason for d in harness.dead_letters]
     check_state_view(harness.view, result.states)
     return result
