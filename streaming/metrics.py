@@ -94,7 +94,7 @@ class TwinCollector:
                                           progress.get("processedRowsPerSecond") or 0.0),
             "batch_duration_seconds": ("Duration of the latest micro-batch",
                                        (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000),
-            "state_rows": ("Groups (primary servers) in the query's state",
+            "state_rows": ("Rows in the query's state store (per primary server: its version, base pieces, log entries)",
                            sum(op.get("numRowsTotal", 0) for op in operators)),
             "state_memory_bytes": ("Memory used by the query's state store",
                                    sum(op.get("memoryUsedBytes", 0) for op in operators)),

@@ -37,7 +37,7 @@ def describe(progress: dict) -> tuple[str, int]:
     watermark = (progress.get("eventTime") or {}).get("watermark", "-")
     line = (f"batch {progress.get('batchId')}: {progress.get('numInputRows', 0)} rows,"
             f" in {progress.get('inputRowsPerSecond', 0.0):,.0f}/s, processed {progress.get('processedRowsPerSecond', 0.0):,.0f}/s,"
-            f" state {state_rows} groups, watermark {watermark}, lag {lag} records, late {late}")
+            f" state {state_rows} rows, watermark {watermark}, lag {lag} records, late {late}")
     return line, late
 
 

@@ -22,7 +22,7 @@ def batch(progress):
 def test_the_line_gives_rates_state_watermark_lag_and_late_rows():
     line, late = describe(PROGRESS)
     assert late == 5
-    assert "batch 7" in line and "state 8 groups" in line and "lag 40 records" in line and "late 5" in line
+    assert "batch 7" in line and "state 8 rows" in line and "lag 40 records" in line and "late 5" in line
     assert "2026-11-22T03:00:00.000Z" in line
     assert offsets_total(None) == 0
 
