@@ -36,9 +36,11 @@ keeps no state. Tests drive `TwinProcessor` with an in-memory store (tests/strea
 from __future__ import annotations
 
 import gc
+import sys
 import time
+import zipimport
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -97,6 +99,25 @@ def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
             for row in batch[batch["reason"].notna()].itertuples(index=False)]
 
 
+class InputRow(NamedTuple):
+    """What the operator reads of an input row besides its event time."""
+    value: bytes | None
+    key: bytes | None
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    fact: str | None
+    node: str | None
+
+
+def input_rows(batch: pd.DataFrame) -> Iterator[InputRow]:
+    """The rows of a batch, column by column (`itertuples` builds a Timestamp per row: over a quarter
+    of the decoding time, measured)."""
+    size = len(batch)
+    columns = [batch[name].tolist() if name in batch else [None] * size for name in InputRow._fields]
+    return map(InputRow._make, zip(*columns))
+
+
 def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
                 bucket_ms: int) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
     """A group's rows as (event, row) in event-time order, its own events before the facts at equal
@@ -107,7 +128,7 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
     letters: list[DeadLetter] = []
     for batch in batches:
         spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
-        for row, spark_time_ms in zip(batch.itertuples(index=False), spark_times_ms):
+        for row, spark_time_ms in zip(input_rows(batch), spark_times_ms):
             if row.fact == FACT_SEEN:
                 decoded.append((spark_time_ms, 1, NodeSeen(f"seen:{row.node}:{spark_time_ms // bucket_ms}",
                                                            spark_time_ms, row.node), row))
@@ -181,6 +202,19 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
     return [*output.alerts, *output.commands, *letters], state_rows
 
 
+def forget_zip_importers() -> None:
+    """Spark's Python worker calls `importlib.invalidate_caches()` before every task, and on Python
+    3.11 each cached zip importer then re-reads its archive's whole directory: spark-core's jar
+    (which Spark puts on the workers' path, though no module of ours comes from it) and pyspark.zip
+    once per package imported from it, about 180 ms per task (docs/performance.md). The jar leaves
+    the path and the zip importers leave the cache; an import that needs one makes it again."""
+    for entry in [entry for entry in sys.path if entry.endswith(".jar")]:
+        sys.path.remove(entry)
+    for entry, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter):
+            del sys.path_importer_cache[entry]
+
+
 class TwinProcessor(StatefulProcessor):
     """What `transformWithStateInPandas` runs per group: the model over the group's stored state."""
 
@@ -190,6 +224,7 @@ class TwinProcessor(StatefulProcessor):
         self.store: GroupStore | None = None
 
     def init(self, handle) -> None:
+        forget_zip_importers()
         self.store = SparkGroupStore(handle)
         if self.model is None:
             self.model = ShadowRedundancyModel(self.config)

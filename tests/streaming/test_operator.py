@@ -96,3 +96,25 @@ def test_late_rows_are_dropped_before_the_operator_as_spark_does():
     assert harness.late_rows == len(late)
     harness.advance(events[-1].event_time_ms)
     assert ids(harness) == ids(replay(events, FAST, until_ms=events[-1].event_time_ms)), "as if they never came"
+
+
+def test_a_worker_forgets_the_jar_on_its_path_and_its_zip_importers_and_still_imports(tmp_path, monkeypatch):
+    import sys
+    import zipfile
+    import zipimport
+
+    from streaming.operator import forget_zip_importers
+
+    archive = tmp_path / "lib.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipped_module_for_the_test.py", "ANSWER = 42\n")
+    jar = str(tmp_path / "spark-core.jar")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(archive), jar])
+    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
+    monkeypatch.delitem(sys.modules, "zipped_module_for_the_test", raising=False)
+    sys.path_importer_cache[str(archive)] = zipimport.zipimporter(str(archive))
+    forget_zip_importers()
+    assert jar not in sys.path and str(archive) in sys.path
+    assert not any(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+    import zipped_module_for_the_test
+    assert zipped_module_for_the_test.ANSWER == 42
