@@ -95,8 +95,7 @@ def dead_letter(row, reason: str) -> DeadLetter:
 
 def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
     """The empty group's rows with a reason, as dead letters (clock ticks have none and are skipped)."""
-    return [dead_letter(row, row.reason) for batch in batches
-            for row in batch[batch["reason"].notna()].itertuples(index=False)]
+    return [dead_letter(row, row.reason) for batch in batches for row in input_rows(batch) if pd.notna(row.reason)]
 
 
 class InputRow(NamedTuple):
@@ -108,6 +107,7 @@ class InputRow(NamedTuple):
     offset: int | None
     fact: str | None
     node: str | None
+    reason: str | None
 
 
 def input_rows(batch: pd.DataFrame) -> Iterator[InputRow]:

@@ -8,8 +8,9 @@ import dataclasses
 from schemas import catalogue
 from schemas.codec import encode
 from state.model import ShadowRedundancyModel
-from state.parameters import model_config_from
+from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
+from streaming.operator import OutputTopics
 from tests.state.scenario import Org
 from tests.streaming.harness import OperatorHarness, event_row, run_operator
 
@@ -98,12 +99,18 @@ def test_late_rows_are_dropped_before_the_operator_as_spark_does():
     assert ids(harness) == ids(replay(events, FAST, until_ms=events[-1].event_time_ms)), "as if they never came"
 
 
-def test_a_worker_forgets_the_jar_on_its_path_and_its_zip_importers_and_still_imports(tmp_path, monkeypatch):
+def test_a_task_forgets_the_jar_on_its_path_and_its_zip_importers_and_still_imports(tmp_path, monkeypatch):
     import sys
     import zipfile
     import zipimport
 
-    from streaming.operator import forget_zip_importers
+    from streaming.operator import TwinProcessor
+
+    class Handle:  # what TwinProcessor.init asks of Spark's handle; the store is not used here
+        def getValueState(self, *_):
+            return None
+
+        getListState = getValueState
 
     archive = tmp_path / "lib.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
@@ -113,7 +120,7 @@ def test_a_worker_forgets_the_jar_on_its_path_and_its_zip_importers_and_still_im
     monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
     monkeypatch.delitem(sys.modules, "zipped_module_for_the_test", raising=False)
     sys.path_importer_cache[str(archive)] = zipimport.zipimporter(str(archive))
-    forget_zip_importers()
+    TwinProcessor(ModelConfig(), OutputTopics("a", "c", "d")).init(Handle())
     assert jar not in sys.path and str(archive) in sys.path
     assert not any(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
     import zipped_module_for_the_test
