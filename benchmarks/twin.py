@@ -7,8 +7,11 @@
    reads it in micro-batches of `--batch` records. Sustained rate = records / batch time over
    the batches after the first two (warm-up). With several `--in-flight` values, each gets its
    own topic and run, side by side, and the ratio of their rates is printed; the peak resident
-   memory of the whole twin (this driver, the Spark JVM, the Python workers; not the broker) is
-   sampled during each run.
+   memory of the Spark JVM and its Python workers is sampled during each run (not this driver,
+   which also generated the events, nor the broker), and the state store reports its own. The
+   messages held grow from none at the start: each run prints how many an event met on average
+   and at most (received, not yet discarded by their shadow; shadows collect discards at their
+   next heartbeat, so more than `--in-flight`).
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
@@ -28,6 +31,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from pyspark.sql import DataFrame, functions as F
 
@@ -38,6 +42,7 @@ from infra.topics import create_topics
 from producers.publisher import Publisher
 from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
+from schemas.events import Event, MessageReceived, ShadowDiscarded
 from state.parameters import model_config_from
 from streaming.app import TwinApplication
 from streaming.decode import classify_events
@@ -70,15 +75,17 @@ def main() -> None:
                                 duration_ms=int(args.events / 11 / rate * 1000),
                                 delivery_ms=int(in_flight / rate * 1000))
             started = time.perf_counter()
-            publisher = Publisher(bootstrap, topics.events, generate(workload))
+            held = HeldCount()
+            publisher = Publisher(bootstrap, topics.events, held.count(generate(workload)))
             publisher.run()
             print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
-                  f" shadow/primary pairs, ~{in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s")
+                  f" shadow/primary pairs, ~{in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s;"
+                  f" messages held when an event arrives: {held.mean():,.0f} on average, {held.peak:,} at most")
             with PeakMemory() as memory:
                 twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)
             rates.append(twin_rate)
             print(f"  twin at ~{in_flight:,} in flight: {twin_rate:,.0f} events/s; peak resident memory of the twin"
-                  f" {memory.peak_bytes / 2**30:.2f} GiB (driver, JVM, Python workers)")
+                  f" {memory.describe()}")
             if len(rates) == 1:
                 ceiling = throughput(spark, bench_settings(settings, topics, args), args, twin=False)
                 print(f"sustained: twin {twin_rate:,.0f} events/s; pass-through ceiling {ceiling:,.0f} events/s"
@@ -100,12 +107,36 @@ def main() -> None:
             broker.stop()
 
 
-class PeakMemory:
-    """The peak resident memory of this process and its descendants (the Spark JVM and its Python
-    workers), sampled every half second; a Kafka broker among them is left out."""
+class HeldCount:
+    """How many messages the twin holds as each event arrives: received, and not yet discarded by
+    their shadow (the state a batch meets, averaged over its events)."""
 
     def __init__(self):
-        self.peak_bytes = 0
+        self.held = self.peak = self.events = self.total = 0
+
+    def count(self, events: Iterable[Event]) -> Iterator[Event]:
+        for event in events:
+            if isinstance(event, MessageReceived):
+                self.held += 1
+                self.peak = max(self.peak, self.held)
+            elif isinstance(event, ShadowDiscarded):
+                self.held -= 1
+            self.events += 1
+            self.total += self.held
+            yield event
+
+    def mean(self) -> float:
+        return self.total / self.events if self.events else 0.0
+
+
+class PeakMemory:
+    """The peak resident memory of this process's descendants (the Spark JVM and its Python
+    workers), sampled every half second, in all and of each kind. This process is left out: it
+    generated and published the events (over a gigabyte at a million in flight), which the twin's
+    own driver does not. A Kafka broker among them is left out too."""
+
+    def __init__(self):
+        self.peak_bytes = self.peak_jvm_bytes = self.peak_python_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -117,12 +148,20 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
 
+    def describe(self) -> str:
+        return (f"{self.peak_bytes / 2**30:.2f} GiB (the Spark JVM at most {self.peak_jvm_bytes / 2**30:.2f},"
+                f" its Python workers together at most {self.peak_python_bytes / 2**30:.2f})")
+
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
-            self.peak_bytes = max(self.peak_bytes, tree_rss_bytes(os.getpid()))
+            jvm, python = descendants_rss_bytes(os.getpid())
+            self.peak_bytes = max(self.peak_bytes, jvm + python)
+            self.peak_jvm_bytes = max(self.peak_jvm_bytes, jvm)
+            self.peak_python_bytes = max(self.peak_python_bytes, python)
 
 
-def tree_rss_bytes(root: int) -> int:
+def descendants_rss_bytes(root: int) -> tuple[int, int]:
+    """Resident bytes of `root`'s descendants: the JVMs' and the other processes' (Python)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -131,17 +170,38 @@ def tree_rss_bytes(root: int) -> int:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [root]
+    jvm = python = 0
+    todo = [(pid, b"") for pid in children.get(root, [])]
     while todo:
-        pid = todo.pop()
+        pid, parent_cmdline = todo.pop()
         try:
-            if b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"kafka.Kafka" in cmdline:
                 continue
-            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            is_jvm = cmdline.split(b"\0", 1)[0].endswith(b"java")
+            # A JVM's child that has not yet replaced itself (the JVM forks to run a command)
+            # shows the JVM's own pages as its resident set: counting it would count them twice.
+            if is_jvm and cmdline == parent_cmdline:
+                continue
+            if is_jvm:
+                jvm += rss_bytes(pid)
+            else:
+                python += rss_bytes(pid)
         except (OSError, IndexError, ValueError):
             continue
-        todo += children.get(pid, [])
-    return total
+        todo += [(child, cmdline) for child in children.get(pid, [])]
+    return jvm, python
+
+
+def rss_bytes(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def state_memory(settings: Settings, reported_bytes: int) -> str:
+    """What the state store says it used; a bounded RocksDB reports nothing per store."""
+    if settings.spark.state_store_memory_mb:
+        return f"; the state store's memory (RocksDB) bounded to {settings.spark.state_store_memory_mb:,} MB"
+    return f"; the state store's own memory (RocksDB) at most {reported_bytes / 2**30:.2f} GiB"
 
 
 def fresh_topics(bootstrap: str) -> TopicSettings:
@@ -196,7 +256,10 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
             rows += progress["numInputRows"]
             seconds += progress["durationMs"]["triggerExecution"] / 1000
     name = "twin" if twin else "pass-through"
-    print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up")
+    state_bytes = max((sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators") or [])
+                       for progress in batches.values()), default=0)
+    print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up"
+          + (state_memory(settings, state_bytes) if twin else ""))
     return rows / seconds if seconds else 0.0
 
 

@@ -38,7 +38,7 @@ from state.records import PrimaryState
 # state request with one `read()` (no readFully), which loses a large value under load.
 PIECE_BYTES = 1 << 20
 LOG_SLOTS = 8
-COMPACT_FACTOR = 2
+COMPACT_FACTOR = 8
 MIN_LOG_EVENTS = 1_000  # a shorter log is never compacted: a base costs a state write whatever its size
 
 

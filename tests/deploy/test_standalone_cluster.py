@@ -79,7 +79,7 @@ def test_the_twin_on_a_standalone_cluster_survives_a_worker_killed_mid_stream(se
     checkpoint = tmp_path / "checkpoint"
     command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", url, "--jars", connector_jars,
                "--driver-memory", "1g", "--executor-memory", "512m", "--total-executor-cores", "2",
-               "--conf", "spark.sql.shuffle.partitions=2",  # against the 4 the settings say: spark-submit wins
+               "--conf", "spark.sql.shuffle.partitions=2",  # against the 1 the settings say: spark-submit wins
                "--conf", f"spark.pyspark.python={sys.executable}",
                str(ENTRY), "twin", "run", "--no-ticks", "--checkpoint", str(checkpoint)]
     log = tmp_path / "twin.log"
