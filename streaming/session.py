@@ -74,8 +74,8 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
 
 def _bounded_state_store(memory_mb: int) -> dict[str, str]:
     """One memory bound for RocksDB across all the state stores of an executor. Without it each
-    store has its own write buffers and cache: 1.3 GB at 1,000,000 messages in flight
-    (docs/performance.md)."""
+    store has its own write buffers and cache: 1.2-1.3 GB reported by RocksDB in the twin
+    benchmark, with 200,000-430,000 messages held (docs/performance.md)."""
     if memory_mb == 0:
         return {}
     return {"spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
