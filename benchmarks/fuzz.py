@@ -30,6 +30,7 @@ import time
 import uuid
 from typing import Callable, Iterator
 
+from benchmarks.memory import jvm_pid, spark_rss_bytes
 from infra.config import SparkInterval
 from infra.kafka import consumer as kafka_consumer, producer as kafka_producer
 from infra.settings import Settings, TopicSettings, load_settings
@@ -308,41 +309,19 @@ class MemorySampler(threading.Thread):
 
     def __init__(self, spark):
         super().__init__(daemon=True)
-        self._root = spark.sparkContext._gateway.proc.pid
+        self._root = jvm_pid(spark)
         self._stopping = threading.Event()
         self.samples: list[float] = []
         self.start()
 
     def run(self) -> None:
         while not self._stopping.wait(1.0):
-            self.samples.append(tree_rss_mb(self._root))
+            self.samples.append(sum(spark_rss_bytes(self._root)) / 2**20)
 
     def stop(self) -> tuple[float, float, float]:
         self._stopping.set()
         self.join(5)
         return (self.samples[0], max(self.samples), self.samples[-1]) if self.samples else (0.0, 0.0, 0.0)
-
-
-def tree_rss_mb(root: int) -> float:
-    import os
-
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fields = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
-            children[int(fields[1])].append(int(entry))
-            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, IndexError, ValueError):
-            continue
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        total += rss.get(pid, 0)
-        todo.extend(children.get(pid, ()))
-    return total / 2**20
 
 
 def main() -> None:

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import tempfile
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Iterable, Iterator
 
 from pyspark.sql import DataFrame, functions as F
 
+from benchmarks.memory import jvm_pid, spark_rss_bytes
 from infra.broker import start_if_needed
 from infra.config import SparkInterval
 from infra.settings import Settings, TopicSettings, load_settings
@@ -81,7 +80,7 @@ def main() -> None:
             print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
                   f" shadow/primary pairs, ~{in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s;"
                   f" messages held when an event arrives: {held.mean():,.0f} on average, {held.peak:,} at most")
-            with PeakMemory() as memory:
+            with PeakMemory(spark) as memory:
                 twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)
             rates.append(twin_rate)
             print(f"  twin at ~{in_flight:,} in flight: {twin_rate:,.0f} events/s; peak resident memory of the twin"
@@ -130,13 +129,13 @@ class HeldCount:
 
 
 class PeakMemory:
-    """The peak resident memory of this process's descendants (the Spark JVM and its Python
-    workers), sampled every half second, in all and of each kind. This process is left out: it
-    generated and published the events (over a gigabyte at a million in flight), which the twin's
-    own driver does not. A Kafka broker among them is left out too."""
+    """The peak resident memory of the Spark JVM and its Python workers (not this process, which
+    generated and published the events, nor the broker), sampled every half second, in all and
+    of each kind."""
 
-    def __init__(self):
+    def __init__(self, spark):
         self.peak_bytes = self.peak_jvm_bytes = self.peak_python_bytes = 0
+        self._jvm_pid = jvm_pid(spark)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
@@ -154,54 +153,19 @@ class PeakMemory:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.5):
-            jvm, python = descendants_rss_bytes(os.getpid())
+            jvm, python = spark_rss_bytes(self._jvm_pid)
             self.peak_bytes = max(self.peak_bytes, jvm + python)
             self.peak_jvm_bytes = max(self.peak_jvm_bytes, jvm)
             self.peak_python_bytes = max(self.peak_python_bytes, python)
 
 
-def descendants_rss_bytes(root: int) -> tuple[int, int]:
-    """Resident bytes of `root`'s descendants: the JVMs' and the other processes' (Python)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    jvm = python = 0
-    todo = [(pid, b"") for pid in children.get(root, [])]
-    while todo:
-        pid, parent_cmdline = todo.pop()
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"kafka.Kafka" in cmdline:
-                continue
-            is_jvm = cmdline.split(b"\0", 1)[0].endswith(b"java")
-            # A JVM's child that has not yet replaced itself (the JVM forks to run a command)
-            # shows the JVM's own pages as its resident set: counting it would count them twice.
-            if is_jvm and cmdline == parent_cmdline:
-                continue
-            if is_jvm:
-                jvm += rss_bytes(pid)
-            else:
-                python += rss_bytes(pid)
-        except (OSError, IndexError, ValueError):
-            continue
-        todo += [(child, cmdline) for child in children.get(pid, [])]
-    return jvm, python
-
-
-def rss_bytes(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def state_memory(settings: Settings, reported_bytes: int) -> str:
+def state_memory(settings: Settings, batches: dict) -> str:
     """What the state store says it used; a bounded RocksDB reports nothing per store."""
     if settings.spark.state_store_memory_mb:
         return f"; the state store's memory (RocksDB) bounded to {settings.spark.state_store_memory_mb:,} MB"
-    return f"; the state store's own memory (RocksDB) at most {reported_bytes / 2**30:.2f} GiB"
+    reported = max((sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators") or [])
+                    for progress in batches.values()), default=0)
+    return f"; the state store's own memory (RocksDB) at most {reported / 2**30:.2f} GiB"
 
 
 def fresh_topics(bootstrap: str) -> TopicSettings:
@@ -256,10 +220,8 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
             rows += progress["numInputRows"]
             seconds += progress["durationMs"]["triggerExecution"] / 1000
     name = "twin" if twin else "pass-through"
-    state_bytes = max((sum(op.get("memoryUsedBytes", 0) for op in progress.get("stateOperators") or [])
-                       for progress in batches.values()), default=0)
     print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up"
-          + (state_memory(settings, state_bytes) if twin else ""))
+          + (state_memory(settings, batches) if twin else ""))
     return rows / seconds if seconds else 0.0
 
 
