@@ -1,17 +1,20 @@
 """Encode and decode the contract's records as Kafka values (Avro single-object encoding).
 
-    codec.encode(event) -> bytes          validates, then writes with the current schema
+    codec.encode(event) -> bytes          writes with the current schema; a field that does not
+                                          fit the contract: ValidationError names it
     codec.decode(data, "Event") -> Event  finds the writer schema by fingerprint, resolves it
                                           to the current schema; DecodeError says why not
     codec.kafka_key(record) -> bytes      the Kafka key (an event's primary_server, UTF-8)
 
 Encoding uses the writers `schemas.binary` compiles per class (three times fastavro's speed,
-the same bytes). Decoding a record of a current schema version (nearly all of them) uses the
-reader `schemas.binary` compiles per schema (four times fastavro's speed, the same records).
-A record of an older writer version, and any body the compiled reader refuses, goes through
-fastavro, which resolves the writer schema to the current one and says what is wrong with a
-corrupt body, on schemas parsed once per catalogue; its copies drop `logicalType` (which the
-canonical form, hence the fingerprint, ignores) so timestamps stay int milliseconds.
+the same bytes), which check every value's type as they write it; a record they refuse is
+walked by `schemas.validate`, which says which field does not fit. Decoding a record of a
+current schema version (nearly all of them) uses the reader `schemas.binary` compiles per
+schema (four times fastavro's speed, the same records). A record of an older writer version,
+and any body the compiled reader refuses, goes through fastavro, which resolves the writer
+schema to the current one and says what is wrong with a corrupt body, on schemas parsed once
+per catalogue; its copies drop `logicalType` (which the canonical form, hence the fingerprint,
+ignores) so timestamps stay int milliseconds.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import functools
 import io
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import fastavro
 from fastavro.read import SchemaResolutionError
@@ -30,7 +33,7 @@ from schemas.catalogue import Catalogue, SchemaVersion
 from schemas.datum import from_datum
 from schemas.events import EVENT_TYPES, Alert, DeadLetter, Event, RedeliveryCommand
 from schemas.shape import NAMESPACE, TOP_LEVEL_NAMES, top_level_name
-from schemas.validate import acceptor, validate
+from schemas.validate import explain
 from schemas.wire import DecodeError
 
 Record = Union[Event, Alert, RedeliveryCommand, DeadLetter]
@@ -43,7 +46,6 @@ KEY_FIELDS = {"Event": "primary_server", "Alert": "alert_id", "RedeliveryCommand
 class _EncodePlan:
     """Everything encoding one class needs, looked up once."""
 
-    accept: Callable[[Any], bool] | None
     write: binary.Write
     header: bytes
 
@@ -61,26 +63,31 @@ class Codec:
             self.catalogue.current(name).fingerprint: (name, binary.top_level_reader(name)) for name in TOP_LEVEL_NAMES
         }
 
-    def encode(self, record: Record, *, check: bool = True) -> bytes:
-        """The single-object encoding of `record` with its current schema; `check` validates it first."""
-        plan = self._checked_plan(record, check)
+    def encode(self, record: Record) -> bytes:
+        """The single-object encoding of `record` with its current schema; ValidationError when
+        a field does not fit the contract."""
+        plan = self._plans.get(type(record)) or self._plan(type(record))
         out = bytearray(plan.header)
-        plan.write(record, out)
+        try:
+            plan.write(record, out)
+        except (TypeError, OverflowError, UnicodeError):
+            _refused(record)
         return bytes(out)
 
-    def write_body(self, record: Record, out: bytearray, *, check: bool = True) -> None:
-        """Append the Avro binary body of `record` (no single-object header) to `out`: a container file's record."""
-        self._checked_plan(record, check).write(record, out)
-
-    def _checked_plan(self, record: Record, check: bool) -> _EncodePlan:
+    def write_body(self, record: Record, out: bytearray) -> None:
+        """Append the Avro binary body of `record` (no single-object header) to `out`: a container
+        file's record. A record that does not fit leaves `out` as it was (and raises ValidationError)."""
         plan = self._plans.get(type(record)) or self._plan(type(record))
-        if check and (plan.accept is None or not plan.accept(record)):
-            validate(record)  # says which field is wrong
-        return plan
+        start = len(out)
+        try:
+            plan.write(record, out)
+        except (TypeError, OverflowError, UnicodeError):
+            del out[start:]
+            _refused(record)
 
     def _plan(self, record_type: type) -> _EncodePlan:
         version = self.catalogue.current(top_level_name(record_type))
-        plan = _EncodePlan(acceptor(record_type), binary.record_writer(record_type), wire.header(version.fingerprint))
+        plan = _EncodePlan(binary.record_writer(record_type), wire.header(version.fingerprint))
         self._plans[record_type] = plan
         return plan
 
@@ -159,6 +166,13 @@ def without_logical_types(schema: Any) -> Any:
     return schema
 
 
+def _refused(record: Record) -> None:
+    """A record the writer refused: ValidationError naming the field (or, should the contract's walk
+    find nothing wrong, the writer's own error again)."""
+    explain(record)
+    raise
+
+
 def kafka_key(record: Record) -> bytes | None:
     """The Kafka key of a record: an event's primary server (one stateful group, one partition)."""
     value = getattr(record, KEY_FIELDS[top_level_name(type(record))])
@@ -170,9 +184,9 @@ def default_codec() -> Codec:
     return Codec()
 
 
-def encode(record: Record, *, check: bool = True) -> bytes:
+def encode(record: Record) -> bytes:
     """`Codec.encode` with the shipped catalogue."""
-    return default_codec().encode(record, check=check)
+    return default_codec().encode(record)
 
 
 def decode(data: bytes, expected: str | None = None) -> Record:

@@ -3,10 +3,11 @@
     validate(MessageReceived(..., recipients=(Recipient(address=7, ...),)))
     ValidationError: MessageReceived.recipients[0].address: expected str, got int 7
 
-Frozen dataclasses do not check their annotations, so this runs before encoding (a value of
-the wrong type must never reach the wire) and on every record read from JSON. It runs on the
-encoder's hot path, so a check compiled once per class first tells whether the record is
-certainly valid; only when it says no does the field-by-field walk look for the culprit.
+Frozen dataclasses do not check their annotations, so this runs on every record read from
+JSON; and a value of the wrong type must never reach the wire: the compiled writers of
+`schemas.binary` check each value's type as they write it, and `explain` then says which field
+it was. A check compiled once per class first tells whether the
+record is certainly valid; only when it says no does the field-by-field walk look for the culprit.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def validate(record: Any) -> None:
         check_record(type(record), record, kind_of(type(record)))
 
 
+def explain(record: Any) -> None:
+    """`validate` without the fast check: the walk, which also finds what only writing the record
+    would (a string that is not Unicode text: a lone surrogate, say, from a JSON escape)."""
+    check_record(type(record), record, kind_of(type(record)))
+
+
 def check_record(cls: type, value: Any, path: str) -> None:
     if not isinstance(value, cls):
         raise ValidationError(path, f"expected {cls.__name__}, got {describe(value)}")
@@ -72,6 +79,11 @@ def check(shape: Shape, value: Any, path: str) -> None:
         case Scalar(python=python):
             if type(value) is not python:
                 raise ValidationError(path, f"expected {python.__name__}, got {describe(value)}")
+            if python is str and not value.isascii():
+                try:
+                    value.encode()
+                except UnicodeEncodeError as error:
+                    raise ValidationError(path, f"not Unicode text: {error.reason} at {error.start}") from None
 
 
 def check_long(value: Any, path: str, expected: str) -> None:

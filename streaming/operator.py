@@ -79,7 +79,7 @@ def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: Ou
     return pd.DataFrame({
         "topic": [topic_of[type(r)] for r in records],
         "key": [kafka_key(r) for r in records],
-        "value": [codec.encode(r, check=False) for r in records],
+        "value": [codec.encode(r) for r in records],
     })
 
 

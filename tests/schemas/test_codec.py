@@ -1,17 +1,19 @@
 """The codec: every record round-trips through the single-object encoding; bad bytes say why."""
 
+import dataclasses
 import io
 
 import fastavro
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schemas import catalogue, codec, wire
 from schemas.codec import DecodeError
 from schemas.datum import to_datum
 from schemas.events import MessageReceived, MessageRef, NodeStopping, Recipient
 from schemas.shape import top_level_name
-from schemas.validate import ValidationError
+from schemas.validate import ValidationError, validate
 from tests.schemas.samples import all_samples, sample_alert, sample_events
 from tests.schemas.strategies import any_record
 
@@ -62,10 +64,62 @@ def test_encoding_validates_first():
         codec.encode(event)
 
 
-def test_unchecked_encoding_still_refuses_a_long_that_does_not_fit():
+def test_a_long_that_does_not_fit_is_refused_by_name():
     event = NodeStopping(event_id="e", event_time_ms=2**63, node="n", primary_server="p")
-    with pytest.raises(OverflowError):
-        codec.encode(event, check=False)
+    with pytest.raises(ValidationError, match=r"^NodeStopping\.event_time_ms: 9223372036854775808 does not fit"):
+        codec.encode(event)
+
+
+class Text(str):
+    """A str subclass: not the contract's exact type."""
+
+
+RECEIVED = sample_events()["MessageReceived"]
+
+
+@pytest.mark.parametrize("changes", [
+    dict(size_bytes=True), dict(size_bytes=2**63), dict(size_bytes=-(2**63) - 1), dict(sender_supports_shadow=1),
+    dict(source="OUTSIDE_BOUNDARY"), dict(recipients=[]), dict(recipients=(Recipient(address=7, internal=True),)),
+    dict(recipients=(RECEIVED.recipients[0], "x@contoso.com")), dict(event_time_ms=1.5), dict(node=None),
+    dict(node=Text("n")), dict(message="<a@contoso.com>"),
+    dict(message=MessageRef(message_id=b"<a>", internal_id="1")),
+])
+def test_the_writer_refuses_what_validation_refuses_in_the_same_words(changes):
+    record = dataclasses.replace(RECEIVED, **changes)
+    with pytest.raises(ValidationError) as walked:
+        validate(record)
+    with pytest.raises(ValidationError) as written:
+        codec.encode(record)
+    assert str(written.value) == str(walked.value)
+    out = bytearray(b"before")
+    with pytest.raises(ValidationError):
+        codec.default_codec().write_body(record, out)
+    assert out == b"before", "nothing of the refused record is left behind"
+
+
+def test_a_string_that_is_not_unicode_text_is_refused_by_name():
+    record = dataclasses.replace(RECEIVED, node="mbx\ud800")  # what a JSON escape can make
+    validate(record)  # its type is right
+    with pytest.raises(ValidationError, match=r"^MessageReceived\.node: not Unicode text: surrogates not allowed"):
+        codec.encode(record)
+
+
+WRONG_VALUES = [object(), True, 0, 2**64, 1.5, "text", Text("text"), b"bytes", None, (), [], ("a",)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_record(), st.data())
+def test_the_writer_accepts_exactly_what_validation_accepts(record, data):
+    name = data.draw(st.sampled_from([f.name for f in dataclasses.fields(record)]))
+    changed = dataclasses.replace(record, **{name: data.draw(st.sampled_from(WRONG_VALUES))})
+    try:
+        validate(changed)
+    except ValidationError as walked:
+        with pytest.raises(ValidationError) as written:
+            codec.encode(changed)
+        assert str(written.value) == str(walked)
+    else:
+        assert codec.decode(codec.encode(changed)) == changed
 
 
 GOOD = codec.encode(sample_events()["MessageReceived"])

@@ -124,6 +124,7 @@ def line_with(**changes):
      "MessageReceived.sender: missing (the field has no default)"),
     (json.dumps({k: v for k, v in RECEIVED.items() if k != "kind"}), "kind: missing"),
     ("[1, 2]", "line: expected a JSON object, got list"),
+    (line_with(node="mbx\ud800"), "MessageReceived.node: not Unicode text: surrogates not allowed at 3"),
 ])
 def test_an_error_names_the_line_and_the_field(line, expected):
     good = jsonl.dumps(sample_events()["ClockTick"])
