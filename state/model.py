@@ -111,10 +111,11 @@ class ShadowRedundancyModel:
         """The grain of `NodeSeen` facts (state.facts): a minute, or a heartbeat if that is shorter."""
         return max(1, min(60_000, self.config.timing("").heartbeat_ms))
 
-    def on_events(self, state: PrimaryState, events: Iterable[ev.Event]) -> Output:
+    def on_events(self, state: PrimaryState, events: Iterable[ev.Event], output: Output | None = None) -> Output:
         """Apply events (of this group, and the facts every group shares, in event-time order),
-        firing deadlines due before each. An event id already applied changes nothing."""
-        run = _Transition(self, state)
+        firing deadlines due before each. An event id already applied changes nothing. The
+        decisions go to `output` when given (and it is returned), else to a new Output."""
+        run = _Transition(self, state, output)
         handlers = self._handlers
         primary = state.primary
         seen, buckets = state.seen_ids, state.seen_buckets
@@ -163,11 +164,11 @@ class _Transition:
 
     __slots__ = ("model", "config", "s", "out", "spans")
 
-    def __init__(self, model: ShadowRedundancyModel, state: PrimaryState):
+    def __init__(self, model: ShadowRedundancyModel, state: PrimaryState, output: Output | None = None):
         self.model = model
         self.config = model.config
         self.s = state
-        self.out = Output()
+        self.out = Output() if output is None else output
         # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
         # servers' modes, which only a NodeStarted changes (it empties this).
         self.spans: dict[str, tuple[int, int, int]] = {}

@@ -159,16 +159,48 @@ def replay_call(model: ShadowRedundancyModel, state: PrimaryState, call: Call) -
 
 def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int,
                decoded: list[tuple[Event, object]]) -> tuple[Output, list[tuple[object, Exception]]]:
-    """Steps 1-2 above: deadlines before `watermark`, then the events; the rows the model refused."""
+    """Steps 1-2 above: deadlines before `watermark`, then the events; the rows the model refused.
+    The events go to the model in one run; should it raise on one, that event's decisions (and
+    those of the deadlines it fired) are dropped, its row is refused, and the run goes on after it."""
     output, refused = Output(), []
     if watermark > 0:
         output.extend(model.on_time(state, watermark))
-    for event, row in decoded:
+    feed = _Feed(decoded, output)
+    while feed.more():
         try:
-            output.extend(model.on_events(state, (event,)))
+            model.on_events(state, feed, output)
         except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
-            refused.append((row, exc))
+            refused.append((feed.drop_current(), exc))
     return output, refused
+
+
+class _Feed:
+    """The events of `decoded`, one at a time, remembering where `output` stood before the current one."""
+
+    __slots__ = ("decoded", "output", "next", "marks")
+
+    def __init__(self, decoded: list[tuple[Event, object]], output: Output):
+        self.decoded, self.output, self.next, self.marks = decoded, output, 0, (0, 0, 0)
+
+    def more(self) -> bool:
+        return self.next < len(self.decoded)
+
+    def __iter__(self) -> "_Feed":
+        return self
+
+    def __next__(self) -> Event:
+        if self.next >= len(self.decoded):
+            raise StopIteration
+        out = self.output
+        self.marks = (len(out.alerts), len(out.commands), len(out.outcomes))
+        self.next += 1
+        return self.decoded[self.next - 1][0]
+
+    def drop_current(self) -> object:
+        """The row of the event the model raised on, its decisions taken back out of `output`."""
+        out, (alerts, commands, outcomes) = self.output, self.marks
+        del out.alerts[alerts:], out.commands[commands:], out.outcomes[outcomes:]
+        return self.decoded[self.next - 1][1]
 
 
 def logged_events(call: Call, bucket_ms: int) -> list[Event]:

@@ -7,10 +7,11 @@ import dataclasses
 
 from schemas import catalogue
 from schemas.codec import encode
-from state.model import ShadowRedundancyModel
+from state.model import ShadowRedundancyModel, _Transition
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
 from streaming.operator import OutputTopics
+from tests.schemas.samples import sample_alert
 from tests.state.scenario import Org
 from tests.streaming.harness import OperatorHarness, event_row, run_operator
 
@@ -64,18 +65,22 @@ def test_a_body_read_otherwise_than_spark_read_it_never_reaches_another_group():
 
 def test_an_event_the_model_cannot_apply_is_a_dead_letter_and_the_group_goes_on(monkeypatch):
     events = stranded(Org())
-    original = ShadowRedundancyModel.on_events
+    refused = events[2]
+    handler = ShadowRedundancyModel()._handlers[type(refused)].__name__
+    original = getattr(_Transition, handler)
 
-    def refuses_one(self, state, batch):
-        if any(e.event_id == events[2].event_id for e in batch):
+    def half_applies(run, event):
+        if event.event_id == refused.event_id:
+            run.out.alerts.append(sample_alert())  # a decision the event's failure takes back
             raise KeyError("impossible")
-        return original(self, state, batch)
+        return original(run, event)
 
-    monkeypatch.setattr(ShadowRedundancyModel, "on_events", refuses_one)
+    monkeypatch.setattr(_Transition, handler, half_applies)
     harness = OperatorHarness(FAST, servers=SERVERS)
-    harness.events(events)
+    harness.events(events)  # one batch: the model runs over them at once
     harness.advance(events[-1].event_time_ms)
     assert [d.reason for d in harness.dead_letters] == ["model refused the event: KeyError: 'impossible'"]
+    assert sample_alert().alert_id not in {a.alert_id for a in harness.alerts}
     assert harness.commands, "the group went on: m1 is still promoted"
 
 
