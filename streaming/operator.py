@@ -167,9 +167,12 @@ def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int
         output.extend(model.on_time(state, watermark))
     feed = _Feed(decoded, output)
     while feed.more():
+        start = feed.next
         try:
             model.on_events(state, feed, output)
         except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
+            if feed.next == start:  # it raised before taking an event: the next one is refused
+                next(feed)
             refused.append((feed.drop_current(), exc))
     return output, refused
 

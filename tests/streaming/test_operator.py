@@ -84,6 +84,18 @@ def test_an_event_the_model_cannot_apply_is_a_dead_letter_and_the_group_goes_on(
     assert harness.commands, "the group went on: m1 is still promoted"
 
 
+def test_a_model_that_raises_before_any_event_refuses_every_event_and_the_call_ends(monkeypatch):
+    def broken(self, model, state, output=None):
+        raise RuntimeError("broken")
+
+    monkeypatch.setattr(_Transition, "__init__", broken)
+    events = stranded(Org())
+    harness = OperatorHarness(FAST, servers=SERVERS)
+    harness.events(events)
+    assert {d.offset for d in harness.dead_letters} == set(range(len(events)))
+    assert {d.reason for d in harness.dead_letters} == {"model refused the event: RuntimeError: broken"}
+
+
 def test_garbage_under_the_empty_key_is_a_dead_letter_and_ticks_are_not():
     harness = OperatorHarness(FAST, servers=SERVERS)
     tick = Org().tick(0)[0]
