@@ -12,7 +12,9 @@ reaches an event's time before sending it.
 A record counts as published only when its delivery report says the broker acknowledged it.
 A record not acknowledged within the delivery timeout (`kafka.delivery_timeout_seconds`),
 e.g. because no broker answers, fails; the publisher then stops sending, so a dead broker
-ends a run after about that long, with the count of what was not acknowledged.
+ends a run after about that long, with the count of what was not acknowledged. A record the
+client refuses to send (larger than the broker's `message.max.bytes`, say) is counted as not
+acknowledged, with the client's reason, and the publisher goes on with the next.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
@@ -41,6 +43,7 @@ class Deliveries:
     produced: int = 0
     acknowledged: int = 0
     failed: int = 0
+    refused: int = 0  # refused by the client before sending (larger than the broker takes, say)
     error: str | None = None  # the first delivery failure
     broker_error: str | None = None  # the last error the client reported about the brokers
 
@@ -50,6 +53,11 @@ class Deliveries:
         else:
             self.failed += 1
             self.error = self.error or error.str()
+
+    def refuse(self, error: KafkaError) -> None:
+        """A record the client would not send: not acknowledged, and the reason kept."""
+        self.refused += 1
+        self.error = self.error or error.str()
 
     def client_error(self, error: KafkaError) -> None:
         self.broker_error = error.str()
@@ -110,8 +118,11 @@ class Publisher(threading.Thread):
     def send(self, event: Event) -> None:
         # As fast as possible, the delivery reports are served every POLL_EVERY records (a poll per
         # record cost about a quarter of the publishing time); paced, after every record.
-        produce(self._producer, self._topic, event, self.deliveries.delivered,
-                poll=self._speed is not None or self.sent % POLL_EVERY == 0)
+        try:
+            produce(self._producer, self._topic, event, self.deliveries.delivered,
+                    poll=self._speed is not None or self.sent % POLL_EVERY == 0)
+        except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
+            self.deliveries.refuse(exc.args[0])
         self.deliveries.produced += 1
         self.sent += 1
 

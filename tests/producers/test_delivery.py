@@ -1,6 +1,7 @@
 """Honest producers: every publishing command counts the broker's acknowledgements; a dead broker
 ends the command within the delivery timeout, non-zero, saying how many records were not acknowledged."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from producers.mtl_ingest import KafkaSink, ingest
 from producers.recording import write_events
 from producers.replayer import replay
 from producers.synthetic import Workload, generate
+from schemas.events import MessageReceived
 from tests.conftest import free_port
 from tests.producers.relay.conftest import read_topic
 from tests.producers.test_mtl import EX01
@@ -71,6 +73,21 @@ def test_every_record_published_to_a_live_broker_is_acknowledged(kafka_bootstrap
     counts = ingest([str(EX01)], sink)
     assert sink.close() == 0
     assert sink.deliveries.acknowledged == sum(counts.events.values()) + counts.dead_letters > 0
+
+
+def test_a_record_too_large_for_the_broker_is_counted_and_the_rest_are_published(kafka_bootstrap, topics, tmp_path):
+    events = list(generate(Workload(servers=4, duration_ms=60_000)))
+    huge = next(i for i, e in enumerate(events) if isinstance(e, MessageReceived))
+    events[huge] = dataclasses.replace(events[huge], sender="x" * 2_000_000)  # over Kafka's 1 MB default
+    write_events(tmp_path / "day.jsonl", events)
+    outcome = replay(kafka_bootstrap, topics.events, tmp_path / "day.jsonl")
+    assert outcome.sent == outcome.deliveries.produced == len(events)
+    assert outcome.deliveries.acknowledged == len(events) - 1 and outcome.deliveries.refused == 1
+    failure = outcome.failure()
+    assert failure.startswith(f"1 of {len(events)} records were not acknowledged by Kafka at ")
+    assert failure.endswith("(Unable to produce message: Broker: Message size too large)")
+    published = read_topic(kafka_bootstrap, topics.events, until=lambda records: len(records) >= len(events) - 1)
+    assert sorted(e.event_id for e in published) == sorted(e.event_id for i, e in enumerate(events) if i != huge)
 
 
 def test_record_from_a_dead_broker_says_so_in_one_line(tmp_path):
