@@ -68,22 +68,14 @@ class Codec:
         a field does not fit the contract."""
         plan = self._plans.get(type(record)) or self._plan(type(record))
         out = bytearray(plan.header)
-        try:
-            plan.write(record, out)
-        except (TypeError, OverflowError, UnicodeError):
-            _refused(record)
+        _write(plan.write, record, out)
         return bytes(out)
 
     def write_body(self, record: Record, out: bytearray) -> None:
         """Append the Avro binary body of `record` (no single-object header) to `out`: a container
         file's record. A record that does not fit leaves `out` as it was (and raises ValidationError)."""
         plan = self._plans.get(type(record)) or self._plan(type(record))
-        start = len(out)
-        try:
-            plan.write(record, out)
-        except (TypeError, OverflowError, UnicodeError):
-            del out[start:]
-            _refused(record)
+        _write(plan.write, record, out)
 
     def _plan(self, record_type: type) -> _EncodePlan:
         version = self.catalogue.current(top_level_name(record_type))
@@ -166,11 +158,17 @@ def without_logical_types(schema: Any) -> Any:
     return schema
 
 
-def _refused(record: Record) -> None:
-    """A record the writer refused: ValidationError naming the field (or, should the contract's walk
-    find nothing wrong, the writer's own error again)."""
-    explain(record)
-    raise
+def _write(write: binary.Write, record: Record, out: bytearray) -> None:
+    """`write` the record to `out`; a record the writer refuses leaves `out` as it was and raises
+    ValidationError naming the field (or, should the contract's walk find nothing wrong, the
+    writer's own error)."""
+    start = len(out)
+    try:
+        write(record, out)
+    except (TypeError, OverflowError, UnicodeError):
+        del out[start:]
+        explain(record)
+        raise
 
 
 def kafka_key(record: Record) -> bytes | None:
