@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -177,8 +178,9 @@ class TwinTopics:
             while not until(list(self.records[topic])):
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    kinds = Counter(str(getattr(r, "type", type(r).__name__)) for r in self.records[topic])
                     raise TimeoutError(f"{topic}: condition not met within {timeout_s:.0f}s;"
-                                       f" {len(self.records[topic])} records arrived")
+                                       f" {len(self.records[topic])} records arrived: {dict(kinds)}")
                 self._lock.wait(min(left, 0.5))
             return list(self.records[topic])
 

@@ -82,8 +82,12 @@ def test_up_mail_crash_alert_down(compose):
         assert len(sent.accepted) == 9, sent.describe()
         stranded = {m for m, node in sent.accepted if node == "ex02"}
         compose("kill", "ex02")  # SIGKILL, with mail still in its queue
-        promoted = twin.wait_for_alerts(lambda alerts: any(
-            a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02" for a in alerts), 300)
+        try:
+            promoted = twin.wait_for_alerts(lambda alerts: any(
+                a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02" for a in alerts), 300)
+        except TimeoutError as exc:
+            pytest.fail(f"{exc}; ex02 had accepted {sorted(stranded)}; the twin's log ends:\n"
+                        f"{compose('logs', '--tail', '40', 'twin')}", pytrace=False)
     finally:
         twin.close()
     ex02 = [a for a in promoted if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED and a.servers[0] == "ex02"]
