@@ -126,7 +126,7 @@ class SparkSettings:
     master: str = field(default="local[2]", metadata=matching(r"\S+", "a Spark master URL"))
     app_name: str = "shadowtwin"
     shuffle_partitions: int = field(default=1, metadata=at_least(1))
-    driver_memory: str = field(default="2g", metadata=_MEMORY)
+    driver_memory: str = field(default="1g", metadata=_MEMORY)
     checkpoint_dir: Path = PROJECT_ROOT / ".run/checkpoints"
     trigger_interval: SparkInterval = SparkInterval("2 seconds")
     ui_enabled: bool = False
@@ -138,7 +138,7 @@ class SparkSettings:
     # What RocksDB may hold in memory for all the state stores of an executor together (write
     # buffers, block cache), in MB; 0: no bound, each store (one per shuffle partition) with
     # RocksDB's defaults (docs/performance.md).
-    state_store_memory_mb: int = field(default=500, metadata=at_least(0))
+    state_store_memory_mb: int = field(default=128, metadata=at_least(0))
 
 
 @dataclass(frozen=True)
