@@ -180,10 +180,10 @@ def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int
 class _Feed:
     """The events of `decoded`, one at a time, remembering where `output` stood before the current one."""
 
-    __slots__ = ("decoded", "output", "next", "marks")
+    __slots__ = ("decoded", "output", "next", "mark")
 
     def __init__(self, decoded: list[tuple[Event, object]], output: Output):
-        self.decoded, self.output, self.next, self.marks = decoded, output, 0, (0, 0, 0)
+        self.decoded, self.output, self.next, self.mark = decoded, output, 0, output.mark()
 
     def more(self) -> bool:
         return self.next < len(self.decoded)
@@ -194,15 +194,13 @@ class _Feed:
     def __next__(self) -> Event:
         if self.next >= len(self.decoded):
             raise StopIteration
-        out = self.output
-        self.marks = (len(out.alerts), len(out.commands), len(out.outcomes))
+        self.mark = self.output.mark()
         self.next += 1
         return self.decoded[self.next - 1][0]
 
     def drop_current(self) -> object:
         """The row of the event the model raised on, its decisions taken back out of `output`."""
-        out, (alerts, commands, outcomes) = self.output, self.marks
-        del out.alerts[alerts:], out.commands[commands:], out.outcomes[outcomes:]
+        self.output.cut(self.mark)
         return self.decoded[self.next - 1][1]
 
 
