@@ -11,7 +11,9 @@
    which also generated the events, nor the broker), and the state store reports its own. The
    messages held grow from none at the start: each run prints how many an event met on average
    and at most (received, not yet discarded by their shadow; shadows collect discards at their
-   next heartbeat, so more than `--in-flight`).
+   next heartbeat, so more than `--in-flight`). The twin runs with the configured watermark
+   delay (`--watermark-delay`), which also bounds how long it remembers applied event ids;
+   the rows dropped behind the watermark are counted and printed.
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
@@ -57,6 +59,9 @@ def main() -> None:
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--live-seconds", type=int, default=60)
     parser.add_argument("--shuffle-partitions", type=int, help="default: spark.shuffle_partitions from conf/")
+    parser.add_argument("--watermark-delay", type=SparkInterval,
+                        help="for the throughput runs; default: twin.watermark_delay from conf/ (what the twin"
+                             " runs with; it also bounds how long applied event ids are remembered)")
     args = parser.parse_args()
     settings = load_settings()
     if args.shuffle_partitions:
@@ -180,8 +185,9 @@ def fresh_topics(bootstrap: str) -> TopicSettings:
 def bench_settings(settings: Settings, topics: TopicSettings, args, **twin) -> Settings:
     return dataclasses.replace(
         settings, topics=topics, spark=dataclasses.replace(settings.spark, trigger_interval=SparkInterval(args.trigger)),
-        twin=dataclasses.replace(settings.twin, **{"watermark_delay": SparkInterval("1 hour"),
-                                                   "max_offsets_per_trigger": args.batch, **twin}))
+        twin=dataclasses.replace(settings.twin, **{
+            "watermark_delay": args.watermark_delay or settings.twin.watermark_delay,
+            "max_offsets_per_trigger": args.batch, **twin}))
 
 
 def pass_through(raw: DataFrame, settings: Settings) -> DataFrame:
@@ -205,7 +211,7 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
     app = TwinApplication(settings, spark=spark, checkpoint_dir=checkpoint, ticks=False, say=keep_progress,
                           transform=None if twin else pass_through)
     app.start()
-    rows, seconds = 0, 0.0
+    rows, seconds, late = 0, 0.0, 0
     try:
         while app.query.isActive:
             time.sleep(0.5)
@@ -216,12 +222,14 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
     finally:
         app.stop()
     for progress in batches.values():
+        late += sum(op.get("numRowsDroppedByWatermark", 0) for op in progress.get("stateOperators") or [])
         if progress["batchId"] >= 2 and progress["numInputRows"]:
             rows += progress["numInputRows"]
             seconds += progress["durationMs"]["triggerExecution"] / 1000
     name = "twin" if twin else "pass-through"
     print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up"
-          + (state_memory(settings, batches) if twin else ""))
+          + (state_memory(settings, batches) + f"; {late:,} rows behind the watermark"
+             f" ({settings.twin.watermark_delay}) dropped" if twin else ""))
     return rows / seconds if seconds else 0.0
 
 

@@ -32,7 +32,8 @@ from state.records import (
     DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
 )
 
-# Applied event ids are remembered in buckets of this much event time, one deadline per bucket.
+# Applied event ids are remembered in buckets of at most this much event time, one deadline per
+# bucket (`ModelConfig.applied_ids_bucket_ms`).
 SEEN_BUCKET_MS = 60_000
 
 
@@ -128,8 +129,9 @@ class ShadowRedundancyModel:
         handlers = self._handlers
         primary = state.primary
         seen, buckets = state.seen_ids, state.seen_buckets
-        allowance = self.config.clock_skew_allowance_ms
-        remember = allowance > 0
+        kept = self.config.applied_ids_kept_ms
+        remember = kept is not None
+        grain = self.config.applied_ids_bucket_ms
         bucket, bucket_start, bucket_end, ids = 0, 0, 0, []
         heap = state.deadlines.heap  # its first entry is never later than the earliest deadline
         for event in events:
@@ -141,14 +143,14 @@ class ShadowRedundancyModel:
                 run.advance(t)
             elif t > state.clock_ms:
                 state.clock_ms = t
-            if remember:  # remembered, in one-minute buckets with a deadline each
+            if remember:  # remembered, in buckets of event time with a deadline each
                 if not bucket_start <= t < bucket_end:
-                    bucket = t // SEEN_BUCKET_MS
-                    bucket_start, bucket_end = bucket * SEEN_BUCKET_MS, (bucket + 1) * SEEN_BUCKET_MS
+                    bucket = t // grain
+                    bucket_start, bucket_end = bucket * grain, (bucket + 1) * grain
                     ids = buckets.get(bucket)
                     if ids is None:
                         ids = buckets[bucket] = []
-                        state.deadlines.set(DeadlineKind.FORGET_SEEN, str(bucket), bucket_end + allowance)
+                        state.deadlines.set(DeadlineKind.FORGET_SEEN, str(bucket), bucket_end + kept)
                 ids.append(event_id)
                 seen[event_id] = bucket
             if event.node == primary:

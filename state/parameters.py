@@ -92,6 +92,27 @@ class ModelConfig:
     clock_skew_allowance_ms: int = 300_000
     # Servers declared in the configuration (per-node overrides may name them).
     servers: tuple[str, ...] = ()
+    # How far behind the latest event time an event can still reach the model, when the engine
+    # that feeds it drops anything later: the streaming twin's watermark delay, 0 for the replay
+    # (which applies events in time order). None: no such bound. Set by the engine, not configured.
+    lateness_bound_ms: int | None = None
+
+    @property
+    def applied_ids_kept_ms(self) -> int | None:
+        """How long after its bucket of event time an applied event id is remembered, so that a
+        repeat changes nothing: the clock-skew allowance, or the lateness bound when that is
+        shorter (a repeat arriving later is dropped before the model sees it). None: not at all."""
+        if self.clock_skew_allowance_ms <= 0:
+            return None
+        if self.lateness_bound_ms is None:
+            return self.clock_skew_allowance_ms
+        return min(self.clock_skew_allowance_ms, self.lateness_bound_ms)
+
+    @property
+    def applied_ids_bucket_ms(self) -> int:
+        """The grain of event time in which applied ids are remembered, one deadline per bucket:
+        as long as they are kept, within [1 s, 1 min] (`state.model.SEEN_BUCKET_MS`)."""
+        return min(60_000, max(1_000, self.applied_ids_kept_ms or 0))
 
     def for_node(self, node: str) -> ShadowRedundancyParameters:
         return self.nodes.get(node, self.defaults)

@@ -10,6 +10,7 @@ alerts and commands (by id); an alert several groups make alike (EVENTS_STOPPED)
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from operator import attrgetter
 from dataclasses import dataclass, field
@@ -50,7 +51,8 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
            progress: Callable[[int, int], None] | None = None) -> ReplayResult:
     """Run the model over `events`; event time ends at `until_ms` (default: the last event's time).
     `progress(done, total)` is called after each primary server's group."""
-    model = ShadowRedundancyModel(config)
+    # Each group's events are applied in time order: a repeat comes at its original's time.
+    model = ShadowRedundancyModel(dataclasses.replace(config or ModelConfig(), lateness_bound_ms=0))
     groups: dict[str, list[Event]] = defaultdict(list)
     result = ReplayResult(model=model)
     events = sorted(events, key=_EVENT_TIME)

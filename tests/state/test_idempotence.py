@@ -1,7 +1,10 @@
 """An event the twin has already applied (same event id) changes nothing when it comes again,
 within at least the clock-skew allowance; the memory of applied ids is bounded by deadlines."""
 
+import dataclasses
+
 from state.model import SEEN_BUCKET_MS, ShadowRedundancyModel
+from state.parameters import ModelConfig
 from state.replay import replay
 from tests.state import timelines
 from tests.state.scenario import MINUTE, Org
@@ -40,3 +43,40 @@ def test_applied_ids_are_forgotten_after_the_allowance():
     model.on_time(state, state.clock_ms + model.config.clock_skew_allowance_ms + SEEN_BUCKET_MS + 1)
     assert state.seen_ids == {} and state.seen_buckets == {} and state.holds_nothing()
     assert model.config.clock_skew_allowance_ms >= 5 * MINUTE
+
+
+def test_behind_a_lateness_bound_ids_are_kept_only_that_long():
+    """The streaming twin's engine drops events behind its watermark: an id need be remembered
+    only for the watermark delay after its bucket, not for the whole clock-skew allowance."""
+    org = Org()
+    config = dataclasses.replace(ModelConfig(), lateness_bound_ms=30_000)
+    assert (config.applied_ids_kept_ms, config.applied_ids_bucket_ms) == (30_000, 30_000)
+    model = ShadowRedundancyModel(config)
+    state = model.new_state("mbx01")
+    received = org.received("mbx01", "m1", 0)
+    model.on_events(state, received)
+    assert len(state.seen_ids) == len(received)
+    again = model.on_events(state, received)  # within the bound: a repeat changes nothing
+    assert not (again.alerts or again.commands) and list(state.messages) == ["m1"]
+    model.on_time(state, state.clock_ms + 30_000 + 30_000 + 1)  # its 30 s bucket, then the bound
+    assert state.seen_ids == {} and state.seen_buckets == {}
+    assert list(state.messages) == ["m1"]  # what the events made stays
+
+
+def test_how_long_ids_are_kept():
+    allowance = ModelConfig().clock_skew_allowance_ms
+    assert ModelConfig().applied_ids_kept_ms == allowance
+    assert ModelConfig().applied_ids_bucket_ms == SEEN_BUCKET_MS
+    assert ModelConfig(lateness_bound_ms=10 * MINUTE).applied_ids_kept_ms == allowance
+    assert ModelConfig(lateness_bound_ms=0).applied_ids_kept_ms == 0
+    assert ModelConfig(lateness_bound_ms=0).applied_ids_bucket_ms == 1_000
+    assert ModelConfig(clock_skew_allowance_ms=0, lateness_bound_ms=30_000).applied_ids_kept_ms is None
+
+
+def test_the_replay_keeps_ids_only_for_the_second_it_is_in():
+    """The replay applies each group's events in time order, so a repeat comes at its original's
+    time: what it remembers is the last second's ids, not five minutes' worth."""
+    once = timelines.exchange_2010_shadow_from_its_node_started()
+    result = replay(once.events, once.config)
+    for state in result.states.values():
+        assert all(bucket * 1_000 >= state.clock_ms - 1_000 for bucket in state.seen_buckets)
