@@ -111,8 +111,9 @@ class ModelConfig:
     @property
     def applied_ids_bucket_ms(self) -> int:
         """The grain of event time in which applied ids are remembered, one deadline per bucket:
-        as long as they are kept, within [1 s, 1 min] (`state.model.SEEN_BUCKET_MS`)."""
-        return min(60_000, max(1_000, self.applied_ids_kept_ms or 0))
+        as long as they are kept, within [10 s, 1 min] (`state.model.SEEN_BUCKET_MS`; a finer
+        grain made the replay measurably slower, for little memory: docs/performance.md)."""
+        return min(60_000, max(10_000, self.applied_ids_kept_ms or 0))
 
     def for_node(self, node: str) -> ShadowRedundancyParameters:
         return self.nodes.get(node, self.defaults)
