@@ -12,8 +12,8 @@
    messages held grow from none at the start: each run prints how many an event met on average
    and at most (received, not yet discarded by their shadow; shadows collect discards at their
    next heartbeat, so more than `--in-flight`). The twin runs with the configured watermark
-   delay (`--watermark-delay`), which also bounds how long it remembers applied event ids;
-   the rows dropped behind the watermark are counted and printed.
+   delay unless `--watermark-delay` says otherwise; the rows dropped behind the watermark are
+   counted and printed.
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--shuffle-partitions", type=int, help="default: spark.shuffle_partitions from conf/")
     parser.add_argument("--watermark-delay", type=SparkInterval,
                         help="for the throughput runs; default: twin.watermark_delay from conf/ (what the twin"
-                             " runs with; it also bounds how long applied event ids are remembered)")
+                             " runs with)")
     args = parser.parse_args()
     settings = load_settings()
     if args.shuffle_partitions:

@@ -93,8 +93,10 @@ class ModelConfig:
     # Servers declared in the configuration (per-node overrides may name them).
     servers: tuple[str, ...] = ()
     # How far behind the latest event time an event can still reach the model, when the engine
-    # that feeds it drops anything later: the streaming twin's watermark delay, 0 for the replay
-    # (which applies events in time order). None: no such bound. Set by the engine, not configured.
+    # that feeds it guarantees it: 0 for the replay (it applies each group's events in time order,
+    # one NodeSeen per liveness bucket). None: no such bound, as for the streaming twin (Spark
+    # filters late rows against the PREVIOUS batch's watermark, and the operator feeds a NodeSeen
+    # per row under one id per bucket: docs/performance.md). Set by the engine, not configured.
     lateness_bound_ms: int | None = None
 
     @property

@@ -13,8 +13,9 @@ cannot apply: no single record can stop the query.
 
 Order of work in a call, which makes the results the same as the reference engine's:
 1. fire every deadline strictly before the current watermark (each at its own time);
-2. apply this batch's events, in event-time order (they are all later than the watermark:
-   Spark drops older rows before they reach us);
+2. apply this batch's events, in event-time order (Spark 4.0 drops the rows behind the
+   PREVIOUS batch's watermark before they reach us; rows between that and this call's
+   watermark do reach us, after step 1: docs/performance.md, "Applied ids");
 3. store the call (streaming/held_state.py: one log entry of its events, or now and then a new
    base snapshot) and move the group's one timer to just after its next deadline. Spark calls
    `handleExpiredTimer` once the watermark reaches it, after the batch's rows, and step 1

@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Callable
@@ -73,11 +72,9 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
              "key", "topic", "partition", "offset", "reason", "node")
     topics = settings.topics
-    delay = settings.twin.watermark_delay
-    # Spark drops rows behind the watermark: the model need not remember ids any longer than that.
-    config = dataclasses.replace(settings.shadow_redundancy, lateness_bound_ms=delay.ms)
-    out = apply_model(routed.withWatermark("event_time", str(delay)), config,
-                      OutputTopics(topics.alerts, topics.commands, topics.dead_letters, topics.state))
+    out = apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
+                      settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
+                                                               topics.state))
     return with_json_copies(out, {topics.alerts: Alert, topics.commands: RedeliveryCommand}) \
         if settings.twin.json_topics else out
 

@@ -1,9 +1,11 @@
 """An event the twin has already applied (same event id) changes nothing when it comes again,
-within at least the clock-skew allowance; the memory of applied ids is bounded by deadlines."""
+within the clock-skew allowance (or, in an engine that guarantees it, for as long as a repeat
+can still come); the memory of applied ids is bounded by deadlines."""
 
 import dataclasses
 
 from state.model import SEEN_BUCKET_MS, ShadowRedundancyModel
+from state import replay as reference
 from state.parameters import ModelConfig
 from state.replay import replay
 from tests.state import timelines
@@ -46,18 +48,23 @@ def test_applied_ids_are_forgotten_after_the_allowance():
 
 
 def test_behind_a_lateness_bound_ids_are_kept_only_that_long():
-    """The streaming twin's engine drops events behind its watermark: an id need be remembered
-    only for the watermark delay after its bucket, not for the whole clock-skew allowance."""
+    """An engine that guarantees no event comes more than a bound behind the latest (the replay:
+    0) lets the model remember applied ids only that long after their bucket, not for the whole
+    clock-skew allowance; within it a repeat still changes nothing."""
     org = Org()
-    config = dataclasses.replace(ModelConfig(), lateness_bound_ms=30_000)
+    config = dataclasses.replace(timelines.exchange_2010_shadow_from_its_node_started().config,
+                                 lateness_bound_ms=30_000)
     assert (config.applied_ids_kept_ms, config.applied_ids_bucket_ms) == (30_000, 30_000)
     model = ShadowRedundancyModel(config)
     state = model.new_state("mbx01")
-    received = org.received("mbx01", "m1", 0)
-    model.on_events(state, received)
-    assert len(state.seen_ids) == len(received)
-    again = model.on_events(state, received)  # within the bound: a repeat changes nothing
-    assert not (again.alerts or again.commands) and list(state.messages) == ["m1"]
+    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0)]
+    failed = org.query_failed("mbx02", "mbx01", 0.2)
+    model.on_events(state, [*events, *failed])
+    assert len(state.seen_ids) == len(events) + len(failed)
+    failures = state.pairs["mbx02"].consecutive_failures
+    assert failures >= 1
+    model.on_events(state, failed)  # within the bound: the repeat is not counted again
+    assert state.pairs["mbx02"].consecutive_failures == failures
     model.on_time(state, state.clock_ms + 30_000 + 30_000 + 1)  # its 30 s bucket, then the bound
     assert state.seen_ids == {} and state.seen_buckets == {}
     assert list(state.messages) == ["m1"]  # what the events made stays
@@ -77,7 +84,7 @@ def test_the_replay_keeps_ids_only_for_the_bucket_it_is_in():
     """The replay applies each group's events in time order, so a repeat comes at its original's
     time: what it remembers is the ids of the last 10 s bucket, not five minutes' worth."""
     once = timelines.exchange_2010_shadow_from_its_node_started()
-    result = replay(once.events, once.config)
+    result = reference.replay(once.events, once.config)  # the reference engine itself, in both runs
     assert any(state.seen_buckets for state in result.states.values())
     for state in result.states.values():
         assert all(bucket * 10_000 > state.clock_ms - 20_000 for bucket in state.seen_buckets)

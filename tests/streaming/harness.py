@@ -15,8 +15,6 @@ would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
 
 from __future__ import annotations
 
-import dataclasses
-
 import itertools
 import json
 import random
@@ -63,8 +61,7 @@ def event_row(event: Event, offset: int, value: bytes | None = None) -> dict:
 class OperatorHarness:
     def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0,
                  servers: Iterable[str] | None = None):
-        # As streaming.twin does: rows behind the watermark are dropped before the model.
-        config = dataclasses.replace(config or ModelConfig(), lateness_bound_ms=watermark_delay_ms)
+        config = config or ModelConfig()
         self.processor = TwinProcessor(config, TOPICS)
         self.processor.model = self.model = ShadowRedundancyModel(config)
         # The groups every fact is addressed to, as streaming.twin.shared_facts does.

@@ -264,37 +264,3 @@ def test_a_stream_sent_twice_decides_as_one_pass(settings, spark, kafka_bootstra
     # each alert once (a topology-wide EVENTS_STOPPED comes from every group that notices, one id)
     once = [a.alert_id for a in got[topics.alerts] if a.type is not AlertType.EVENTS_STOPPED]
     assert len(once) == len(set(once))
-
-
-def test_a_repeat_after_the_twin_forgot_its_id_is_dropped_behind_the_watermark(settings, spark, kafka_bootstrap,
-                                                                               topics, tmp_path):
-    """The twin remembers applied event ids only for the watermark delay after their bucket
-    (state/README.md), because Spark drops every row behind the watermark before the model: a
-    repeat that comes after that is reported as late and decides nothing again."""
-    events = world_events()
-    half = events[:len(events) // 2]
-    end = max(e.event_time_ms for e in half)
-    # The watermark passes `end` by two delays: every id of `half` is forgotten (bucket + delay).
-    tick = ClockTick(event_id=f"tick-{end}", event_time_ms=end + 3 * DELAY_MS + 1, node="shadowtwin",
-                     primary_server="")
-    reference = replay(half, None, until_ms=tick.event_time_ms - DELAY_MS)
-    publish(kafka_bootstrap, topics.events, [*half, tick])
-    twin = TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
-                           ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None)
-
-    def late_rows(got) -> int:
-        return sum(int(a.reason.split()[0]) for a in got[topics.alerts] if a.type is AlertType.LATE_EVENTS)
-
-    with twin:
-        deadline = time.monotonic() + 150
-        while twin.watermark_ms < tick.event_time_ms - DELAY_MS and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert twin.watermark_ms == tick.event_time_ms - DELAY_MS
-        publish(kafka_bootstrap, topics.events, half)
-        got = collect(kafka_bootstrap, [topics.alerts, topics.commands], lambda g: late_rows(g) >= len(half))
-        time.sleep(5)  # anything decided again would arrive by now
-        got = collect(kafka_bootstrap, [topics.alerts, topics.commands], lambda g: False, timeout_s=10)
-    assert late_rows(got) >= len(half), "every repeat dropped behind the watermark (with its facts' copies)"
-    assert {a.alert_id for a in got[topics.alerts] if a.type is not AlertType.LATE_EVENTS} \
-        == {a.alert_id for a in reference.alerts}
-    assert sorted(c.command_id for c in got[topics.commands]) == sorted(c.command_id for c in reference.commands)
