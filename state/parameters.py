@@ -102,8 +102,8 @@ class ModelConfig:
     @property
     def applied_ids_kept_ms(self) -> int | None:
         """How long after its bucket of event time an applied event id is remembered, so that a
-        repeat changes nothing: the clock-skew allowance, or the lateness bound when that is
-        shorter (a repeat arriving later is dropped before the model sees it). None: not at all."""
+        repeat changes nothing: the clock-skew allowance, or the engine's lateness bound when that
+        is shorter (a repeat cannot come later). None: not at all."""
         if self.clock_skew_allowance_ms <= 0:
             return None
         if self.lateness_bound_ms is None:
