@@ -228,9 +228,24 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
             seconds += progress["durationMs"]["triggerExecution"] / 1000
     name = "twin" if twin else "pass-through"
     print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up"
-          + (state_memory(settings, batches) + f"; {late:,} rows behind the watermark"
-             f" ({settings.twin.watermark_delay}) dropped" if twin else ""))
+          + (state_memory(settings, batches) + f"; rows behind the watermark ({settings.twin.watermark_delay}):"
+             f" {late:,} dropped by Spark, {records_in(settings, settings.topics.dead_letters):,} set aside by the"
+             " operator (dead letters)" if twin else ""))
     return rows / seconds if seconds else 0.0
+
+
+def records_in(settings: Settings, topic: str) -> int:
+    """How many records `topic` holds (the sum of its partitions' offset ranges)."""
+    from confluent_kafka import Consumer
+
+    from producers.topic_reader import watermarks
+
+    client = Consumer({"bootstrap.servers": settings.kafka.bootstrap_servers, "group.id": uuid.uuid4().hex})
+    try:
+        partitions = client.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(high - low for low, high in (watermarks(client, topic, p) for p in partitions))
+    finally:
+        client.close()
 
 
 def detection_delays(spark, settings: Settings, args) -> list[float]:

@@ -132,6 +132,7 @@ class ShadowRedundancyModel:
         kept = self.config.applied_ids_kept_ms
         remember = kept is not None
         grain = self.config.applied_ids_bucket_ms
+        liveness = self.liveness_bucket_ms
         bucket, bucket_start, bucket_end, ids = 0, 0, 0, []
         heap = state.deadlines.heap  # its first entry is never later than the earliest deadline
         for event in events:
@@ -144,8 +145,10 @@ class ShadowRedundancyModel:
             elif t > state.clock_ms:
                 state.clock_ms = t
             if remember:  # remembered, in buckets of event time with a deadline each
-                if not bucket_start <= t < bucket_end:
-                    bucket = t // grain
+                # A NodeSeen's id stands for its whole liveness bucket (state/facts.py): kept from its end.
+                at = t if type(event) is not NodeSeen else t - t % liveness + liveness - 1
+                if not bucket_start <= at < bucket_end:
+                    bucket = at // grain
                     bucket_start, bucket_end = bucket * grain, (bucket + 1) * grain
                     ids = buckets.get(bucket)
                     if ids is None:

@@ -93,17 +93,18 @@ class ModelConfig:
     # Servers declared in the configuration (per-node overrides may name them).
     servers: tuple[str, ...] = ()
     # How far behind the latest event time an event can still reach the model, when the engine
-    # that feeds it guarantees it: 0 for the replay (it applies each group's events in time order,
-    # one NodeSeen per liveness bucket). None: no such bound, as for the streaming twin (Spark
-    # filters late rows against the PREVIOUS batch's watermark, and the operator feeds a NodeSeen
-    # per row under one id per bucket: docs/performance.md). Set by the engine, not configured.
+    # that feeds it guarantees it: 0 for the replay (it applies each group's events in time
+    # order), the watermark delay for the streaming twin (its operator applies no row at or
+    # behind its call's watermark: streaming/operator.py). None: no such bound. Set by the
+    # engine, not configured.
     lateness_bound_ms: int | None = None
 
     @property
     def applied_ids_kept_ms(self) -> int | None:
         """How long after its bucket of event time an applied event id is remembered, so that a
         repeat changes nothing: the clock-skew allowance, or the engine's lateness bound when that
-        is shorter (a repeat cannot come later). None: not at all."""
+        is shorter (a repeat cannot come later). A NodeSeen's id stands for its whole liveness
+        bucket: its time is that bucket's end (state/model.py). None: not at all."""
         if self.clock_skew_allowance_ms <= 0:
             return None
         if self.lateness_bound_ms is None:

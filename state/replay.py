@@ -39,11 +39,11 @@ class ReplayResult:
 
     def settles(self, primary: str) -> bool:
         """Whether the group holds nothing (no message, memory or deadline) once event time has
-        passed the clock-skew allowance (and the bucket of applied event ids), deciding nothing
-        more on the way."""
+        passed the clock-skew allowance (and a liveness bucket and a bucket of applied event ids:
+        a NodeSeen's id is kept from the end of its liveness bucket), deciding nothing more on the way."""
         state = self.states[primary]
         later = self.model.on_time(state, state.clock_ms + self.model.config.clock_skew_allowance_ms
-                                   + SEEN_BUCKET_MS + 1)
+                                   + 2 * SEEN_BUCKET_MS + 1)
         return not (later.alerts or later.commands) and state.holds_nothing()
 
 

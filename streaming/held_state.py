@@ -157,6 +157,12 @@ def restore(primary: str, store: GroupStore, new_state: Callable[[], PrimaryStat
     return rebuild(store, new_state, replay), version
 
 
+def hold(primary: str, state: PrimaryState, version: Version | None) -> None:
+    """Hold `state` again as the one stored at `version`: the call that restored it stored nothing."""
+    if version is not None:
+        _held[primary] = Held(version, state)
+
+
 def rebuild(store: GroupStore, new_state: Callable[[], PrimaryState], replay: Replay) -> PrimaryState:
     """The stored state as the base (or a new state) with the logged calls applied again."""
     version = store.version()

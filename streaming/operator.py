@@ -13,9 +13,12 @@ cannot apply: no single record can stop the query.
 
 Order of work in a call, which makes the results the same as the reference engine's:
 1. fire every deadline strictly before the current watermark (each at its own time);
-2. apply this batch's events, in event-time order (Spark 4.0 drops the rows behind the
-   PREVIOUS batch's watermark before they reach us; rows between that and this call's
-   watermark do reach us, after step 1: docs/performance.md, "Applied ids");
+2. apply this batch's events, in event-time order. A row at or behind the call's watermark is
+   not applied: a deadline after it may have fired already. Spark 4.0 drops the rows behind the
+   PREVIOUS batch's watermark before they reach us (counted in its progress, LATE_EVENTS); the
+   rest of them leave here as dead letters with the reason `late event`. So no event reaches the
+   model more than the watermark delay behind the latest event time, and the model keeps the
+   ids of the events it applied only that long (`ModelConfig.lateness_bound_ms`);
 3. store the call (streaming/held_state.py: one log entry of its events, or now and then a new
    base snapshot) and move the group's one timer to just after its next deadline. Spark calls
    `handleExpiredTimer` once the watermark reaches it, after the batch's rows, and step 1
@@ -41,7 +44,7 @@ import sys
 import time
 import zipimport
 from dataclasses import dataclass, replace
-from typing import Iterator, NamedTuple
+from typing import Container, Iterator, NamedTuple
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -49,12 +52,13 @@ from pyspark.sql.streaming import StatefulProcessor
 
 from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
+from schemas.jsonl import iso_time
 from schemas.wire import CORRUPT_BODY, DecodeError
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.records import PrimaryState
-from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, pieces, restore, store_call
+from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, hold, pieces, restore, store_call
 from streaming.state_rows import StateWatch
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
@@ -63,6 +67,7 @@ FACT_STARTED, FACT_SEEN = "started", "seen"
 VERSION_SCHEMA = "token BINARY, base_token BINARY, log_entries LONG, log_events LONG, timer_ms LONG"
 LOG_SCHEMA = "parent BINARY, token BINARY, watermark LONG, piece BINARY"
 DEAD_LETTER_GROUP = ""
+LATE_EVENT = "late event"  # the reason's kind, for a row at or behind its call's watermark
 
 
 @dataclass(frozen=True)
@@ -119,20 +124,35 @@ def input_rows(batch: pd.DataFrame) -> Iterator[InputRow]:
     return map(InputRow._make, zip(*columns))
 
 
-def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
-                bucket_ms: int) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
+def late_reason(event_time_ms: int, watermark: int) -> str:
+    return (f"{LATE_EVENT}: event time {iso_time(event_time_ms)} is at or behind the watermark"
+            f" {iso_time(watermark)} (the latest event time less the watermark delay), where deadlines"
+            " may have fired already: not applied")
+
+
+def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, watermark: int = 0,
+                applied: Container[str] = ()) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
     """A group's rows as (event, row) in event-time order, its own events before the facts at equal
     times, by the contract's codec; what it refuses, or reads otherwise than Spark did (another
-    group, another event time), as dead letters. Fact rows become the facts of `state.facts`."""
+    group, another event time), or what is at or behind `watermark` (when positive), as dead
+    letters. Fact rows become the facts of `state.facts`; a fact row that cannot be used is
+    dropped (its own row is a dead letter in its own group). Of the NodeSeen rows (one per row of
+    every server: streaming.twin.shared_facts) only the first of each id comes out, unless the
+    model `applied` it already: the only one the model would apply."""
     decode = default_codec().decode_event
     decoded: list[tuple[int, int, Event, object]] = []
     letters: list[DeadLetter] = []
+    first_seen: dict[str, tuple[int, object]] = {}
     for batch in batches:
         spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
         for row, spark_time_ms in zip(input_rows(batch), spark_times_ms):
+            late = 0 < watermark and spark_time_ms <= watermark
             if row.fact == FACT_SEEN:
-                decoded.append((spark_time_ms, 1, NodeSeen(f"seen:{row.node}:{spark_time_ms // bucket_ms}",
-                                                           spark_time_ms, row.node), row))
+                if not late:
+                    seen_id = f"seen:{row.node}:{spark_time_ms // bucket_ms}"
+                    first = first_seen.get(seen_id)
+                    if first is None or spark_time_ms < first[0]:
+                        first_seen[seen_id] = (spark_time_ms, row)
                 continue
             try:
                 event = decode(row.value)
@@ -148,7 +168,13 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str,
                         f"{CORRUPT_BODY}: the contract's decoder reads primary {event.primary_server!r} at"
                         f" {event.event_time_ms} ms, Spark's reads {primary!r} at {spark_time_ms} ms")))
                 continue
+            if late:
+                if not fact:
+                    letters.append(dead_letter(row, late_reason(spark_time_ms, watermark)))
+                continue
             decoded.append((spark_time_ms, int(fact), event, row))
+    decoded += [(time_ms, 1, NodeSeen(seen_id, time_ms, row.node), row)
+                for seen_id, (time_ms, row) in first_seen.items() if seen_id not in applied]
     decoded.sort(key=lambda item: (item[0], item[1]))
     return [(event, row) for _, _, event, row in decoded], letters
 
@@ -217,13 +243,20 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
                   ) -> tuple[list[Alert | RedeliveryCommand | DeadLetter], pd.DataFrame | None]:
     """One call's work on a primary's group (steps 1-3 above): the records it emits, and its rows for
     the state topic (streaming/state_rows.py; None without a state topic or when nothing changed).
-    `expired`: called for the group's timer, which Spark deletes itself."""
+    `expired`: called for the group's timer, which Spark deletes itself. A call with no event to
+    apply and no deadline due stores nothing (with declared servers every group is called in
+    every batch, for the NodeSeen rows of the others' events)."""
     state, version = restore(primary, store, lambda: model.new_state(primary),
                              lambda s, call: replay_call(model, s, call))
     if expired and version is not None:
         version = replace(version, timer_ms=-1)
-    watch = StateWatch(state, model.next_deadline(state), watermark) if state_topic else None
-    decoded, letters = ([], []) if expired else decode_rows(batches, primary, model.liveness_bucket_ms)
+    due = model.next_deadline(state)
+    decoded, letters = ([], []) if expired else decode_rows(batches, primary, model.liveness_bucket_ms, watermark,
+                                                                    state.seen_ids)
+    if not (decoded or expired) and (due is None or due >= watermark):
+        hold(primary, state, version)  # nothing to apply and nothing due (facts the group knows): as stored
+        return letters, None
+    watch = StateWatch(state, due, watermark) if state_topic else None
     output, refused = apply_call(model, state, watermark, decoded)
     letters += [dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}") for row, exc in refused]
     call = (watermark, [(row.fact, event.event_time_ms, row.node, None if row.fact == FACT_SEEN else bytes(row.value))
@@ -250,10 +283,12 @@ def forget_zip_importers() -> None:
 
 
 class TwinProcessor(StatefulProcessor):
-    """What `transformWithStateInPandas` runs per group: the model over the group's stored state."""
+    """What `transformWithStateInPandas` runs per group: the model over the group's stored state.
+    No event reaches the model more than `watermark_delay_ms` behind the latest event time (step 2
+    above), which bounds how long it keeps the ids of the events it applied."""
 
-    def __init__(self, config: ModelConfig, topics: OutputTopics):
-        self.config, self.topics = config, topics
+    def __init__(self, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int):
+        self.config, self.topics = replace(config, lateness_bound_ms=watermark_delay_ms), topics
         self.model: ShadowRedundancyModel | None = None
         self.store: GroupStore | None = None
 
@@ -334,12 +369,13 @@ class SparkGroupStore:
         self.handle.deleteTimer(at_ms)
 
 
-def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics) -> DataFrame:
+def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int) -> DataFrame:
     """Kafka rows (topic, key, value) of alerts, commands and dead letters from a watermarked frame.
 
     `rows`: primary_server (empty for ticks and unusable records), event_time (with a
     watermark), the Kafka record's value, key, topic, partition and offset, a reason for the
     unusable ones, and for the facts every group is fed, `fact` and the `node` they concern.
+    `watermark_delay_ms`: the delay of that watermark.
     """
     return rows.groupBy("primary_server").transformWithStateInPandas(
-        TwinProcessor(config, topics), OUTPUT_SCHEMA, "Append", "EventTime")
+        TwinProcessor(config, topics, watermark_delay_ms), OUTPUT_SCHEMA, "Append", "EventTime")

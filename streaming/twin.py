@@ -10,8 +10,10 @@
 - An event stamped further ahead of its Kafka ingestion time than `twin.max_clock_skew_seconds`
   goes there too, before the watermark sees it: one node with a clock in the future (or one
   forged event) can never move event time for everybody and fire every deadline at once.
-- The watermark trails the latest event time by `twin.watermark_delay`; rows older than it
-  are dropped by Spark, counted in the progress (`numRowsDroppedByWatermark`) and reported.
+- The watermark trails the latest event time by `twin.watermark_delay`; rows at or behind it
+  are not applied: dropped by Spark, counted in the progress (`numRowsDroppedByWatermark`) and
+  reported, or (those Spark 4.0 lets through, as it filters against the previous batch's
+  watermark) set aside by the operator as dead letters (`streaming.operator`, step 2).
 - Clock ticks (`ClockTick`, published by `streaming.ticker`) move event time when every node
   is quiet; they have no primary server, and the operator drops them (they never reach the model).
 - The facts every group shares (other servers' NodeStarted, and that each server still
@@ -74,7 +76,7 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
     topics = settings.topics
     out = apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
                       settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
-                                                               topics.state))
+                                                               topics.state), settings.twin.watermark_delay.ms)
     return with_json_copies(out, {topics.alerts: Alert, topics.commands: RedeliveryCommand}) \
         if settings.twin.json_topics else out
 

@@ -4,6 +4,7 @@ can still come); the memory of applied ids is bounded by deadlines."""
 
 import dataclasses
 
+from state.facts import NodeSeen
 from state.model import SEEN_BUCKET_MS, ShadowRedundancyModel
 from state import replay as reference
 from state.parameters import ModelConfig
@@ -68,6 +69,26 @@ def test_behind_a_lateness_bound_ids_are_kept_only_that_long():
     model.on_time(state, state.clock_ms + 30_000 + 30_000 + 1)  # its 30 s bucket, then the bound
     assert state.seen_ids == {} and state.seen_buckets == {}
     assert list(state.messages) == ["m1"]  # what the events made stays
+
+
+def test_a_node_seen_id_is_kept_until_its_liveness_bucket_has_ended_and_the_bound_passed():
+    """The facts' NodeSeen rows of one server and liveness bucket share one id (the streaming twin
+    feeds one per row: streaming.twin.shared_facts); the model applies the first, and must know
+    its id for as long as another row of that bucket can come: to the bucket's end, plus the bound."""
+    model = ShadowRedundancyModel(ModelConfig(lateness_bound_ms=30_000))
+    bucket = model.liveness_bucket_ms
+    start = 1_000 * bucket
+
+    def seen(at_ms: int) -> NodeSeen:
+        return NodeSeen(f"seen:mbx02:{at_ms // bucket}", at_ms, "mbx02")
+
+    state = model.new_state("mbx01")
+    model.on_events(state, [seen(start + 5_000), seen(start + bucket + 15_000)])  # the first bucket's, the next's
+    assert seen(start).event_id in state.seen_ids, "a row of the first bucket up to 30 s late can still come"
+    model.on_time(state, start + bucket + 30_000)
+    assert seen(start).event_id in state.seen_ids
+    model.on_time(state, start + bucket + 30_001)
+    assert seen(start).event_id not in state.seen_ids and seen(start + bucket).event_id in state.seen_ids
 
 
 def test_how_long_ids_are_kept():

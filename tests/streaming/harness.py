@@ -8,8 +8,9 @@ snapshot's pieces, the log, the event-time timers). `OperatorHarness` calls the 
 way Spark's `transformWithStateInPandas` does in event-time mode: per micro-batch,
 `handleInputRows` for every group that has rows, then `handleExpiredTimer` for every timer the
 watermark has reached (deleting it after the call); the watermark of a batch is the latest
-event time of the batches before it minus the watermark delay, and rows at or behind it are
-dropped before the operator sees them. The rows carry the events' bytes as the events topic
+event time of the batches before it minus the watermark delay, and rows at or behind the
+PREVIOUS batch's watermark are dropped before the operator sees them, as Spark 4.0 drops them
+(the operator sets aside the rest of the rows behind its call's watermark itself). The rows carry the events' bytes as the events topic
 would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
 """
 
@@ -62,14 +63,13 @@ class OperatorHarness:
     def __init__(self, config: ModelConfig | None = None, watermark_delay_ms: int = 0,
                  servers: Iterable[str] | None = None):
         config = config or ModelConfig()
-        self.processor = TwinProcessor(config, TOPICS)
-        self.processor.model = self.model = ShadowRedundancyModel(config)
+        self.processor = TwinProcessor(config, TOPICS, watermark_delay_ms)
+        self.processor.model = self.model = ShadowRedundancyModel(self.processor.config)
         # The groups every fact is addressed to, as streaming.twin.shared_facts does.
         self.servers = tuple(servers if servers is not None else config.servers)
-        self.bucket_ms = self.model.liveness_bucket_ms
-        self._seen_buckets: set[tuple[str, int]] = set()
         self.delay_ms = watermark_delay_ms
         self.watermark_ms = 0
+        self.late_before_ms = 0  # the previous batch's watermark, which Spark 4.0 filters late rows against
         self.max_event_ms: int | None = None
         self.stores: dict[str, MemoryGroupStore] = {}
         self.alerts: list[Alert] = []
@@ -81,7 +81,7 @@ class OperatorHarness:
 
     def batch(self, rows: list[dict]) -> None:
         """One micro-batch of rows (see `event_row`); the watermark moves at its end, as Spark's does."""
-        usable = [r for r in rows if r["reason"] is not None or r["event_time"] > self.watermark_ms]
+        usable = [r for r in rows if r["reason"] is not None or r["event_time"] > self.late_before_ms]
         self.late_rows += len(rows) - len(usable)
         usable += self._facts(usable)
         groups: dict[str, list[dict]] = {}
@@ -91,24 +91,23 @@ class OperatorHarness:
         for key, group_rows in groups.items():
             self._call(key, [row_frame(group_rows)], timed_out=False)
         self._fire_timeouts()
+        self.late_before_ms = self.watermark_ms
         times = [r["event_time"] for r in usable if r["reason"] is None]
         if times:
             self.max_event_ms = max(times + ([self.max_event_ms] if self.max_event_ms is not None else []))
             self.watermark_ms = max(self.watermark_ms, self.max_event_ms - self.delay_ms)
 
     def _facts(self, rows: list[dict]) -> list[dict]:
-        """The facts of this batch's rows, addressed to every server: other servers' NodeStarted,
-        and one NodeSeen per server and liveness bucket (the first row met, in batch order)."""
+        """The facts of this batch's rows, addressed to every server, as streaming.twin.shared_facts
+        addresses them: other servers' NodeStarted, and every row as a NodeSeen (the model keeps
+        the first of each server and liveness bucket)."""
         facts = []
         for row in rows:
             if row["reason"] is not None or row["primary_server"] == DEAD_LETTER_GROUP:
                 continue
             if row["kind"] == "NodeStarted":
                 facts += [{**row, "primary_server": s, "fact": FACT_STARTED} for s in self.servers if s != row["node"]]
-            bucket = (row["node"], row["event_time"] // self.bucket_ms)
-            if bucket not in self._seen_buckets:
-                self._seen_buckets.add(bucket)
-                facts += [{**row, "primary_server": s, "value": None, "fact": FACT_SEEN} for s in self.servers]
+            facts += [{**row, "primary_server": s, "value": None, "fact": FACT_SEEN} for s in self.servers]
         return facts
 
     def events(self, events: Iterable[Event]) -> None:
@@ -119,6 +118,7 @@ class OperatorHarness:
         """A batch without data after the watermark reached `watermark_ms`: timeouts fire."""
         self.watermark_ms = max(self.watermark_ms, watermark_ms)
         self._fire_timeouts()
+        self.late_before_ms = self.watermark_ms
 
     def _fire_timeouts(self) -> None:
         expired = sorted((t, k) for k, store in self.stores.items() for t in store.timers if t <= self.watermark_ms)

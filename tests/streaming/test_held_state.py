@@ -50,7 +50,7 @@ def decisions(harness: OperatorHarness):
 def checkpoint(harness: OperatorHarness) -> dict:
     """What Spark's checkpoint holds before a batch: the stores, the watermark, the harness's facts."""
     return {"stores": {k: s.copy() for k, s in harness.stores.items()}, "watermark_ms": harness.watermark_ms,
-            "max_event_ms": harness.max_event_ms, "_seen_buckets": set(harness._seen_buckets)}
+            "max_event_ms": harness.max_event_ms, "late_before_ms": harness.late_before_ms}
 
 
 def test_a_batch_run_again_from_the_checkpoint_decides_again_what_it_decided():
