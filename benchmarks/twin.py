@@ -229,8 +229,8 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
     name = "twin" if twin else "pass-through"
     print(f"  {name}: {rows:,} records in {seconds:.1f}s of batches after warm-up"
           + (state_memory(settings, batches) + f"; rows behind the watermark ({settings.twin.watermark_delay}):"
-             f" {late:,} dropped by Spark, {records_in(settings, settings.topics.dead_letters):,} set aside by the"
-             " operator (dead letters)" if twin else ""))
+             f" {late:,} dropped by Spark; dead letters {records_in(settings, settings.topics.dead_letters):,} (the rows"
+             " the operator set aside behind its watermark, and any record it could not use)" if twin else ""))
     return rows / seconds if seconds else 0.0
 
 

@@ -18,7 +18,8 @@ Order of work in a call, which makes the results the same as the reference engin
    PREVIOUS batch's watermark before they reach us (counted in its progress, LATE_EVENTS); the
    rest of them leave here as dead letters with the reason `late event`. So no event reaches the
    model more than the watermark delay behind the latest event time, and the model keeps the
-   ids of the events it applied only that long (`ModelConfig.lateness_bound_ms`);
+   ids of the events it applied only that long (`ModelConfig.lateness_bound_ms`; or for the
+   clock-skew allowance, when that is shorter);
 3. store the call (streaming/held_state.py: one log entry of its events, or now and then a new
    base snapshot) and move the group's one timer to just after its next deadline. Spark calls
    `handleExpiredTimer` once the watermark reaches it, after the batch's rows, and step 1
@@ -44,6 +45,7 @@ import sys
 import time
 import zipimport
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Container, Iterator, NamedTuple
 
 import pandas as pd
@@ -130,6 +132,9 @@ def late_reason(event_time_ms: int, watermark: int) -> str:
             " may have fired already: not applied")
 
 
+_ORDER = itemgetter(0, 1, 2)  # event time, the group's own events first, the rows' order
+
+
 def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, watermark: int = 0,
                 applied: Container[str] = ()) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
     """A group's rows as (event, row) in event-time order, its own events before the facts at equal
@@ -137,22 +142,25 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
     group, another event time), or what is at or behind `watermark` (when positive), as dead
     letters. Fact rows become the facts of `state.facts`; a fact row that cannot be used is
     dropped (its own row is a dead letter in its own group). Of the NodeSeen rows (one per row of
-    every server: streaming.twin.shared_facts) only the first of each id comes out, unless the
-    model `applied` it already: the only one the model would apply."""
+    every server: streaming.twin.shared_facts) only the earliest of each id comes out, unless the
+    model `applied` it already: the one the model applies when it remembers applied ids. Rows of
+    equal time keep their order."""
     decode = default_codec().decode_event
-    decoded: list[tuple[int, int, Event, object]] = []
+    decoded: list[tuple[int, int, int, Event, object]] = []
     letters: list[DeadLetter] = []
-    first_seen: dict[str, tuple[int, object]] = {}
+    first_seen: dict[str, tuple[int, int, object]] = {}
+    position = 0
     for batch in batches:
         spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
         for row, spark_time_ms in zip(input_rows(batch), spark_times_ms):
+            position += 1
             late = 0 < watermark and spark_time_ms <= watermark
             if row.fact == FACT_SEEN:
                 if not late:
                     seen_id = f"seen:{row.node}:{spark_time_ms // bucket_ms}"
                     first = first_seen.get(seen_id)
                     if first is None or spark_time_ms < first[0]:
-                        first_seen[seen_id] = (spark_time_ms, row)
+                        first_seen[seen_id] = (spark_time_ms, position, row)
                 continue
             try:
                 event = decode(row.value)
@@ -172,11 +180,11 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
                 if not fact:
                     letters.append(dead_letter(row, late_reason(spark_time_ms, watermark)))
                 continue
-            decoded.append((spark_time_ms, int(fact), event, row))
-    decoded += [(time_ms, 1, NodeSeen(seen_id, time_ms, row.node), row)
-                for seen_id, (time_ms, row) in first_seen.items() if seen_id not in applied]
-    decoded.sort(key=lambda item: (item[0], item[1]))
-    return [(event, row) for _, _, event, row in decoded], letters
+            decoded.append((spark_time_ms, int(fact), position, event, row))
+    decoded += [(time_ms, 1, at, NodeSeen(seen_id, time_ms, row.node), row)
+                for seen_id, (time_ms, at, row) in first_seen.items() if seen_id not in applied]
+    decoded.sort(key=_ORDER)
+    return [(event, row) for _, _, _, event, row in decoded], letters
 
 
 def replay_call(model: ShadowRedundancyModel, state: PrimaryState, call: Call) -> None:
@@ -285,7 +293,8 @@ def forget_zip_importers() -> None:
 class TwinProcessor(StatefulProcessor):
     """What `transformWithStateInPandas` runs per group: the model over the group's stored state.
     No event reaches the model more than `watermark_delay_ms` behind the latest event time (step 2
-    above), which bounds how long it keeps the ids of the events it applied."""
+    above), which bounds how long it keeps the ids of the events it applied (a new delay on an old
+    checkpoint: docs/performance.md, "Applied ids")."""
 
     def __init__(self, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int):
         self.config, self.topics = replace(config, lateness_bound_ms=watermark_delay_ms), topics
