@@ -29,7 +29,8 @@ from state import liveness, restart
 from state.facts import NodeSeen
 from state.parameters import ModelConfig, ShadowMessagePreference
 from state.records import (
-    DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
+    DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy, shared,
+    shared_recipients,
 )
 
 # Applied event ids are remembered in buckets of at most this much event time, one deadline per
@@ -282,7 +283,7 @@ class _Transition:
             m.received_ms = e.event_time_ms
             s.deadlines.set(DeadlineKind.EXPIRE, m.ref.internal_id,
                             m.received_ms + self.config.timing(s.primary).expiration_ms)
-        m.recipients = e.recipients
+        m.recipients = shared_recipients(e.recipients)
         m.sender_supports_shadow = e.sender_supports_shadow
         params = self.config.for_node(s.primary)
         enabled = params.shadow_redundancy_enabled if s.shadow_redundancy_enabled is None else (
@@ -419,7 +420,8 @@ class _Transition:
         if m is not None:
             key = e.message.fork_id or e.next_hop
             if key not in m.forks:
-                m.forks_of()[key] = Fork(e.next_hop, e.recipients)
+                hop = shared(e.next_hop)
+                m.forks_of()[key if e.message.fork_id else hop] = Fork(hop, shared(e.recipients))
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -434,7 +436,8 @@ class _Transition:
         key = e.message.fork_id or hop
         fork = m.forks.get(key)
         if fork is None:
-            fork = m.forks_of()[key] = Fork(hop, getattr(e, "recipients", ()))
+            hop = shared(hop)
+            fork = m.forks_of()[key if e.message.fork_id else hop] = Fork(hop, shared(getattr(e, "recipients", ())))
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 

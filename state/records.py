@@ -27,6 +27,40 @@ from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
 NO_FORKS: "MappingProxyType[str, Fork]" = MappingProxyType({})
 NO_SIDE_EFFECTS: frozenset[str] = frozenset()
 
+# Recipients and next hops repeat from message to message (an organisation's mailboxes and
+# servers), but every decoded event brings its own copies: the messages held share one. Each
+# table is forgotten whole once it holds `SHARED_LIMIT` values: what was shared stays correct,
+# only no longer shared.
+_SHARED: dict = {}  # a hop's name, a tuple of addresses -> itself
+_RECIPIENTS: dict[str, tuple[Recipient]] = {}  # address -> a 1-tuple of its Recipient
+SHARED_LIMIT = 100_000
+
+
+def shared(value: str | tuple[str, ...]):
+    """The one object held for values equal to `value` (a hop's name, a tuple of addresses)."""
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= SHARED_LIMIT:
+            _SHARED.clear()
+        found = _SHARED[value] = value
+    return found
+
+
+def shared_recipients(recipients: tuple[Recipient, ...]) -> tuple[Recipient, ...]:
+    """Recipients equal to `recipients`, made of the ones held: one recipient, the very tuple
+    (looked up by address: a Recipient's own hash is Python code, a string's is cached)."""
+    table, held = _RECIPIENTS, []
+    for one in recipients:
+        found = table.get(one.address)
+        if found is None or found[0].internal is not one.internal:
+            if len(table) >= SHARED_LIMIT:
+                table.clear()
+            found = table[one.address] = recipients if len(recipients) == 1 else (one,)
+        if len(recipients) == 1:
+            return found
+        held.append(found[0])
+    return tuple(held)
+
 
 class Redundancy(enum.Enum):
     PENDING = "pending"  # a shadow copy is being made

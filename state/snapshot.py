@@ -22,6 +22,7 @@ from operator import attrgetter
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
 from state.records import (
     NO_FORKS, NO_SIDE_EFFECTS, Deadlines, DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy,
+    shared, shared_recipients,
 )
 
 FORMAT = 4
@@ -79,9 +80,11 @@ def load(data: bytes) -> PrimaryState:
     locality = {x.value: x for x in SiteLocality}
     for ref, recipients, level, forks, side_effects, flat, where in messages:
         message = Message(
-            **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref), recipients=tuple(Recipient(*r) for r in recipients),
+            **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref),
+            recipients=shared_recipients(tuple(Recipient(*r) for r in recipients)),
             redundancy=redundancy[level], side_effects=set(side_effects) if side_effects else NO_SIDE_EFFECTS,
-            forks={key: Fork(hop, fork_recipients, done) for key, hop, fork_recipients, done in forks} if forks
+            forks={shared(key): Fork(shared(hop), shared(fork_recipients), done)
+                   for key, hop, fork_recipients, done in forks} if forks
             else NO_FORKS,
             shadow_locality=locality[where],
         )
@@ -90,7 +93,8 @@ def load(data: bytes) -> PrimaryState:
         pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
         state.pairs[pair.shadow] = pair
     for ref, holder, recipients, db_id, promoted_ms in promoted:
-        record = Promoted(MessageRef(*ref), holder, tuple(Recipient(*r) for r in recipients), db_id, promoted_ms)
+        record = Promoted(MessageRef(*ref), holder, shared_recipients(tuple(Recipient(*r) for r in recipients)), db_id,
+                          promoted_ms)
         state.promoted[record.ref.internal_id] = record
     state.closed = dict(closed)
     nodes, last_seen, same_site, seen_buckets = facts

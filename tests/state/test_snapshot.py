@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 
+from schemas.events import Recipient
 from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.records import Message, Pair
@@ -72,3 +73,54 @@ def test_facts_same_site_reports_and_applied_ids_survive_a_snapshot(make):
     copy = snapshot.load(snapshot.dump(state))
     assert copy == state
     assert state.nodes and state.last_seen and state.seen_ids
+
+
+def test_messages_held_share_their_recipients_and_hops_whatever_event_brought_them():
+    """Every decoded event brings its own copies of the recipients and hop names; the messages
+    held share one of each, before and after a snapshot."""
+    org = Org()
+    model = ShadowRedundancyModel()
+    state = model.new_state("mbx01")
+    pair = ("alice@contoso.com", "bob@contoso.com")
+    events = [e for mid in ("m1", "m2") for e in [*org.received("mbx01", mid, 0, recipients=pair),
+                                                 *org.sent("mbx01", mid, "hub01", 1)]]
+    events += [*org.received("mbx01", "m3", 0, recipients=pair[:1]), *org.received("mbx01", "m4", 0, recipients=pair[:1])]
+    copies = [dataclasses.replace(e, **copied(e)) for e in events]  # as a decoder makes them: equal, not the same
+    model.on_events(state, copies)
+    for held in (state, snapshot.load(snapshot.dump(state))):
+        m1, m2 = held.messages["m1"], held.messages["m2"]
+        assert m1.recipients == tuple(Recipient(a, True) for a in pair)
+        assert all(a is b for a, b in zip(m1.recipients, m2.recipients, strict=True))
+        assert held.messages["m3"].recipients is held.messages["m4"].recipients
+        assert held.messages["m3"].recipients[0] is m1.recipients[0]
+        assert [f.next_hop for f in m1.forks.values()] == ["hub01"]
+        assert [(f.next_hop, f.recipients) for f in m1.forks.values()] == [(f.next_hop, f.recipients) for f in m2.forks.values()]
+        assert next(iter(m1.forks.values())).next_hop is next(iter(m2.forks.values())).next_hop
+
+
+def test_the_shared_values_table_is_bounded_and_what_it_forgot_stays_correct(monkeypatch):
+    from state import records
+
+    monkeypatch.setattr(records, "SHARED_LIMIT", 3)
+    monkeypatch.setattr(records, "_SHARED", {})
+    monkeypatch.setattr(records, "_RECIPIENTS", {})
+    values = [records.shared("".join(["hop", str(n)])) for n in range(10)]
+    assert values == [f"hop{n}" for n in range(10)] and len(records._SHARED) <= 3
+    assert records.shared("".join(["hop", "9"])) is values[9]
+    lists = [records.shared_recipients((Recipient(f"u{n}@contoso.com", True), Recipient("x@fabrikam.com", n > 5)))
+             for n in range(10)]
+    assert lists == [(Recipient(f"u{n}@contoso.com", True), Recipient("x@fabrikam.com", n > 5)) for n in range(10)]
+    assert len(records._RECIPIENTS) <= 3
+
+
+def copied(event) -> dict:
+    """New, equal objects for the strings and tuples an event carries."""
+    fresh = {}
+    for name in ("recipients", "next_hop"):
+        value = getattr(event, name, None)
+        if isinstance(value, str):
+            fresh[name] = "".join(list(value))
+        elif isinstance(value, tuple):
+            fresh[name] = tuple(Recipient("".join(list(r.address)), r.internal) if isinstance(r, Recipient)
+                                else "".join(list(r)) for r in value)
+    return fresh
