@@ -421,7 +421,7 @@ class _Transition:
             key = e.message.fork_id or e.next_hop
             if key not in m.forks:
                 hop = shared(e.next_hop)
-                m.forks_of()[key if e.message.fork_id else hop] = Fork(hop, shared(e.recipients))
+                m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(e.recipients))
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -437,7 +437,7 @@ class _Transition:
         fork = m.forks.get(key)
         if fork is None:
             hop = shared(hop)
-            fork = m.forks_of()[key if e.message.fork_id else hop] = Fork(hop, shared(getattr(e, "recipients", ())))
+            fork = m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(getattr(e, "recipients", ())))
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 

@@ -10,8 +10,9 @@ way Spark's `transformWithStateInPandas` does in event-time mode: per micro-batc
 watermark has reached (deleting it after the call); the watermark of a batch is the latest
 event time of the batches before it minus the watermark delay, and rows at or behind the
 PREVIOUS batch's watermark are dropped before the operator sees them, as Spark 4.0 drops them
-(the operator sets aside the rest of the rows behind its call's watermark itself). The rows carry the events' bytes as the events topic
-would (compare Flink's `KeyedOneInputStreamOperatorTestHarness`).
+(the operator sets aside the rest of the rows behind its call's watermark itself). The rows
+carry the events' bytes as the events topic would (compare Flink's
+`KeyedOneInputStreamOperatorTestHarness`).
 """
 
 from __future__ import annotations
