@@ -105,6 +105,13 @@ class Milliseconds(int):
             text = text[1:]
         return super().__new__(cls, sign * int(parse_duration(text).total_seconds() * 1000))
 
+    def __reduce__(self):  # pickled and copied as its milliseconds (int's way would read them again as seconds)
+        return _milliseconds, (int(self),)
+
+
+def _milliseconds(value: int) -> Milliseconds:
+    return int.__new__(Milliseconds, value)
+
 
 class Secret(str):
     """A password or key: used as its text, shown as `<secret>` (repr, str(), f-strings, messages),

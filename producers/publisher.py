@@ -19,6 +19,7 @@ acknowledged, with the client's reason, and the publisher goes on with the next.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -103,28 +104,44 @@ class Publisher(threading.Thread):
         self.sent = 0
 
     def run(self) -> None:
+        if self._speed is None:
+            self._flat_out()
+        else:
+            self._paced()
+        flush(self._producer, self.deliveries)
+
+    def _paced(self) -> None:
         started, first_ms = self._clock(), None
         for event in self._events:
             if self._stopping.is_set() or self.deliveries.failed:
-                break
-            if self._speed is not None:
-                first_ms = event.event_time_ms if first_ms is None else first_ms
-                due = started + (event.event_time_ms - first_ms) / 1000 / self._speed
-                if (wait := due - self._clock()) > 0 and self._stopping.wait(wait):
-                    break
-            self.send(event)
-        flush(self._producer, self.deliveries)
+                return
+            first_ms = event.event_time_ms if first_ms is None else first_ms
+            due = started + (event.event_time_ms - first_ms) / 1000 / self._speed
+            if (wait := due - self._clock()) > 0 and self._stopping.wait(wait):
+                return
+            self._send((event,))
 
-    def send(self, event: Event) -> None:
-        # As fast as possible, the delivery reports are served every POLL_EVERY records (a poll per
-        # record cost about a quarter of the publishing time); paced, after every record.
-        try:
-            produce(self._producer, self._topic, event, self.deliveries.delivered,
-                    poll=self._speed is not None or self.sent % POLL_EVERY == 0)
-        except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
-            self.deliveries.refuse(exc.args[0])
-        self.deliveries.produced += 1
-        self.sent += 1
+    def _flat_out(self) -> None:
+        # As fast as possible, POLL_EVERY records at a time: the delivery reports, the stop and the
+        # failures are looked at between them (a poll per record cost a quarter of the publishing
+        # time; the rest of the per-record bookkeeping, another sixth).
+        events = iter(self._events)
+        while not (self._stopping.is_set() or self.deliveries.failed):
+            chunk = list(itertools.islice(events, POLL_EVERY))
+            if not chunk:
+                return
+            self._send(chunk)
+
+    def _send(self, events: Iterable[Event]) -> None:
+        client, topic, delivered = self._producer, self._topic, self.deliveries.delivered
+        for event in events:
+            try:
+                produce(client, topic, event, delivered, poll=False)
+            except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
+                self.deliveries.refuse(exc.args[0])
+            self.deliveries.produced += 1
+            self.sent += 1
+        client.poll(0)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -135,10 +152,10 @@ def produce(producer: Producer, topic: str, record: Record, on_delivery: Callabl
             poll: bool = True) -> None:
     """Send one contract record (event, dead letter, ...) encoded and keyed by the contract; waits while
     the producer's local queue is full. `poll` serves the delivery reports that came back."""
-    extra = {} if on_delivery is None else {"on_delivery": on_delivery}
+    key, value = kafka_key(record) or None, encode(record)
     while True:
         try:
-            producer.produce(topic, key=kafka_key(record) or None, value=encode(record), **extra)
+            producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
             break
         except BufferError:  # the local queue is full: let it drain
             producer.poll(0.1)

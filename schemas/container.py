@@ -26,6 +26,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import queue
+import threading
 import zlib
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
@@ -75,24 +77,25 @@ def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | No
     schema = json.dumps(stamped(current.schema), separators=(",", ":")) if timestamps else current.json
     out.write(MAGIC + _metadata({"avro.schema": schema.encode(), "avro.codec": codec.encode()}) + sync)
     block, in_block, count = bytearray(), 0, 0
-    for count, item in enumerate(records, start=1):
-        record, at_ms = item if timestamps else (item, None)
-        if top_level_name(type(record)) != name:
-            raise TypeError(f"record {count} is {type(record).__name__}, not "
-                            + ("an event" if name == "Event" else name))
-        encoder.write_body(record, block)
-        if timestamps:
-            if at_ms is None:
-                block.append(0)
-            else:
-                block.append(2)  # the union's second branch, long
-                binary.write_long(at_ms, block)
-        in_block += 1
-        if len(block) >= BLOCK_BYTES:
-            _write_block(out, block, in_block, sync, codec)
-            block, in_block = bytearray(), 0
-    if in_block:
-        _write_block(out, block, in_block, sync, codec)
+    with _BlockWriter(out, sync, codec) as blocks:
+        for count, item in enumerate(records, start=1):
+            record, at_ms = item if timestamps else (item, None)
+            if top_level_name(type(record)) != name:
+                raise TypeError(f"record {count} is {type(record).__name__}, not "
+                                + ("an event" if name == "Event" else name))
+            encoder.write_body(record, block)
+            if timestamps:
+                if at_ms is None:
+                    block.append(0)
+                else:
+                    block.append(2)  # the union's second branch, long
+                    binary.write_long(at_ms, block)
+            in_block += 1
+            if len(block) >= BLOCK_BYTES:
+                blocks.put(block, in_block)
+                block, in_block = bytearray(), 0
+        if in_block:
+            blocks.put(block, in_block)
     return count
 
 
@@ -104,6 +107,42 @@ def _metadata(entries: dict[str, bytes]) -> bytes:
         binary.write_bytes(value, out)
     out.append(0)
     return bytes(out)
+
+
+class _BlockWriter:
+    """Compresses and writes full blocks on a thread of its own, in order, while the caller encodes
+    the next ones (zlib and the file let go of the GIL: on two cores deflate costs the encoder
+    nothing). Leaving the `with` waits for every block handed over, also when the caller failed;
+    a block that could not be written raises there, or at the next `put`."""
+
+    def __init__(self, out: IO[bytes], sync: bytes, codec: str):
+        self._out, self._sync, self._codec = out, sync, codec
+        self._blocks: queue.Queue[tuple[bytearray, int] | None] = queue.Queue(maxsize=4)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="avro-block-writer", daemon=True)
+
+    def __enter__(self) -> "_BlockWriter":
+        self._thread.start()
+        return self
+
+    def put(self, block: bytearray, count: int) -> None:
+        if self._error is not None:
+            raise self._error
+        self._blocks.put((block, count))
+
+    def __exit__(self, *failure: object) -> None:
+        self._blocks.put(None)
+        self._thread.join()
+        if self._error is not None and failure[0] is None:
+            raise self._error
+
+    def _run(self) -> None:
+        while (item := self._blocks.get()) is not None:
+            if self._error is None:
+                try:
+                    _write_block(self._out, *item, self._sync, self._codec)
+                except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                    self._error = exc
 
 
 def _write_block(out: IO[bytes], block: bytearray, count: int, sync: bytes, codec: str) -> None:

@@ -1,10 +1,12 @@
 """Settings: defaults, the shipped file, the environment, and refusals that name file, key, value and what is allowed."""
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 
-from infra.config import SparkInterval
+from infra.config import Milliseconds, SparkInterval
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 
 
@@ -123,3 +125,10 @@ def test_spark_intervals_are_parsed_when_loaded():
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "absent.toml", env={})
+
+
+def test_a_duration_in_milliseconds_is_the_same_after_pickling_and_copying():
+    """int's own pickling would hand 2000 back to the constructor, which reads a bare number as seconds."""
+    duration = Milliseconds("2s")
+    for again in (pickle.loads(pickle.dumps(duration)), copy.deepcopy(duration), copy.copy(duration)):
+        assert again == 2000 and type(again) is Milliseconds

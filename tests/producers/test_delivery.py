@@ -3,13 +3,15 @@ ends the command within the delivery timeout, non-zero, saying how many records 
 
 import dataclasses
 import os
+import itertools
 import subprocess
 import sys
+import threading
 import time
 
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recording import write_events
-from producers.replayer import replay
+from producers.replayer import publish, replay
 from producers.synthetic import Workload, generate
 from schemas.events import MessageReceived
 from tests.conftest import free_port
@@ -74,6 +76,21 @@ def test_every_record_published_to_a_live_broker_is_acknowledged(kafka_bootstrap
     assert sink.close() == 0
     assert sink.deliveries.acknowledged == sum(counts.events.values()) + counts.dead_letters > 0
 
+
+
+def test_a_run_as_fast_as_possible_stops_when_asked_and_everything_it_counted_was_acknowledged(kafka_bootstrap,
+                                                                                              topics):
+    """Flat out, the publisher looks at the stop between chunks of records: it ends soon after, with
+    no record it counted left unacknowledged."""
+    day = list(generate(Workload(servers=4, duration_ms=10 * 60_000)))
+    endless = (dataclasses.replace(e, event_id=f"{e.event_id}-{n}") for n in itertools.count() for e in day)
+    stop = threading.Event()
+    threading.Timer(2.0, stop.set).start()
+    outcome = publish(kafka_bootstrap, topics.events, endless, stop=stop, every=0.2)
+    assert outcome.interrupted and outcome.seconds < 10
+    assert outcome.sent > len(day) and outcome.deliveries.acknowledged == outcome.sent
+    published = read_topic(kafka_bootstrap, topics.events, until=lambda records: len(records) >= outcome.sent)
+    assert len(published) == outcome.sent
 
 def test_a_record_too_large_for_the_broker_is_counted_and_the_rest_are_published(kafka_bootstrap, topics, tmp_path):
     events = list(generate(Workload(servers=4, duration_ms=60_000)))

@@ -35,6 +35,38 @@ def test_a_file_of_several_blocks_reads_back_whole(recording):
     assert list(container.read(recording, "Event")) == EVENTS
 
 
+class FullDisk(io.BytesIO):
+    """A file that takes its first `room` bytes, then fails as a full disk does."""
+
+    def __init__(self, room: int):
+        super().__init__()
+        self.room = room
+
+    def write(self, data) -> int:
+        if self.tell() + len(data) > self.room:
+            raise OSError(28, "No space left on device")
+        return super().write(data)
+
+
+def test_a_block_that_cannot_be_written_stops_the_writer_with_the_error_and_leaves_the_blocks_before_it():
+    whole = io.BytesIO()
+    container.write(whole, "Event", EVENTS, sync=b"s" * 16)
+    second_block_ends = blocks_of(whole.getvalue())[1]
+    out = FullDisk(second_block_ends + 10)
+    with pytest.raises(OSError, match="No space left on device"):
+        container.write(out, "Event", EVENTS, sync=b"s" * 16)
+    assert out.getvalue() == whole.getvalue()[:second_block_ends]
+
+
+def test_a_record_that_does_not_fit_stops_the_writer_after_the_blocks_before_it(tmp_path):
+    path = tmp_path / "day.avro"
+    records = [*EVENTS, sample_alert(), *EVENTS]
+    with open(path, "wb") as out, pytest.raises(TypeError, match=f"record {len(EVENTS) + 1} is Alert"):
+        container.write(out, "Event", records)
+    back = list(container.read(path, "Event"))  # complete blocks only: no ContainerError
+    assert 0 < len(back) < len(EVENTS) and back == EVENTS[:len(back)]
+
+
 @pytest.mark.parametrize("cut", [1, 100, 5000, -container.SYNC_SIZE - 3, -1])
 def test_a_file_cut_short_reads_to_its_last_complete_block_then_names_the_file_and_offset(recording, cut):
     data = recording.read_bytes()
