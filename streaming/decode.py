@@ -80,7 +80,7 @@ def kinds(version: SchemaVersion) -> list[str]:
 def decoded(raw: DataFrame, name: str, catalogue: Catalogue) -> DataFrame:
     """The raw records with `_record` (the current schema's struct) and `_reason` (null when usable)."""
     current = catalogue.current(name)
-    fingerprint = F.lower(F.hex(F.substring("value", 3, wire.FINGERPRINT_SIZE)))
+    fingerprint = F.substring("value", 3, wire.FINGERPRINT_SIZE)  # bytes, compared as bytes (hex only in a reason)
     body = F.col("value").substr(F.lit(wire.HEADER_SIZE + 1), F.length("value"))
     versions = catalogue.versions(name)
     record = _by_fingerprint(fingerprint, {v: _read(body, v, current) for v in versions})
@@ -100,16 +100,18 @@ def _reason(fingerprint: Column, body: Column, name: str, catalogue: Catalogue) 
     """Why a record cannot be used (see `schemas.wire`), or null."""
     value = F.col("value")
     size = F.coalesce(F.length(value), F.lit(0))
-    first_two = F.when(size == 0, F.lit("nothing")).otherwise(F.lower(F.hex(F.substring(value, 1, 2))))
+    first_two = F.substring(value, 1, 2)
+    first_two_text = F.when(size == 0, F.lit("nothing")).otherwise(_hex(first_two))
     current = catalogue.current(name)
     versions = catalogue.versions(name)
     others = [v for v in catalogue.all_versions() if v.name != name]
     return (
-        F.when(first_two != wire.MAGIC.hex(), _text(wire.BAD_MAGIC, wire.bad_magic_detail("%s"), first_two))
+        F.when(value.isNull() | (first_two != F.lit(wire.MAGIC)),
+               _text(wire.BAD_MAGIC, wire.bad_magic_detail("%s"), first_two_text))
         .when(size < wire.HEADER_SIZE, _text(wire.TRUNCATED_HEADER, wire.truncated_detail("%d"), size))
-        .when(~fingerprint.isin([v.fingerprint.hex() for v in [*versions, *others]]),
-              _text(wire.UNKNOWN_FINGERPRINT, wire.unknown_fingerprint_detail("%s"), fingerprint))
-        .when(fingerprint.isin([v.fingerprint.hex() for v in others]), _by_fingerprint(fingerprint, {
+        .when(~fingerprint.isin([F.lit(v.fingerprint) for v in [*versions, *others]]),
+              _text(wire.UNKNOWN_FINGERPRINT, wire.unknown_fingerprint_detail("%s"), _hex(fingerprint)))
+        .when(fingerprint.isin([F.lit(v.fingerprint) for v in others]), _by_fingerprint(fingerprint, {
             v: F.lit(f"{wire.WRONG_SCHEMA}: {wire.wrong_schema_detail(str(v), name)}") for v in others}))
         .when(_unknown_kind(fingerprint, body, versions, current).isNotNull(),
               _unknown_kind(fingerprint, body, versions, current))
@@ -152,9 +154,14 @@ def _by_fingerprint(fingerprint: Column, columns: dict[SchemaVersion, Column]) -
     """The column of the version whose fingerprint the record has (null for none)."""
     chain = None
     for version, column in columns.items():
-        condition = fingerprint == version.fingerprint.hex()
+        condition = fingerprint == F.lit(version.fingerprint)
         chain = F.when(condition, column) if chain is None else chain.when(condition, column)
     return chain if chain is not None else F.lit(None).cast("string")
+
+
+def _hex(data: Column) -> Column:
+    """Bytes as lower-case hex, for a reason's text (comparisons use the bytes: cheaper per record)."""
+    return F.lower(F.hex(data))
 
 
 def _text(reason: str, template: str, *values: Column) -> Column:

@@ -31,7 +31,8 @@ What a call costs follows its events, not the messages held (docs/performance.md
 that stored a group's state holds it between calls and only appends the call's log entry;
 another worker rebuilds it from the base snapshot and the log (streaming/held_state.py).
 Python's cyclic garbage collector is paused during a call (a rebuilt state is millions of
-objects, and each generation-2 pass walks all of them).
+objects, and each generation-2 pass walks all of them), and what a call keeps is frozen out of
+the full collection Spark's worker runs after every task (`freeze_what_the_call_kept`).
 
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
 watermark) and records that cannot be used, which leave as dead letters with their reason; it
@@ -290,6 +291,28 @@ def forget_zip_importers() -> None:
             del sys.path_importer_cache[entry]
 
 
+UNFREEZE_EVERY = 200  # calls: how often a full collection may look at the frozen objects again
+_calls_since_unfrozen = 0
+
+
+def freeze_what_the_call_kept() -> None:
+    """Spark's worker runs a full collection after every task (pyspark/daemon.py), which walks every
+    object the worker holds: the held states, millions of objects at a million messages (11 % of a
+    worker's time at ~120,000 held, measured). After a call, the call's own cyclic garbage is
+    collected (the young generation: the collector is paused during a call, so that is everything
+    the call allocated), and what survived is frozen out of later collections. A frozen object that
+    later becomes garbage is freed by its reference count; so that a cycle among them is not kept
+    for ever, every UNFREEZE_EVERY calls they are unfrozen, for the next full collection to walk."""
+    global _calls_since_unfrozen
+    gc.collect(0)
+    _calls_since_unfrozen += 1
+    if _calls_since_unfrozen >= UNFREEZE_EVERY:
+        _calls_since_unfrozen = 0
+        gc.unfreeze()
+    else:
+        gc.freeze()
+
+
 class TwinProcessor(StatefulProcessor):
     """What `transformWithStateInPandas` runs per group: the model over the group's stored state.
     No event reaches the model more than `watermark_delay_ms` behind the latest event time (step 2
@@ -326,6 +349,7 @@ class TwinProcessor(StatefulProcessor):
             records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
                                                 self.topics.state, expired)
         finally:
+            freeze_what_the_call_kept()
             if collecting:
                 gc.enable()
         if records:

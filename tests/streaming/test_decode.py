@@ -24,6 +24,7 @@ from schemas.codec import Codec, DecodeError
 from schemas.datum import to_datum
 from schemas.events import EVENT_TYPES, ClockTick, SiteLocality
 from infra import kafka as kafka_clients
+from streaming.decode import classify_events
 from tests.streaming.spark_records import decode_events, decode_records, to_kafka
 from tests.schemas.samples import T0, sample_events, sample_outputs
 from tests.schemas.versions import encode_with, new_kind_datum, next_event, previous_event
@@ -207,3 +208,20 @@ def test_python_fingerprints_are_the_ones_java_avro_computes(spark):
         schema = jvm.org.apache.avro.Schema.Parser().parse(version.json)
         java = jvm.org.apache.avro.SchemaNormalization.parsingFingerprint64(schema)
         assert java == int.from_bytes(version.fingerprint, "little", signed=True), str(version)
+
+
+def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spark):
+    """Spark compares the magic and the fingerprint as bytes; the reasons still name them in hex."""
+    good = codec.encode(EVENTS[0])
+    values = [None, b"", b"\xc3", b"\x00\x01" + good[2:], good[:7], b"\xc3\x01" + b"\xab" * 8 + good[10:], good]
+    raw = spark.createDataFrame(
+        [(value, b"k", "events", 0, offset, None, 0) for offset, value in enumerate(values)],
+        "value binary, key binary, topic string, partition int, offset long, timestamp timestamp, timestampType int")
+    reasons = [row.reason for row in classify_events(raw, CATALOGUE).orderBy("offset").collect()]
+    assert reasons[0] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}", "a tombstone"
+    for value, reason in zip(values[1:-1], reasons[1:-1]):
+        with pytest.raises(DecodeError) as caught:
+            Codec(CATALOGUE).decode(value, "Event")
+        assert reason is not None and str(caught.value).startswith(reason), (value, reason, str(caught.value))
+    assert reasons[3].endswith("starts with 0001, expected c301") and "abababababababab" in reasons[5]
+    assert reasons[-1] is None

@@ -161,3 +161,36 @@ def test_a_task_forgets_the_jar_on_its_path_and_its_zip_importers_and_still_impo
     assert not any(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
     import zipped_module_for_the_test
     assert zipped_module_for_the_test.ANSWER == 42
+
+
+def test_a_calls_cyclic_garbage_is_collected_and_what_it_keeps_is_frozen_out_of_full_collections(monkeypatch):
+    """Spark's worker runs a full collection after every task: the held states must not be walked
+    by it, a call's garbage cycles must still go, and now and then the frozen objects are unfrozen
+    so that a cycle among them that became garbage is found too."""
+    import gc
+    import weakref
+
+    import streaming.operator as operator
+
+    class Thing:
+        pass
+
+    gc.collect()
+    monkeypatch.setattr(operator, "_calls_since_unfrozen", 0)
+    collecting = gc.isenabled()
+    gc.disable()  # as during a call
+    try:
+        garbage, kept = Thing(), Thing()
+        garbage.itself = garbage
+        gone = weakref.ref(garbage)
+        del garbage
+        operator.freeze_what_the_call_kept()
+        assert gone() is None, "the call's cycle was collected, not frozen"
+        assert gc.get_freeze_count() > 0 and not any(o is kept for o in gc.get_objects())
+        for _ in range(operator.UNFREEZE_EVERY - 1):
+            operator.freeze_what_the_call_kept()
+        assert gc.get_freeze_count() == 0 and any(o is kept for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
