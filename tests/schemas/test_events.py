@@ -20,6 +20,8 @@ def test_the_constructor_takes_each_field_as_the_dataclass_declares_it(cls):
     for p, f in zip(parameters, fields):
         assert p.kind is (inspect.Parameter.KEYWORD_ONLY if f.kw_only else inspect.Parameter.POSITIONAL_OR_KEYWORD)
         assert p.default is (inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+    # stored through the slots, not by name through object.__setattr__ as a frozen dataclass's own __init__ does
+    assert "__setattr__" not in cls.__init__.__code__.co_names
 
 
 def test_a_record_is_built_frozen_and_compared_by_its_fields():
