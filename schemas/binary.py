@@ -23,10 +23,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
-import types
 from typing import Any, Callable
 
-from schemas.events import EVENT_TYPES, Event
+from schemas.events import EVENT_TYPES, Event, slot_setters
 from schemas.shape import (
     Array, EnumType, FieldShape, Nullable, RecordType, Scalar, Shape, Timestamp, body_fields, fields_of, header_fields,
     record_types,
@@ -461,16 +460,6 @@ def _takes_a_byte(shape: Shape) -> bool:
 
 @functools.cache
 def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[Any, Any], None], ...] | None:
-    """The slot descriptors' setters of `cls`'s fields, when storing them is all its __init__ does."""
-    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.init or hasattr(cls, "__post_init__"):
-        return None
-    fields = dataclasses.fields(cls)
-    if tuple(f.name for f in fields) != names or not all(f.init for f in fields):
-        return None
-    setters = []
-    for name in names:
-        slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
-        if not isinstance(slot, types.MemberDescriptorType):
-            return None
-        setters.append(slot.__set__)
-    return tuple(setters)
+    """`events.slot_setters(cls)`, when `cls`'s fields are `names`."""
+    setters = slot_setters(cls)
+    return setters if setters is not None and tuple(f.name for f in dataclasses.fields(cls)) == names else None

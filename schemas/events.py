@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 
 def doc(text: str, *, logical: str | None = None, **kwargs) -> dataclasses.Field:
@@ -28,19 +29,33 @@ def doc(text: str, *, logical: str | None = None, **kwargs) -> dataclasses.Field
     return field(metadata=metadata, **kwargs)
 
 
+def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...] | None:
+    """The slot descriptors' setters of a dataclass's fields, in field order, when storing them is
+    all its generated __init__ does (None otherwise): what the compiled readers and the records'
+    own __init__ store through."""
+    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.init or hasattr(cls, "__post_init__"):
+        return None
+    setters = []
+    for f in dataclasses.fields(cls):
+        slot = next((k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__), None)
+        if not f.init or not isinstance(slot, types.MemberDescriptorType):
+            return None
+        setters.append(slot.__set__)
+    return tuple(setters)
+
+
 def _stored_through_slots(cls):
     """`cls` (a frozen, slotted dataclass) with an `__init__` that stores each field through its
     slot, as the generated one does through `object.__setattr__` by name, in 60 % of the time:
     the simulator builds events by the million. Same parameters, defaults and checks."""
-    fields = dataclasses.fields(cls)
-    if any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields) \
-            or hasattr(cls, "__post_init__"):
+    fields, setters = dataclasses.fields(cls), slot_setters(cls)
+    if setters is None or any(f.default_factory is not dataclasses.MISSING for f in fields):
         return cls
     namespace: dict = {}
     positional, keywords, body = [], [], []
-    for i, f in enumerate(fields):
+    for i, (f, setter) in enumerate(zip(fields, setters)):
         parameter = f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{i}"
-        namespace[f"_d{i}"], namespace[f"_s{i}"] = f.default, getattr(cls, f.name).__set__
+        namespace[f"_d{i}"], namespace[f"_s{i}"] = f.default, setter
         (keywords if f.kw_only else positional).append(parameter)
         body.append(f"    _s{i}(self, {f.name})")
     signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
