@@ -54,10 +54,21 @@ def docker_engine_answers() -> bool:
         return False
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A loopback port free now and not handed out before in this process.
+
+    The kernel may hand back a just-closed port at once, so two calls in a row could name the
+    same port for two listeners that have not started yet."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class _ProjectContainer(DockerContainer):

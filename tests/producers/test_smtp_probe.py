@@ -15,17 +15,12 @@ from producers.smtp_probe import Prober, Target, load_targets, parse_target
 from schemas.codec import decode
 from schemas.events import ServerProbed
 from shadowtwin.cli import main
+from tests.conftest import free_port
 from tests.producers.test_mtl import wait_for
 
 
 class _Nothing:
     """aiosmtpd handler: the probe only needs EHLO and QUIT."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -23,3 +23,26 @@ def test_settings_tables_round_trip_through_the_loader(tmp_path):
     assert settings.shadow_redundancy.for_node("ex02").shadow_resubmit_time_span != \
         load_settings(env={}).shadow_redundancy.for_node("ex02").shadow_resubmit_time_span
     assert settings.shadow_redundancy.for_node("ex01").mode.name == "EXCHANGE_2010"
+
+
+def test_free_port_never_names_a_port_twice_even_when_the_kernel_does(monkeypatch):
+    from shadowtwin.testing import containers
+
+    kernel_offers = iter([47001, 47001, 47001, 47002])
+
+    class _Socket:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, address):
+            self.port = next(kernel_offers)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(containers.socket, "socket", _Socket)
+    monkeypatch.setattr(containers, "_HANDED_OUT", set())
+    assert [containers.free_port(), containers.free_port()] == [47001, 47002]
