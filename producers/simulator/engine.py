@@ -67,6 +67,7 @@ class Simulation:
                       for s in topology.servers}
         self.boundaries = {b: [self.nodes[s.name] for s in members] for b, members in topology.boundaries().items()}
         self.databases = {d.name: d.dag for d in topology.mailbox_databases}
+        self._database_names = tuple(self.databases)
         self._actions: list[tuple[int, int, Callable, tuple]] = []
         self._out: list[tuple[int, int, ev.Event]] = []
         self._sequence = itertools.count()
@@ -247,7 +248,7 @@ class Simulation:
         recipients = tuple(dict.fromkeys(recipients))  # a recipient once
         size = max(500, int(rng.lognormvariate(math.log(w.size_bytes_median), 1.0)))
         if internal:
-            database = self._database_of(recipients[0]) if recipients[0].internal else rng.choice(list(self.databases))
+            database = self._database_of(recipients[0]) if recipients[0].internal else rng.choice(self._database_names)
             sender, boundary = f"{database}", self.databases[database]
             message_id = f"<{n}.{self.seed}@{org.domain}>"
             source = ev.MessageSource.MAILBOX_SUBMISSION
@@ -274,7 +275,8 @@ class Simulation:
 
     def _database_of(self, recipient: Recipient) -> str:
         number = int(recipient.address[4:recipient.address.index("@")])
-        return list(self.databases)[min(number // self.topology.users_per_database, len(self.databases) - 1)]
+        names = self._database_names
+        return names[min(number // self.topology.users_per_database, len(names) - 1)]
 
     def _queue_time(self) -> int:
         return 200 + int(self.rng.expovariate(1 / max(1, self.topology.workload.queue_time_ms)))

@@ -88,3 +88,16 @@ def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
     assert view.server("mbx02") is None, "it holds nothing for anybody now"
     assert server_key("mbx01") in records
     assert view.server("nobody") is None
+
+
+def test_records_are_sorted_compact_json_as_the_standard_library_writes_it():
+    import json
+
+    from state.summary import to_json
+
+    state, _ = run([e for e in primary_dies(Org()) if e.event_time_ms <= at(4)])
+    for _, record in summary_records(state, ["m1", "m3"]):
+        assert to_json(record) == json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    accented = {"recipients": ["jürgen@contoso.com", "名前@contoso.com"], "kind": "message"}
+    assert json.loads(to_json(accented)) == accented
+    assert to_json(None) is None, "a tombstone stays one"
