@@ -41,12 +41,12 @@ keeps no state. Tests drive `TwinProcessor` with an in-memory store (tests/strea
 
 from __future__ import annotations
 
+import functools
 import gc
 import sys
 import time
 import zipimport
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Container, Iterator, NamedTuple
 
 import pandas as pd
@@ -124,16 +124,16 @@ def input_rows(batch: pd.DataFrame) -> Iterator[InputRow]:
     of the decoding time, measured)."""
     size = len(batch)
     columns = [batch[name].tolist() if name in batch else [None] * size for name in InputRow._fields]
-    return map(InputRow._make, zip(*columns))
+    return map(_input_row, zip(*columns))
+
+
+_input_row = functools.partial(tuple.__new__, InputRow)  # InputRow._make without a Python call per row
 
 
 def late_reason(event_time_ms: int, watermark: int) -> str:
     return (f"{LATE_EVENT}: event time {iso_time(event_time_ms)} is at or behind the watermark"
             f" {iso_time(watermark)} (the latest event time less the watermark delay), where deadlines"
             " may have fired already: not applied")
-
-
-_ORDER = itemgetter(0, 1, 2)  # event time, the group's own events first, the rows' order
 
 
 def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, watermark: int = 0,
@@ -184,7 +184,7 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
             decoded.append((spark_time_ms, int(fact), position, event, row))
     decoded += [(time_ms, 1, at, NodeSeen(seen_id, time_ms, row.node), row)
                 for seen_id, (time_ms, at, row) in first_seen.items() if seen_id not in applied]
-    decoded.sort(key=_ORDER)
+    decoded.sort()  # by event time, the group's own events first, the rows' order: positions are unique
     return [(event, row) for _, _, _, event, row in decoded], letters
 
 
@@ -201,43 +201,30 @@ def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int
     output, refused = Output(), []
     if watermark > 0:
         output.extend(model.on_time(state, watermark))
-    feed = _Feed(decoded, output)
-    while feed.more():
-        start = feed.next
+    events = [event for event, _ in decoded]
+    at: list = [-1, None]  # the event last handed to the model, and where the output stood before it
+    start = 0
+    while start < len(events):
+        at[0] = -1
         try:
-            model.on_events(state, feed, output)
+            model.on_events(state, _fed(events, start, output, at), output)
+            break
         except Exception as exc:  # noqa: BLE001 - one impossible event must not stop the twin
-            if feed.next == start:  # it raised before taking an event: the next one is refused
-                next(feed)
-            refused.append((feed.drop_current(), exc))
+            if at[0] < 0:  # it raised before taking an event: the next one is refused
+                at[0] = start
+            else:
+                output.cut(at[1])
+            refused.append((decoded[at[0]][1], exc))
+            start = at[0] + 1
     return output, refused
 
 
-class _Feed:
-    """The events of `decoded`, one at a time, remembering where `output` stood before the current one."""
-
-    __slots__ = ("decoded", "output", "next", "mark")
-
-    def __init__(self, decoded: list[tuple[Event, object]], output: Output):
-        self.decoded, self.output, self.next, self.mark = decoded, output, 0, output.mark()
-
-    def more(self) -> bool:
-        return self.next < len(self.decoded)
-
-    def __iter__(self) -> "_Feed":
-        return self
-
-    def __next__(self) -> Event:
-        if self.next >= len(self.decoded):
-            raise StopIteration
-        self.mark = self.output.mark()
-        self.next += 1
-        return self.decoded[self.next - 1][0]
-
-    def drop_current(self) -> object:
-        """The row of the event the model raised on, its decisions taken back out of `output`."""
-        self.output.cut(self.mark)
-        return self.decoded[self.next - 1][1]
+def _fed(events: list[Event], start: int, output: Output, at: list) -> Iterator[Event]:
+    """`events` from `start`, keeping in `at` the index of the one last taken and where `output` stood before it."""
+    alerts, commands, outcomes = output.alerts, output.commands, output.outcomes
+    for i in range(start, len(events)):
+        at[0], at[1] = i, (len(alerts), len(commands), len(outcomes))
+        yield events[i]
 
 
 def logged_events(call: Call, bucket_ms: int) -> list[Event]:
