@@ -61,12 +61,8 @@ class Output:
         self.commands.extend(other.commands)
         self.outcomes.extend(other.outcomes)
 
-    def mark(self) -> tuple[int, int, int]:
-        """Where the output stands now, for `cut`."""
-        return len(self.alerts), len(self.commands), len(self.outcomes)
-
     def cut(self, mark: tuple[int, int, int]) -> None:
-        """Take back every decision added since `mark`."""
+        """Take back every decision added since the alerts, commands and outcomes numbered `mark`."""
         alerts, commands, outcomes = mark
         del self.alerts[alerts:], self.commands[commands:], self.outcomes[outcomes:]
 
