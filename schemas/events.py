@@ -44,10 +44,11 @@ def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...] | None:
     return tuple(setters)
 
 
-def _stored_through_slots(cls):
+def stored_through_slots(cls):
     """`cls` (a frozen, slotted dataclass) with an `__init__` that stores each field through its
     slot, as the generated one does through `object.__setattr__` by name, in 60 % of the time:
-    the simulator builds events by the million. Same parameters, defaults and checks."""
+    the simulator builds events by the million, the model an outcome per message. Same parameters,
+    defaults and checks."""
     fields, setters = dataclasses.fields(cls), slot_setters(cls)
     if setters is None or any(f.default_factory is not dataclasses.MISSING for f in fields):
         return cls
@@ -69,7 +70,7 @@ def _stored_through_slots(cls):
 def _record(cls=None, /, *, kw_only: bool = False):
     """A record of the contract: a frozen, slotted dataclass."""
     def decorate(cls):
-        return _stored_through_slots(dataclass(frozen=True, slots=True, kw_only=kw_only)(cls))
+        return stored_through_slots(dataclass(frozen=True, slots=True, kw_only=kw_only)(cls))
 
     return decorate if cls is None else decorate(cls)
 

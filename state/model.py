@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 from schemas import events as ev
 from schemas.events import (
     Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, Recipient, RedeliveryCommand, Severity,
+    stored_through_slots,
 )
 from state import liveness, restart
 from state.facts import NodeSeen
@@ -37,7 +38,12 @@ from state.records import (
 # bucket (`ModelConfig.applied_ids_bucket_ms`).
 SEEN_BUCKET_MS = 60_000
 
+_PROMOTE, _SHADOW_SILENT, _AUTO_DISCARD = _PAIR_KINDS = (
+    DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
+_SETTLE_RESTART = DeadlineKind.SETTLE_RESTART
 
+
+@stored_through_slots
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How the twin stopped tracking one message (for statistics, not sent to Kafka)."""
@@ -516,6 +522,9 @@ class _Transition:
                     self.primary_done(m, t)
                     return
                 served.update(fork.recipients)
+        if len(served) >= len(m.recipients) and served.issuperset([r.address for r in m.recipients]):
+            self.primary_done(m, t)  # the common case: every address served as written
+            return
         for r in m.recipients:
             if r.address not in served and r.address.lower() not in {x.lower() for x in served}:
                 return
@@ -830,26 +839,28 @@ class _Transition:
     def schedule_pair(self, pair: Pair) -> None:
         s, key = self.s, pair.shadow
         deadlines = s.deadlines
+        by_kind = deadlines.by_kind
         if not pair.held and not pair.pending_discards:
             s.pairs.pop(key, None)
-            for kind in (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD):
+            for kind in _PAIR_KINDS:
                 deadlines.clear(kind, key)
             return
         promotion, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
+        # Called for every copy made and released: a deadline not there is not cleared again.
         if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
             # Never in the past: a span that ran out while nobody could act is decided now.
-            due = max(pair.last_contact_ms + promotion, s.clock_ms)
-            deadlines.set(DeadlineKind.PROMOTE, key, due)
-        else:
-            deadlines.clear(DeadlineKind.PROMOTE, key)
+            due = pair.last_contact_ms + promotion
+            deadlines.set(_PROMOTE, key, due if due > s.clock_ms else s.clock_ms)
+        elif key in by_kind[_PROMOTE]:
+            deadlines.clear(_PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
-            deadlines.set(DeadlineKind.SHADOW_SILENT, key, pair.last_query_ms + silence)
-        else:
-            deadlines.clear(DeadlineKind.SHADOW_SILENT, key)
+            deadlines.set(_SHADOW_SILENT, key, pair.last_query_ms + silence)
+        elif key in by_kind[_SHADOW_SILENT]:
+            deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
-            deadlines.set(DeadlineKind.AUTO_DISCARD, key, pair.last_query_ms + auto_discard)
-        else:
-            deadlines.clear(DeadlineKind.AUTO_DISCARD, key)
+            deadlines.set(_AUTO_DISCARD, key, pair.last_query_ms + auto_discard)
+        elif key in by_kind[_AUTO_DISCARD]:
+            deadlines.clear(_AUTO_DISCARD, key)
 
     def fire_promote(self, shadow: str, at_ms: int) -> None:
         s = self.s
@@ -1028,13 +1039,15 @@ class _Transition:
 
     def known(self, e: ev.Event) -> Message | None:
         """The message an event on the primary is about, if the twin tracks it."""
-        if e.message is None:
+        ref = e.message
+        if ref is None:
             return None
-        if self.s.deadlines.by_kind[DeadlineKind.SETTLE_RESTART]:
+        s = self.s
+        if s.deadlines.by_kind[_SETTLE_RESTART]:
             restart.mentioned(self, e)
-        m = self.s.messages.get(e.message.internal_id)
-        if m is None and isinstance(e, _DELIVERY_EVENTS) and e.message.internal_id in self.s.promoted:
-            record = self.s.promoted[e.message.internal_id]
+        m = s.messages.get(ref.internal_id)
+        if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
+            record = s.promoted[ref.internal_id]
             self.predict_duplicates([record], e.event_time_ms, "delivered a message its shadow had already resubmitted")
         return m
 
