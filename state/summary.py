@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Iterable
 
 import orjson
@@ -128,13 +129,9 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
         if (at_ms := by_kind[DeadlineKind.FORGET_PROMOTED].get(internal_id)) is not None:
             deadlines.append({"kind": "forget_promoted", "at_ms": at_ms})
     if len(deadlines) > 1:
-        deadlines.sort(key=_at_ms)
+        deadlines.sort(key=itemgetter("at_ms"))
     record["deadlines"] = deadlines
     return record
-
-
-def _at_ms(deadline: dict) -> int:
-    return deadline["at_ms"]
 
 
 def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:
