@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -128,6 +129,8 @@ class TwinApplication:
                 if deadline is not None and time.monotonic() >= deadline:
                     return Ending.TIME_UP
                 self.query.awaitTermination(0.5)
+            except StreamingQueryException:
+                continue  # the query failed while awaited (Spark raises its failure there): see above
             except Exception:  # noqa: BLE001 - the JVM went away: by the same signal, or by a failure
                 if self.stop_signal.is_set():
                     return Ending.SIGNALLED
