@@ -1,4 +1,4 @@
-"""Probe of `transformWithStateInPandas` (pyspark 4.0.0, RocksDB) for the operator's needs.
+"""Probe of `transformWithStateInPandas` (written for pyspark 4.0.0; RocksDB) for the operator's needs.
 
     .venv/bin/python -m benchmarks.tws_probe [--groups 8] [--batches 6] [--rows 20000] [--blob-kb 4096]
 
@@ -25,7 +25,7 @@ import pandas as pd
 from infra.settings import load_settings
 from streaming.session import build_spark
 
-CHUNK = 1 << 20  # state values travel in pieces: 4.0.0's state server reads a proto message with one read()
+CHUNK = 1 << 20  # state values travel in pieces: 4.0.0's state server read a proto message with one read()
 OUTPUT = "key STRING, what STRING, micros DOUBLE, watermark LONG, detail LONG"
 
 

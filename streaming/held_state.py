@@ -34,8 +34,9 @@ from typing import Callable, Protocol
 from state import snapshot
 from state.records import PrimaryState
 
-# Values travel to Spark's state server in pieces, through lists: 4.0.0's server reads a plain
-# state request with one `read()` (no readFully), which loses a large value under load.
+# Values travel to Spark's state server in pieces, through lists (Arrow batches, read whole): pyspark
+# 4.0.0's server read a plain state request with one `read()`, which lost a large value under load
+# (SPARK-53870; 4.1.1 reads it whole). Checkpoints hold their bases in these pieces.
 PIECE_BYTES = 1 << 20
 LOG_SLOTS = 8
 COMPACT_FACTOR = 8
