@@ -37,6 +37,7 @@ the full collection Spark's worker runs after every task (`freeze_what_the_call_
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
 watermark) and records that cannot be used, which leave as dead letters with their reason; it
 keeps no state. Tests drive `TwinProcessor` with an in-memory store (tests/streaming/harness.py).
+A worker reads its input by column slices (streaming/group_frames.py), not row by row as pyspark 4.1.1 does.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
 from state.records import PrimaryState
+from streaming import group_frames
 from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, hold, pieces, restore, store_call
 from streaming.state_rows import StateWatch
+
+group_frames.install()  # this module is imported in a Python worker before its first task reads
 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
