@@ -5,15 +5,15 @@ Spark 4.1 may put the rows of several groups in one Arrow batch. Its Python work
 (`TransformWithStateInPandasSerializer.load_stream`) converts each batch to pandas, walks it
 with `itertuples` (a `Timestamp` per row for the event time), and builds every group's frames
 again from the row tuples with `pd.DataFrame(rows)`: a fifth of the twin's Python worker in
-`benchmarks.twin` (docs/performance.md). `load_stream_by_slices` yields each group's rows as pyspark
-does (the same rows in the same order, the same columns and dtypes, numbers in 64 bits), in
-frames of at most `maxRecordsPerBatch` rows or what `maxBytesPerBatch` allows, sliced from each
-batch's columns where the grouping key changes; a group's rows in two batches come as two
-frames, where pyspark joins them. `install` puts it in place of pyspark's in the process that
-imports the operator: the worker, before its first task (unpickling the operator imports this
-module, after the serializer is made and before it reads). It replaces exactly the pyspark
-release it was compared with (tests/streaming/test_group_frames.py runs both on the same
-Arrow streams), and leaves any other as it is.
+`benchmarks.twin` (docs/performance.md). `load_stream_by_slices` yields each group's rows as
+pyspark does (the same rows in the same order, the same columns and dtypes, numbers in 64
+bits), in frames of at most `maxRecordsPerBatch` rows or what `maxBytesPerBatch` allows,
+sliced from each batch's columns where the grouping key changes; a group's rows in two batches
+come as two frames, where pyspark joins them. `install` puts it in place of pyspark's in the
+process that imports the operator: the worker, before its first task (unpickling the operator
+imports this module, after the serializer is made and before it reads). It replaces exactly
+the pyspark release it was compared with (tests/streaming/test_group_frames.py runs both on
+the same Arrow streams), and leaves any other as it is.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ the full collection Spark's worker runs after every task (`freeze_what_the_call_
 The empty group key gathers what is not a primary's event: clock ticks (which only move the
 watermark) and records that cannot be used, which leave as dead letters with their reason; it
 keeps no state. Tests drive `TwinProcessor` with an in-memory store (tests/streaming/harness.py).
-A worker reads its input by column slices (streaming/group_frames.py), not row by row as pyspark 4.1.1 does.
+A worker reads its input by column slices (streaming/group_frames.py), not row by row as
+pyspark 4.1.1 does.
 """
 
 from __future__ import annotations
