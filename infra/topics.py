@@ -10,6 +10,7 @@ replication factor and min.insync.replicas (what an acknowledged record survives
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException
@@ -19,6 +20,7 @@ from infra.kafka import Kafka, admin, cluster_metadata
 from infra.settings import TopicSettings
 
 LOG_APPEND_TIME = "LogAppendTime"
+UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,22 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
 
 
 def _configs(client, names: list[str], timeout: float) -> dict[str, dict[str, str]]:
-    if not names:
-        return {}
-    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names],
-                                      request_timeout=timeout)
-    return {resource.name: {key: entry.value for key, entry in future.result(timeout=timeout).items()}
-            for resource, future in futures.items()}
+    """Each topic's configuration. A broker may not know a topic the metadata already listed (a
+    cluster's brokers learn of a new topic one after another): it is asked again until `timeout`."""
+    found: dict[str, dict[str, str]] = {}
+    deadline = time.monotonic() + timeout
+    while names:
+        futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name) for name in names],
+                                          request_timeout=timeout)
+        unknown = []
+        for resource, future in futures.items():
+            try:
+                found[resource.name] = {key: entry.value for key, entry in future.result(timeout=timeout).items()}
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART or time.monotonic() >= deadline:
+                    raise
+                unknown.append(resource.name)
+        names = unknown
+        if names:
+            time.sleep(UNKNOWN_TOPIC_PAUSE_SECONDS)
+    return found

@@ -1,9 +1,15 @@
 """Topic creation: the configured topics with their partition counts, idempotently."""
 
 import uuid
+from collections import Counter
+from concurrent.futures import Future
+from types import SimpleNamespace
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from infra import topics as topics_module
 from infra.settings import TopicSettings
 from infra.topics import create_topics
 
@@ -48,3 +54,36 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
     said = [line for line in result.stderr.splitlines(keepends=True) if not line.startswith("%")]  # not librdkafka's log
     assert "".join(said) == (f"1 of 5 topics differ from the configuration in what the twin's correctness depends on:"
                              f" e.{suffix} (recreate them, or change [topics])\n")
+
+
+class BrokerLearningOfTopics:
+    """An admin client whose broker knows a topic only from its `knows_after`-th question about it on."""
+
+    def __init__(self, knows_after: int):
+        self.knows_after, self.asked = knows_after, Counter()
+
+    def describe_configs(self, resources, request_timeout):
+        futures = {}
+        for resource in resources:
+            self.asked[resource.name] += 1
+            future = Future()
+            if self.asked[resource.name] < self.knows_after:
+                future.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                future.set_result({"cleanup.policy": SimpleNamespace(value="compact")})
+            futures[resource] = future
+        return futures
+
+
+def test_a_topic_a_broker_has_not_learnt_of_yet_is_asked_about_again(monkeypatch):
+    monkeypatch.setattr(topics_module, "UNKNOWN_TOPIC_PAUSE_SECONDS", 0.0)
+    client = BrokerLearningOfTopics(knows_after=3)
+    assert topics_module._configs(client, ["s.x", "e.x"], timeout=10) == {
+        "s.x": {"cleanup.policy": "compact"}, "e.x": {"cleanup.policy": "compact"}}
+    assert client.asked == {"s.x": 3, "e.x": 3}
+
+
+def test_a_topic_no_broker_learns_of_fails_after_the_timeout(monkeypatch):
+    monkeypatch.setattr(topics_module, "UNKNOWN_TOPIC_PAUSE_SECONDS", 0.01)
+    with pytest.raises(KafkaException):
+        topics_module._configs(BrokerLearningOfTopics(knows_after=10**9), ["s.x"], timeout=0.1)
