@@ -1,6 +1,7 @@
 """Benchmark: the streaming twin on the real broker, in one run.
 
     .venv/bin/python -m benchmarks.twin [--events 2000000] [--servers 8] [--in-flight 100000 [1000000 ...]]
+                                        [--declare-servers]
 
 1. Throughput: a synthetic DAG (servers x (servers-1) shadow/primary pairs, about
    `--in-flight` messages in flight) is published to a fresh events topic; the twin then
@@ -13,7 +14,10 @@
    and at most (received, not yet discarded by their shadow; shadows collect discards at their
    next heartbeat, so more than `--in-flight`). The twin runs with the configured watermark
    delay unless `--watermark-delay` says otherwise; the rows dropped behind the watermark are
-   counted and printed.
+   counted and printed. `--declare-servers` declares the synthetic servers for these runs
+   (`[shadow_redundancy] servers`), as a deployment that wants cross-server reasoning does:
+   every event then also reaches every server's group as a shared fact (streaming/twin.py
+   `shared_facts`).
 2. Ceiling: a stateless query over the same topic (the same decoding, a no-op sink).
 3. Detection delay, live: primaries stop answering their shadows at staggered times, the
    twin's clock ticks, and for each redelivery command the delay is its Kafka timestamp
@@ -62,8 +66,13 @@ def main() -> None:
     parser.add_argument("--watermark-delay", type=SparkInterval,
                         help="for the throughput runs; default: twin.watermark_delay from conf/ (what the twin"
                              " runs with)")
+    parser.add_argument("--declare-servers", action="store_true",
+                        help="declare the synthetic servers, so every event is a shared fact of every group")
     args = parser.parse_args()
     settings = load_settings()
+    if args.declare_servers:
+        settings = dataclasses.replace(settings, shadow_redundancy=dataclasses.replace(
+            settings.shadow_redundancy, servers=tuple(Workload(servers=args.servers).server_names())))
     if args.shuffle_partitions:
         settings = dataclasses.replace(settings, spark=dataclasses.replace(
             settings.spark, shuffle_partitions=args.shuffle_partitions))
@@ -82,8 +91,10 @@ def main() -> None:
             held = HeldCount()
             publisher = Publisher(bootstrap, topics.events, held.count(generate(workload)))
             publisher.run()
-            print(f"published {publisher.sent:,} events ({args.servers} servers, {args.servers * (args.servers - 1)}"
-                  f" shadow/primary pairs, ~{in_flight:,} messages in flight) in {time.perf_counter() - started:.0f}s;"
+            declared = f", all {args.servers} declared" if args.declare_servers else ""
+            print(f"published {publisher.sent:,} events ({args.servers} servers{declared},"
+                  f" {args.servers * (args.servers - 1)} shadow/primary pairs, ~{in_flight:,} messages in flight)"
+                  f" in {time.perf_counter() - started:.0f}s;"
                   f" messages held when an event arrives: {held.mean():,.0f} on average, {held.peak:,} at most")
             with PeakMemory(spark) as memory:
                 twin_rate = throughput(spark, bench_settings(settings, topics, args), args, twin=True)

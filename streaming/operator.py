@@ -51,6 +51,7 @@ import zipimport
 from dataclasses import dataclass, replace
 from typing import Container, Iterator, NamedTuple
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor
@@ -155,19 +156,16 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
     decoded: list[tuple[int, int, int, Event, object]] = []
     letters: list[DeadLetter] = []
     first_seen: dict[str, tuple[int, int, object]] = {}
-    position = 0
+    position = 0  # a row's place among all the call's rows, from 1
     for batch in batches:
-        spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
-        for row, spark_time_ms in zip(input_rows(batch), spark_times_ms):
-            position += 1
+        spark_times_ms = batch["event_time"].astype("int64").to_numpy() // 1_000_000
+        positions = np.arange(position + 1, position + 1 + len(batch))
+        position += len(batch)
+        others = _earliest_seen(batch, spark_times_ms, positions, bucket_ms, watermark, first_seen)
+        if others is not None:
+            batch, spark_times_ms, positions = batch[others], spark_times_ms[others], positions[others]
+        for row, spark_time_ms, at in zip(input_rows(batch), spark_times_ms.tolist(), positions.tolist()):
             late = 0 < watermark and spark_time_ms <= watermark
-            if row.fact == FACT_SEEN:
-                if not late:
-                    seen_id = f"seen:{row.node}:{spark_time_ms // bucket_ms}"
-                    first = first_seen.get(seen_id)
-                    if first is None or spark_time_ms < first[0]:
-                        first_seen[seen_id] = (spark_time_ms, position, row)
-                continue
             try:
                 event = decode(row.value)
             except Exception as exc:  # noqa: BLE001 - whatever the decoder says, the record is set aside
@@ -186,11 +184,40 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
                 if not fact:
                     letters.append(dead_letter(row, late_reason(spark_time_ms, watermark)))
                 continue
-            decoded.append((spark_time_ms, int(fact), position, event, row))
+            decoded.append((spark_time_ms, int(fact), at, event, row))
     decoded += [(time_ms, 1, at, NodeSeen(seen_id, time_ms, row.node), row)
                 for seen_id, (time_ms, at, row) in first_seen.items() if seen_id not in applied]
     decoded.sort()  # by event time, the group's own events first, the rows' order: positions are unique
     return [(event, row) for _, _, _, event, row in decoded], letters
+
+
+def _earliest_seen(batch: pd.DataFrame, times_ms: np.ndarray, positions: np.ndarray, bucket_ms: int,
+                   watermark: int, first_seen: dict[str, tuple[int, int, object]]) -> np.ndarray | None:
+    """Keeps in `first_seen` the earliest NodeSeen row of each id in `batch` (by time, then place)
+    that is not at or behind `watermark`, as (time, position, row), unless an earlier one is there;
+    returns which rows are not NodeSeen rows (a boolean array), or None when none is one.
+    With P declared servers P of every P + 1 rows are NodeSeen rows, and few of them count: they
+    are sifted by column, not row by row (a fifth of the worker's time, measured)."""
+    if "fact" not in batch:
+        return None
+    seen = (batch["fact"] == FACT_SEEN).to_numpy()
+    if not seen.any():
+        return None
+    at = seen.nonzero()[0]
+    if watermark > 0:
+        at = at[times_ms[at] > watermark]
+    if len(at):
+        candidates = pd.DataFrame({"time": times_ms[at], "bucket": times_ms[at] // bucket_ms, "at": at,
+                                   "node": batch["node"].to_numpy()[at]})
+        earliest = candidates.sort_values("time", kind="stable").drop_duplicates(["node", "bucket"])
+        rows = input_rows(batch.iloc[earliest["at"].to_numpy()])
+        for row, time_ms, bucket, at_row in zip(rows, earliest["time"].tolist(), earliest["bucket"].tolist(),
+                                                earliest["at"].tolist()):
+            seen_id = f"seen:{row.node}:{bucket}"
+            first = first_seen.get(seen_id)
+            if first is None or time_ms < first[0]:
+                first_seen[seen_id] = (time_ms, int(positions[at_row]), row)
+    return ~seen
 
 
 def replay_call(model: ShadowRedundancyModel, state: PrimaryState, call: Call) -> None:

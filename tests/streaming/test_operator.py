@@ -4,16 +4,20 @@ word, and no single record stops a group."""
 from __future__ import annotations
 
 import dataclasses
+import random
 
+from producers.synthetic import Workload, generate
 from schemas import catalogue
-from schemas.codec import encode
+from schemas.codec import default_codec, encode
+from state.facts import NodeSeen
 from state.model import ShadowRedundancyModel, _Transition
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
-from streaming.operator import OutputTopics
+from streaming.operator import (FACT_SEEN, FACT_STARTED, OutputTopics, dead_letter, decode_rows, input_rows,
+                                late_reason)
 from tests.schemas.samples import sample_alert
 from tests.state.scenario import Org
-from tests.streaming.harness import OperatorHarness, event_row, run_operator
+from tests.streaming.harness import OperatorHarness, event_row, row_frame, run_operator
 
 FAST = model_config_from({"shadow_heartbeat_frequency": "1m", "shadow_resubmit_time_span": "10m"})
 SERVERS = ("mbx01", "mbx02")  # the groups the facts every group shares are addressed to
@@ -194,3 +198,69 @@ def test_a_calls_cyclic_garbage_is_collected_and_what_it_keeps_is_frozen_out_of_
         gc.unfreeze()
         if collecting:
             gc.enable()
+
+
+def decode_rows_row_by_row(batches, primary, bucket_ms, watermark=0, applied=()):
+    """`decode_rows` as it was before it sifted the NodeSeen rows by column (c7afc42): every row in turn."""
+    decode = default_codec().decode_event
+    decoded, letters, first_seen, position = [], [], {}, 0
+    for batch in batches:
+        spark_times_ms = (batch["event_time"].astype("int64") // 1_000_000).tolist()
+        for row, spark_time_ms in zip(input_rows(batch), spark_times_ms):
+            position += 1
+            late = 0 < watermark and spark_time_ms <= watermark
+            if row.fact == FACT_SEEN:
+                if not late:
+                    seen_id = f"seen:{row.node}:{spark_time_ms // bucket_ms}"
+                    first = first_seen.get(seen_id)
+                    if first is None or spark_time_ms < first[0]:
+                        first_seen[seen_id] = (spark_time_ms, position, row)
+                continue
+            try:
+                event = decode(row.value)
+            except Exception as exc:  # noqa: BLE001
+                if row.fact is None:
+                    letters.append(dead_letter(row, str(exc)))
+                continue
+            fact = row.fact is not None
+            if (not fact and event.primary_server != primary) or event.event_time_ms != spark_time_ms:
+                if not fact:
+                    letters.append(dead_letter(row, "otherwise"))
+                continue
+            if late:
+                if not fact:
+                    letters.append(dead_letter(row, late_reason(spark_time_ms, watermark)))
+                continue
+            decoded.append((spark_time_ms, int(fact), position, event, row))
+    decoded += [(time_ms, 1, at, NodeSeen(seen_id, time_ms, row.node), row)
+                for seen_id, (time_ms, at, row) in first_seen.items() if seen_id not in applied]
+    decoded.sort()
+    return [(event, row) for _, _, _, event, row in decoded], letters
+
+
+def test_the_nodeseen_rows_sifted_by_column_give_what_a_row_by_row_reading_gives():
+    """The earliest NodeSeen row of each server and liveness bucket, ties to the first in the call,
+    none at or behind the watermark or already applied; the other rows as before, in the same order."""
+    rng = random.Random(18)
+    events = list(generate(Workload(servers=3, messages_per_second=20, duration_ms=60_000, heartbeat_ms=5_000)))
+    bucket_ms = 10_000
+    primary = "mbx01"
+    for round_ in range(30):
+        rows = [event_row(e, offset) for offset, e in enumerate(events) if e.primary_server == primary]
+        for offset, e in enumerate(events):
+            for copy in range(rng.choice((1, 1, 2))):  # twice: a tie at one time, the first in the call wins
+                rows.append({**event_row(e, offset + copy * 100_000), "primary_server": primary, "value": None,
+                             "fact": FACT_SEEN})
+            if e.node != primary and rng.random() < 0.05:
+                rows.append({**event_row(e, offset), "primary_server": primary, "fact": FACT_STARTED})
+        rng.shuffle(rows)
+        cuts = sorted(rng.sample(range(1, len(rows)), rng.randrange(0, 4)))
+        frames = [row_frame(rows[a:b]) for a, b in zip([0, *cuts], [*cuts, len(rows)])]
+        times = sorted(e.event_time_ms for e in events)
+        watermark = rng.choice((0, times[len(times) // 3], times[len(times) // 2]))
+        applied = {f"seen:mbx0{rng.randrange(1, 4)}:{t // bucket_ms}" for t in rng.sample(times, 5)}
+        got = decode_rows(iter(frames), primary, bucket_ms, watermark, applied)
+        want = decode_rows_row_by_row(iter(frames), primary, bucket_ms, watermark, applied)
+        assert [(e, r.offset, r.fact) for e, r in got[0]] == [(e, r.offset, r.fact) for e, r in want[0]], round_
+        assert [(d.offset, d.reason) for d in got[1]] == [(d.offset, d.reason) for d in want[1]], round_
+        assert sum(isinstance(e, NodeSeen) for e, _ in got[0]) > 0, "the rounds must have NodeSeen facts"
