@@ -197,7 +197,8 @@ def _earliest_seen(batch: pd.DataFrame, times_ms: np.ndarray, positions: np.ndar
     that is not at or behind `watermark`, as (time, position, row), unless an earlier one is there;
     returns which rows are not NodeSeen rows (a boolean array), or None when none is one.
     With P declared servers P of every P + 1 rows are NodeSeen rows, and few of them count: they
-    are sifted by column, not row by row (a fifth of the worker's time, measured)."""
+    are sifted by column, not row by row (row by row, with 8 declared servers, they took about a
+    fifth of the worker: docs/performance.md, "Declared servers")."""
     if "fact" not in batch:
         return None
     seen = (batch["fact"] == FACT_SEEN).to_numpy()
