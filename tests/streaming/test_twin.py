@@ -59,6 +59,11 @@ def world_servers() -> tuple[str, ...]:
 def publish(bootstrap: str, topic: str, events: list[Event], raw: list[bytes] = ()) -> None:
     out = producer(bootstrap)
     for event in events:
+        if isinstance(event, ClockTick):
+            # everything before a tick is acknowledged before the tick is sent: otherwise the twin can
+            # read the tick (on one partition) a batch before another partition's last events, which
+            # it would then rightly take as late
+            assert out.flush(30) == 0
         out.produce(topic, key=kafka_key(event) or None, value=encode(event))
     for value in raw:
         out.produce(topic, key=b"mbx01", value=value)
