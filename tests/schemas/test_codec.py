@@ -143,6 +143,23 @@ def test_undecodable_bytes_raise_decode_error_with_the_reason(data, reason, deta
     assert detail in str(caught.value)
 
 
+def test_many_values_decode_as_each_one_alone():
+    """`decode_events`: in each place what `decode_event` gives for that value, or the exception it
+    raises (its type and words), and the places of the exceptions."""
+    values = [*(codec.encode(e) for e in sample_events().values()), b"", GOOD[:40], GOOD + b"\x00", None,
+              codec.encode(sample_alert()), bytearray(GOOD), memoryview(GOOD), GOOD[:10] + b"\x02" * 3]
+    got, failed = codec.default_codec().decode_events(values)
+    for value, result in zip(values, got, strict=True):
+        try:
+            want = codec.decode_event(value)
+        except Exception as exc:  # noqa: BLE001
+            assert (type(result), str(result)) == (type(exc), str(exc)), value
+        else:
+            assert result == want and not isinstance(result, Exception), value
+    assert failed == [i for i, result in enumerate(got) if isinstance(result, Exception)]
+    assert len(failed) == 6 and len(got) - len(failed) == len(sample_events()) + 2
+
+
 def test_a_record_of_another_schema_is_the_wrong_schema_for_the_topic():
     with pytest.raises(DecodeError, match=rf"^wrong schema: written with Alert v{catalogue.default().current('Alert').version}, expected Event$"):
         codec.decode_event(codec.encode(sample_alert()))

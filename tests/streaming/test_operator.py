@@ -9,6 +9,7 @@ import random
 from producers.synthetic import Workload, generate
 from schemas import catalogue
 from schemas.codec import default_codec, encode
+from schemas.wire import CORRUPT_BODY, DecodeError
 from state.facts import NodeSeen
 from state.model import ShadowRedundancyModel, _Transition
 from state.parameters import ModelConfig, model_config_from
@@ -201,7 +202,7 @@ def test_a_calls_cyclic_garbage_is_collected_and_what_it_keeps_is_frozen_out_of_
 
 
 def decode_rows_row_by_row(batches, primary, bucket_ms, watermark=0, applied=()):
-    """`decode_rows` as it was before it sifted the NodeSeen rows by column (c7afc42): every row in turn."""
+    """`decode_rows` as it was before it judged the rows by column (ddfcfba and after): every row in turn."""
     decode = default_codec().decode_event
     decoded, letters, first_seen, position = [], [], {}, 0
     for batch in batches:
@@ -220,12 +221,15 @@ def decode_rows_row_by_row(batches, primary, bucket_ms, watermark=0, applied=())
                 event = decode(row.value)
             except Exception as exc:  # noqa: BLE001
                 if row.fact is None:
-                    letters.append(dead_letter(row, str(exc)))
+                    letters.append(dead_letter(row, str(exc) if isinstance(exc, DecodeError)
+                                               else f"{CORRUPT_BODY}: {type(exc).__name__}: {exc}"))
                 continue
             fact = row.fact is not None
             if (not fact and event.primary_server != primary) or event.event_time_ms != spark_time_ms:
                 if not fact:
-                    letters.append(dead_letter(row, "otherwise"))
+                    letters.append(dead_letter(row, (
+                        f"{CORRUPT_BODY}: the contract's decoder reads primary {event.primary_server!r} at"
+                        f" {event.event_time_ms} ms, Spark's reads {primary!r} at {spark_time_ms} ms")))
                 continue
             if late:
                 if not fact:
@@ -264,3 +268,48 @@ def test_the_nodeseen_rows_sifted_by_column_give_what_a_row_by_row_reading_gives
         assert [(e, r.offset, r.fact) for e, r in got[0]] == [(e, r.offset, r.fact) for e, r in want[0]], round_
         assert [(d.offset, d.reason) for d in got[1]] == [(d.offset, d.reason) for d in want[1]], round_
         assert sum(isinstance(e, NodeSeen) for e, _ in got[0]) > 0, "the rounds must have NodeSeen facts"
+
+
+def test_rows_the_codec_refuses_or_reads_otherwise_get_the_reasons_a_row_by_row_reading_gives():
+    """Cut, trailing, foreign, empty and missing values, another primary or event time than Spark
+    read, in the group's own rows and in fact rows, behind the watermark or not: the same events
+    in the same order and the same dead letters, with the same reasons, as row by row."""
+    rng = random.Random(1818)
+    events = list(generate(Workload(servers=3, messages_per_second=20, duration_ms=60_000, heartbeat_ms=5_000)))
+    primary = "mbx01"
+    own = [e for e in events if e.primary_server == primary]
+    spoilers = [
+        lambda e, v: {"value": v[:-3]},  # cut short
+        lambda e, v: {"value": v + b"\x00"},  # trailing bytes
+        lambda e, v: {"value": b""},
+        lambda e, v: {"value": None},
+        lambda e, v: {"value": encode(sample_alert())},  # another schema
+        lambda e, v: {"value": v[:2] + bytes(8) + v[10:]},  # unknown fingerprint
+        lambda e, v: {"event_time": e.event_time_ms + 1},  # Spark read another time
+        lambda e, v: {"primary_server": primary, "value": encode(dataclasses.replace(e, primary_server="mbx02"))},
+    ]
+    for round_ in range(20):
+        rows = []
+        for offset, e in enumerate(own):
+            row = event_row(e, offset)
+            if rng.random() < 0.1:
+                row.update(rng.choice(spoilers)(e, row["value"]))
+            rows.append(row)
+        for offset, e in enumerate(events):
+            if e.node != primary and rng.random() < 0.05:
+                fact = {**event_row(e, 10_000 + offset), "primary_server": primary, "fact": FACT_STARTED}
+                if rng.random() < 0.3:
+                    fact.update(rng.choice(spoilers)(e, fact["value"]))
+                rows.append(fact)
+        rng.shuffle(rows)
+        cuts = sorted(rng.sample(range(1, len(rows)), rng.randrange(0, 4)))
+        frames = [row_frame(rows[a:b]) for a, b in zip([0, *cuts], [*cuts, len(rows)])]
+        times = sorted(e.event_time_ms for e in own)
+        watermark = rng.choice((0, times[len(times) // 3], times[len(times) // 2]))
+        got = decode_rows(iter(frames), primary, 10_000, watermark)
+        want = decode_rows_row_by_row(iter(frames), primary, 10_000, watermark)
+        assert [(e, r.offset, r.fact) for e, r in got[0]] == [(e, r.offset, r.fact) for e, r in want[0]], round_
+        assert [(d.offset, d.reason) for d in got[1]] == [(d.offset, d.reason) for d in want[1]], round_
+        reasons = " ".join(d.reason for d in got[1])
+        assert "the contract's decoder reads primary" in reasons and "late event" in reasons or watermark == 0, round_
+        assert len(got[1]) > 0 and len(got[0]) > 0, round_
