@@ -254,12 +254,29 @@ class _Transition:
                 self.close(m, t, "lost")
 
     def promote_if_primary_db_changed(self, pair: Pair, t: int) -> None:
-        s = self.s
-        if pair.held and pair.primary_db_seen is not None and s.queue_db_id is not None \
-                and pair.primary_db_seen != s.queue_db_id:
-            reason = (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE if pair.primary_failed_ms is not None
-                      else CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)
-            self.promote(pair, t, reason, include_unrouted=True)
+        """Promote the copies made with another queue database of the primary than its current one.
+        Each copy is judged by its own (the shadow keeps the primary's original database ID per
+        message): a copy the primary made after it came back with the new database stays held."""
+        s, current = self.s, self.s.queue_db_id
+        if not pair.held or current is None:
+            return
+        older = {i for i in pair.held if (m := s.messages.get(i)) is not None
+                 and self.copy_db(m, pair) not in (None, current)}
+        if not older:
+            return
+        reason = (CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE if pair.primary_failed_ms is not None
+                  else CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)
+        newer = any(i not in older and i in s.messages for i in pair.held)
+        self.promote(pair, t, reason, include_unrouted=True, only=older)
+        if newer and pair.held and pair.shadow in s.pairs:
+            # what stays is the current database's, whose primary is up: the pair goes on with it
+            pair.primary_failed_ms, pair.primary_db_seen = None, current
+            self.schedule_pair(pair)
+
+    @staticmethod
+    def copy_db(m: Message, pair: Pair) -> str | None:
+        """The primary's queue database when `m`'s copy was made: as its copy said, else as the pair's first did."""
+        return m.primary_db if m.primary_db is not None else pair.primary_db_seen
 
     def shadow_silent(self, pair: Pair, t: int) -> bool:
         silence = self.silence_span(pair.shadow)
@@ -310,13 +327,14 @@ class _Transition:
     def retries_exhausted(self, m: Message) -> bool:
         p = self.config.for_node(self.s.primary)
         preference = p.shadow_message_preference_setting
+        if preference is not ShadowMessagePreference.LOCAL_ONLY and m.local_failures > 0:
+            # A local attempt under a remote preference: PreferRemote's remote phase is over, or
+            # there is no remote site (no DAG, or a DAG in one site) and the preference is ignored,
+            # RemoteOnly's too. Either way the local site's budget decides.
+            return m.local_failures >= p.max_retries_for_local_site_shadow
         remote_budget = 0 if preference is ShadowMessagePreference.LOCAL_ONLY else p.max_retries_for_remote_site_shadow
         local_budget = 0 if preference is ShadowMessagePreference.REMOTE_ONLY else p.max_retries_for_local_site_shadow
-        # PreferRemote tries the remote site first: a local attempt means that phase is over
-        # (or that there is no remote site, when the preference is ignored).
-        remote_over = m.remote_failures >= remote_budget or (
-            preference is ShadowMessagePreference.PREFER_REMOTE and m.local_failures > 0)
-        return remote_over and m.local_failures >= local_budget
+        return m.remote_failures >= remote_budget and m.local_failures >= local_budget
 
     def no_shadow(self, m: Message, t: int, rejected_by_node: bool) -> None:
         """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
@@ -338,7 +356,8 @@ class _Transition:
         m = self.known(e)
         if m is None:
             return
-        self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None)
+        self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
+                           db_reported=False)
         locality = e.locality
         if locality is ev.SiteLocality.UNKNOWN:
             locality = self.locality_of(e.shadow_server)
@@ -378,10 +397,10 @@ class _Transition:
         m = self.message(e.message, e.event_time_ms)
         if m is None:
             return
-        self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route)
+        self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route, db_reported=True)
 
     def attach_shadow(self, m: Message, shadow: str, t: int, primary_db: str | None,
-                      alternate_route: bool | None) -> None:
+                      alternate_route: bool | None, db_reported: bool) -> None:
         s = self.s
         if alternate_route is not None:
             m.shadow_alternate_route = alternate_route
@@ -394,6 +413,9 @@ class _Transition:
             pair.silent_alerted = False
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
+        if primary_db is not None and (db_reported or m.primary_db is None):
+            # the shadow's report of the copy names the database; the primary's side, the twin's latest
+            m.primary_db = shared(primary_db)
         if m.shadow_server != shadow or m.redundancy is not Redundancy.REDUNDANT:
             if m.shadow_server is not None and m.shadow_server != shadow and m.shadow_server in s.pairs:
                 self.unhold(s.pairs[m.shadow_server], m.ref.internal_id)
@@ -676,7 +698,7 @@ class _Transition:
             self.close(m, t, "delivered")
             return
         pair = s.pairs.get(e.node)
-        self.remember_promoted(m, e.node, t, pair.primary_db_seen if pair else None)
+        self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db)
         self.close(m, t, "promoted")
 
     def release_shadow(self, internal_id: str, pair: Pair, t: int) -> None:
@@ -734,12 +756,13 @@ class _Transition:
         return spans
 
     def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
-                forecast: bool = False) -> None:
-        """The shadow takes ownership: a redelivery command per unfinished fork, and one alert.
-        A forecast (the feed stopped) leaves the messages the twin saw processed alone."""
+                forecast: bool = False, only: set[str] | None = None) -> None:
+        """The shadow takes ownership (of the copies in `only`, else of all): a redelivery command
+        per unfinished fork, and one alert. A forecast (the feed stopped) leaves the messages the
+        twin saw processed alone."""
         s = self.s
         pair.primary_failed_ms = t
-        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
+        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages and (only is None or i in only)]
         # The twin saw the primary process these before it failed: resubmitting them would
         # only deliver them twice, so no command. But the shadow cannot know: it resubmits them
         # on its own (2010: those with an alternate route), so they arrive twice.
@@ -752,13 +775,16 @@ class _Transition:
                          or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
         if will_resubmit:
             self.predict_duplicates(
-                [Promoted(m.ref.whole(), pair.shadow, m.recipients, pair.primary_db_seen or s.queue_db_id, t)
+                [Promoted(m.ref.whole(), pair.shadow, m.recipients, self.copy_db(m, pair) or s.queue_db_id, t)
                  for m in will_resubmit], t,
                 f"processed messages whose discard notifications never reached {pair.shadow}, which takes"
                 f" ownership of its copies ({reason.value}) and resubmits them on its own")
         for m in processed:
             self.close(m, t, "delivered")
-        routed = [m for m in held if include_unrouted or m.shadow_alternate_route]
+        # Only a 2010 shadow (the previous hop) can be without an alternate route: 2013 and later
+        # transmit promoted messages to the next hop.
+        routed = [m for m in held if include_unrouted or m.shadow_alternate_route
+                  or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
         unrouted = [m for m in held if m not in routed]
         for m in routed:
             routes = self.pending_routes(m)
@@ -775,11 +801,11 @@ class _Transition:
                 again = {a.lower() for ref, _, rc in routes if ref.internal_id == m.ref.internal_id for a in rc}
                 recipients = m.recipients if everyone else tuple(r for r in m.recipients if r.address.lower() in again)
                 if everyone or recipients:
-                    self.remember_promoted(m, pair.shadow, t, pair.primary_db_seen, recipients)
+                    self.remember_promoted(m, pair.shadow, t, self.copy_db(m, pair), recipients)
             for ref, _, _ in routes:  # pending side-effect messages are the new owner's now too
                 if ref.internal_id != m.ref.internal_id and (child := s.messages.get(ref.internal_id)) is not None:
                     if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:
-                        self.remember_promoted(child, pair.shadow, t, pair.primary_db_seen)
+                        self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair))
                     self.close(child, t, "promoted")
             self.close(m, t, "promoted")
         if routed:

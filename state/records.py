@@ -97,6 +97,7 @@ class Message:
     shadow_alternate_route: bool = True
     at_risk: bool = False
     shadow_locality: SiteLocality = SiteLocality.UNKNOWN  # the copy's site relative to the primary's
+    primary_db: str | None = None  # the primary's queue database when its shadow copy was made
 
     @property
     def shadow_held(self) -> bool:

@@ -5,8 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (format 3, the same layout without a token, is still read: a
-checkpoint may hold it).
+refused rather than misread (formats 3 and 4 are still read, a checkpoint may hold them: 4 is
+the same layout without a message's `primary_db`, which then falls back to its pair's; 3 is 4
+without a token).
 
 Each snapshot carries a random token near its start (`token_of` finds it without unpickling
 anything), so an engine that keeps the loaded state in memory between calls can tell whether
@@ -25,15 +26,15 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 4
-PREVIOUS_FORMAT = 3  # the same layout, without a token
+FORMAT = 5
+PREVIOUS_FORMATS = (4, 3)  # 4: without a message's `primary_db`; 3: without it and without a token
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
 MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remote_failures", "local_failures",
-                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk")
+                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db")
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending",
@@ -67,10 +68,11 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
 def load(data: bytes) -> PrimaryState:
     loaded = pickle.loads(data)
     header = loaded[0]
-    if header[0] not in (FORMAT, PREVIOUS_FORMAT):
-        raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and {PREVIOUS_FORMAT}")
+    if header[0] not in (FORMAT, *PREVIOUS_FORMATS):
+        raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and"
+                         f" {' and '.join(map(str, PREVIOUS_FORMATS))}")
     _, messages, pairs, promoted, closed, deadlines, facts = loaded
-    if header[0] == FORMAT:
+    if header[0] != 3:
         header = (header[0], *header[2:])  # the token is not state
     _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,

@@ -45,6 +45,19 @@ def test_no_alternate_route_holds_the_message_until_the_primary_returns_with_a_n
     assert returned.settles("newyork")
 
 
+def test_a_2013_shadow_promotes_a_copy_whatever_it_says_of_an_alternate_route():
+    """Holding a copy for want of an alternate route is the 2010 previous hop's rule: a 2013 and
+    later shadow promotes itself and transmits its copies to the next hop after the span."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, alternate_route=False),
+              *org.query_ok("mbx02", "mbx01", 2), *org.heartbeats_failing("mbx02", "mbx01", 4, 4 * 60)]
+    result = replay(events)
+    assert [(c.holder, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("mbx02", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(2) + 3 * 60 * MINUTE)]
+    assert [a.type for a in result.alerts] == [AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+
+
 def test_no_alternate_route_and_same_database_back_means_normal_delivery():
     org = Org()
     events = [*hub_outage(org, alternate_route=False),

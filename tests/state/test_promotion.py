@@ -67,6 +67,32 @@ def test_new_queue_database_promotes_at_once():
     assert result.settles("mbx01")
 
 
+def test_a_copy_made_by_the_new_database_stays_held_and_is_promoted_only_if_the_primary_fails_again():
+    """The shadow keeps the primary's original database ID per message: back with dbP2 (seen only
+    through heartbeats), mbx01 shadows m5 on mbx02 before mbx02's next query; that query sees
+    dbP2 and promotes m1, the copy of dbP1, not m5, which mbx01 still has in its queue."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db="dbP1"),
+        *org.query_ok("mbx02", "mbx01", 2, db="dbP1"),
+        *org.heartbeats_failing("mbx02", "mbx01", 4, 60),
+        *org.received("mbx01", "m5", 60.2), *org.shadowed("mbx01", "mbx02", "m5", 60.2, db="dbP2"),
+        *org.query_ok("mbx02", "mbx01", 61, db="dbP2"),
+    ]
+    result = replay(events, until_ms=at(62))
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(61))]
+    assert set(result.states["mbx01"].pairs["mbx02"].held) == {"m5"}
+    # mbx01 dies again: m5 is promoted a ShadowResubmitTimeSpan after mbx02's last answer
+    again = replay([*events, *org.heartbeats_failing("mbx02", "mbx01", 63, 5 * 60)])
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in again.commands] == [
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(61)),
+        ("m5", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(61) + 3 * HOUR)]
+    # should mbx01 come back with dbP2, it delivers m5 again: the promoted record names m5's database
+    assert again.states["mbx01"].promoted["m5"].primary_db_id == "dbP2"
+
+
 def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
     org = Org()
     events = [

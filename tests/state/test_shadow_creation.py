@@ -47,6 +47,16 @@ def test_remote_only_and_local_only_budgets(preference, attempts, gives_up):
     assert bool(result.alerts) is gives_up
 
 
+@pytest.mark.parametrize("preference", list(ShadowMessagePreference))
+def test_with_no_remote_site_every_preference_gives_up_after_the_local_retries(preference):
+    """Outside a DAG, or in a DAG in one site, the primary tries MaxRetriesForLocalSiteShadow times in
+    its own site, whatever ShadowMessagePreferenceSetting says (the preference is ignored)."""
+    chosen = config(shadow_message_preference_setting=preference.value)
+    assert replay(failures(Org(), [LOCAL]), chosen).alerts == [], "one local attempt is still left"
+    alerts = replay(failures(Org(), [LOCAL, LOCAL]), chosen).alerts
+    assert [a.type for a in alerts] == [AlertType.NOT_REDUNDANT]
+
+
 def test_no_peer_gives_up_at_once():
     org = Org()
     events = [*org.received("mbx01", "m1", 0),

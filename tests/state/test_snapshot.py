@@ -7,7 +7,7 @@ from hypothesis import given, settings
 
 from schemas.events import Recipient
 from state import snapshot
-from state.model import ShadowRedundancyModel
+from state.model import ShadowRedundancyModel, _Transition
 from state.records import Message, Pair
 from state.replay import replay
 from tests.state import timelines
@@ -59,6 +59,23 @@ def test_another_format_is_refused():
     stale = pickle.dumps(((99, *data[0][1:]), *data[1:]))
     with pytest.raises(ValueError, match="format 99"):
         snapshot.load(stale)
+
+
+def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
+    """Format 4 had no `primary_db` per message: such a message falls back to its pair's database."""
+    import pickle
+    org = Org()
+    result = replay([*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+                     *org.shadowed("mbx01", "mbx02", "m1", 1, db="dbP1")])
+    state = result.states["mbx01"]
+    assert state.messages["m1"].primary_db == "dbP1"
+    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    assert snapshot.MESSAGE_FLAT[-1] == "primary_db"
+    older = [(*m[:5], m[5][:-1], m[6]) for m in messages]  # the flat fields without the last
+    loaded = snapshot.load(pickle.dumps(((4, *header[1:]), older, *rest)))
+    assert loaded.messages["m1"].primary_db is None
+    assert _Transition.copy_db(loaded.messages["m1"], loaded.pairs["mbx02"]) == "dbP1"
+    assert dataclasses.replace(loaded.messages["m1"], primary_db="dbP1") == state.messages["m1"]
 
 
 @pytest.mark.parametrize("make", [timelines.same_site_copies_after_remote_retries, timelines.silent_feed,

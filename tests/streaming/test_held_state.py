@@ -166,6 +166,6 @@ def test_a_snapshot_of_the_previous_format_is_still_loaded():
     harness.events(events)
     state = snapshot.load(harness.states["mbx01"][0])
     header, *rest = pickle.loads(snapshot.dump(state))
-    previous = pickle.dumps(((snapshot.PREVIOUS_FORMAT, *header[2:]), *rest))  # format 3: no token
+    previous = pickle.dumps(((3, *header[2:]), *rest))  # format 3: no token
     assert snapshot.token_of(previous) is None
     assert snapshot.load(previous) == state
