@@ -411,6 +411,10 @@ class _Transition:
             pair.last_contact_ms = max(pair.last_contact_ms, t)
             pair.last_query_ms = max(pair.last_query_ms, t)
             pair.silent_alerted = False
+            if self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+                # a 2010 shadow is the previous hop: handing the message over was a session of its
+                # own to the primary, which ends the run of timeouts
+                pair.consecutive_failures = 0
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
         if primary_db is not None and (db_reported or m.primary_db is None):

@@ -373,6 +373,8 @@ class Simulation:
         shadow.shadows.setdefault(primary.name, {})[mail.internal_id] = Copy(mail, primary.name, primary.db,
                                                                              alternate_route)
         shadow.last_contact[primary.name] = max(shadow.last_contact.get(primary.name, t), t)
+        if shadow.mode is NodeMode.EXCHANGE_2010:  # the previous hop's hand-off: a session to the primary
+            shadow.failures[primary.name] = 0
         shadow.event(ev.ShadowCopyStored, t, primary.name, mail.ref(), primary_queue_db_id=primary.db,
                      alternate_route=alternate_route)
 

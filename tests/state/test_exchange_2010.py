@@ -45,6 +45,24 @@ def test_no_alternate_route_holds_the_message_until_the_primary_returns_with_a_n
     assert returned.settles("newyork")
 
 
+def test_a_message_handed_to_the_primary_between_timeouts_ends_their_run():
+    """ShadowHeartbeatRetryCount timeouts IN A ROW declare the primary failed: Chicago's hand-off of
+    m2 to New York at minute 12 is a session to the primary, so the timeouts at 6 and 11 and the
+    one at 17 are not three in a row, and no promotion is due before 12 + 3 x 5 minutes."""
+    org = Org()
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("newyork", "m1", 1), *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY"),
+              *org.query_ok("chicago", "newyork", 1, db="dbNY"),
+              *org.query_failed("chicago", "newyork", 6), *org.query_failed("chicago", "newyork", 11),
+              *org.received("newyork", "m2", 12), *org.shadowed("newyork", "chicago", "m2", 12, db="dbNY"),
+              *org.query_failed("chicago", "newyork", 17)]
+    assert replay([*events, *org.tick(26)], MODE_2010).commands == []
+    later = replay([*events, *org.query_failed("chicago", "newyork", 22), *org.query_failed("chicago", "newyork", 27)],
+                   MODE_2010)
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in later.commands] == [
+        ("m1", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(27)), ("m2", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(27))]
+
+
 def test_a_2013_shadow_promotes_a_copy_whatever_it_says_of_an_alternate_route():
     """Holding a copy for want of an alternate route is the 2010 previous hop's rule: a 2013 and
     later shadow promotes itself and transmits its copies to the next hop after the span."""
