@@ -42,7 +42,7 @@ def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, in
     """(event, its Kafka timestamp in ms or None), lazily, in file order; `schema` names another
     top-level schema (a recording of the alerts topic: "Alert")."""
     if path.suffix in JSONL_SUFFIXES:
-        with open(path, encoding="utf-8") as lines:
+        with open(path, "rb") as lines:  # decoded line by line: bad bytes are named by their line
             yield from jsonl.read(lines, str(path), timestamps=True)
     elif path.suffix in AVRO_SUFFIXES:
         yield from container.read(path, schema, timestamps=True)

@@ -33,7 +33,7 @@ class ConversionError(ValueError):
 
 def jsonl_to_avro(source: Path, target: Path, *, codec: str = "deflate") -> int:
     """Write the records of a JSON Lines file to an Avro container file; returns how many."""
-    with open(source, encoding="utf-8") as lines:
+    with open(source, "rb") as lines:  # decoded line by line: bad bytes are named by their line
         records = jsonl.read(lines, str(source))
         first = next(records, None)
         if first is None:

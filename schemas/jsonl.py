@@ -118,10 +118,18 @@ def loads(line: str) -> Any:
     return from_json(json.loads(line))
 
 
-def read(lines: Iterable[str], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
+def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
     """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field.
-    With `timestamps`, (record, Kafka timestamp in ms or None) pairs."""
+    Lines may be bytes (a file opened in binary), each decoded as UTF-8 on its own, so that
+    bytes that are not UTF-8 are named by their line. With `timestamps`, (record, Kafka
+    timestamp in ms or None) pairs."""
     for number, line in enumerate(lines, start=1):
+        if isinstance(line, bytes):
+            try:
+                line = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise JsonlError(source, number, f"not UTF-8: byte {line[exc.start]:#04x} at column {exc.start + 1}"
+                                 ) from exc
         if not line.strip():
             continue
         try:

@@ -98,6 +98,13 @@ def test_blank_lines_are_skipped_but_counted():
     assert error_of(f"{good}\n\n{{oops\n").startswith("day.jsonl:3: not JSON")
 
 
+def test_bytes_that_are_not_utf8_are_named_by_their_line():
+    good = jsonl.dumps(sample_events()["ClockTick"]).encode() + b"\n"
+    with pytest.raises(JsonlError) as caught:
+        list(jsonl.read([good, good, b'{"kind": "\xff\xfe"}\n'], "day.jsonl"))
+    assert str(caught.value) == "day.jsonl:3: not UTF-8: byte 0xff at column 11"
+
+
 RECEIVED = json.loads(jsonl.dumps(sample_events()["MessageReceived"]))
 
 

@@ -86,6 +86,18 @@ def test_whatif_of_a_garbled_jsonl_names_the_line(tmp_path):
     one_line_naming(shadowtwin("whatif", garbled), f"{garbled}:{lines + 1}")
 
 
+def test_whatif_and_replay_of_a_jsonl_with_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    outage_recording(bad)
+    lines = len(bad.read_text().splitlines())
+    with open(bad, "ab") as out:
+        out.write(b"\xff\xfe\n")
+    one_line_naming(shadowtwin("whatif", bad), f"{bad}:{lines + 1}: not UTF-8")
+    first = tmp_path / "first.jsonl"  # on the first line: replay has nothing to send, and ends at once
+    first.write_bytes(b"\xff\xfe\n")
+    one_line_naming(shadowtwin("replay", first, "--bootstrap", "127.0.0.1:1"), f"{first}:1: not UTF-8")
+
+
 def test_whatif_of_a_file_that_is_not_avro(tmp_path):
     fake = tmp_path / "fake.avro"
     fake.write_text('{"kind": "ClockTick"}\n')
