@@ -3,13 +3,15 @@
 Errors a person can fix (a missing, unreadable or garbled file, a bad argument, an unwritable
 output, a refused setting) end here, in `main`: one line on stderr naming the file or argument
 and the problem, exit status 2; `--debug` shows the traceback instead. A closed pipe
-(`shadowtwin whatif day.avro | head`) ends quietly.
+(`shadowtwin whatif day.avro | head`) ends quietly; Ctrl-C in a command that has no summary to
+give (whatif) says it was interrupted, exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -42,6 +44,7 @@ BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlErro
 # process that does not start (exit 1).
 FAILED = (KafkaException, BrokerError, LabError)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
+INTERRUPTED_STATUS = 128 + signal.SIGINT
 DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
 
@@ -354,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS
+    except KeyboardInterrupt:  # Ctrl-C in a command that does not stop on signals by itself (whatif)
+        if args.debug:
+            raise
+        print(f"shadowtwin {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
     except (*BAD_INPUT, *FAILED, OSError) as exc:
         if args.debug or isinstance(exc, OSError) and exc.filename is None:
             raise

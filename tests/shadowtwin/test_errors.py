@@ -1,6 +1,8 @@
 """Bad input as a person types it: one line on stderr naming the file or argument and the problem,
 exit status 2, no traceback (unless --debug); a closed pipe ends quietly."""
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -141,6 +143,19 @@ def test_whatif_into_a_closed_pipe_ends_quietly(recording):
     reader.stdout.close()  # as `| head` does once it has its lines
     _, err = reader.communicate(timeout=120)
     assert err == b"" and reader.returncode == 141
+
+
+def test_ctrl_c_in_whatif_says_interrupted(tmp_path):
+    fifo = tmp_path / "endless.jsonl"
+    os.mkfifo(fifo)
+    whatif = subprocess.Popen([*CLI, "whatif", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with open(fifo, "w"):  # opened once whatif reads it: it then waits for lines that do not come
+            whatif.send_signal(signal.SIGINT)
+            _, err = whatif.communicate(timeout=30)
+    finally:
+        whatif.kill()
+    assert (whatif.returncode, err) == (130, "shadowtwin whatif: interrupted\n")
 
 
 def test_lab_names_an_unknown_node():
