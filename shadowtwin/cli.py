@@ -32,6 +32,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
+from shadowtwin.arguments import COUNT, SECONDS
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -240,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
                       help="do not publish clock ticks (when replaying a recording, which carries its own)")
     twin.add_argument("--lab-topology", metavar="FILE",
                       help="take the shadow-redundancy parameters of this lab topology (what `lab up --twin` does)")
-    twin.add_argument("--seconds", type=float, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
+    twin.add_argument("--seconds", type=SECONDS, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
     twin.set_defaults(run=_twin)
 
     whatif = commands.add_parser("whatif", help="replay a recording through the model with other parameters",
@@ -275,8 +276,8 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("file", help="the recording to write (.jsonl or .avro)")
     record.add_argument("--from-beginning", action="store_true",
                         help="read from the start of the topic up to its end at start (default: only new events)")
-    record.add_argument("--seconds", type=float, help="stop after this long")
-    record.add_argument("--count", type=int, help="stop after this many events")
+    record.add_argument("--seconds", type=SECONDS, help="stop after this long")
+    record.add_argument("--count", type=COUNT, help="stop after this many events")
     record.set_defaults(run=_record)
 
     replay = commands.add_parser("replay", help="publish a recording, paced by its event times",
@@ -321,7 +322,7 @@ def parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the whole pipeline once on the embedded broker",
                                parents=[KAFKA_OPTIONS],
                                description="Broker, topics, streaming query, simulated nodes; prints the alerts.")
-    demo.add_argument("--seconds", type=float, help="stop after this long at the latest (default: from conf/)")
+    demo.add_argument("--seconds", type=SECONDS, help="stop after this long at the latest (default: from conf/)")
     demo.set_defaults(run=_demo)
 
     from shadowtwin.lab_cmd import add_lab_parser

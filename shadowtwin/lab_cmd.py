@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from infra.settings import Settings
+from shadowtwin.arguments import COUNT, INTERVAL
 from shadowtwin.errors import UsageError
 
 
@@ -33,9 +34,9 @@ def add_lab_parser(commands) -> None:
     up.add_argument("--twin", action="store_true",
                     help="also run the streaming twin as a lab process, with the lab's spans (Spark: slow to start)")
     send = actions.add_parser("send", help="send messages with a plain SMTP client")
-    send.add_argument("--count", type=int, required=True)
+    send.add_argument("--count", type=COUNT, required=True)
     send.add_argument("--node", action="append", help="send to this node only (repeatable; default: all, round robin)")
-    send.add_argument("--interval", type=float, default=0.0, help="seconds between messages")
+    send.add_argument("--interval", type=INTERVAL, default=0.0, help="seconds between messages")
     kill = actions.add_parser("kill", help="kill -9 a node, as a crash")
     kill.add_argument("node")
     kill.add_argument("--wipe-queue-db", action="store_true", help="delete its queue database too")

@@ -12,6 +12,7 @@ from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Deliveries, flush, produce, reporting_producer
 from producers.smtp_probe import Prober, load_targets, parse_target
+from shadowtwin.arguments import COUNT
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from state.parameters import parse_duration
@@ -32,7 +33,7 @@ def add_parser(commands) -> None:
                        help="time between rounds (default: shadow_heartbeat_frequency, e.g. 2m, 00:02:00)")
     probe.add_argument("--timeout", metavar="DURATION",
                        help=f"how long one probe may take (default: {DEFAULT_TIMEOUT_S:g}s, or --every if shorter)")
-    probe.add_argument("--rounds", type=int, metavar="N", help="stop after N rounds (default: until Ctrl-C or SIGTERM)")
+    probe.add_argument("--rounds", type=COUNT, metavar="N", help="stop after N rounds (default: until Ctrl-C or SIGTERM)")
     probe.add_argument("--name", help="the prober's name: the node of a failed probe (default: probe@<host name>)")
     probe.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
     probe.set_defaults(run=run)
@@ -124,8 +125,6 @@ def stopped(thread: threading.Thread | None, stop) -> None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     prober = _prober(settings, args.server, args.servers, args.every, args.timeout, args.name)
-    if args.rounds is not None and args.rounds < 1:
-        raise UsageError(f"--rounds {args.rounds}: must be at least 1")
     deliveries = Deliveries(settings.kafka, settings.kafka.delivery_timeout_seconds)
     client = reporting_producer(settings.kafka, deliveries)
     topic = args.to or settings.topics.events

@@ -14,6 +14,7 @@ from producers.replayer import parse_speed
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
+from shadowtwin.arguments import SECONDS
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
@@ -44,7 +45,7 @@ def add_parser(commands) -> None:
                                " 1 with --live)")
     simulate.add_argument("--live", action="store_true",
                           help="start now, in real time, and obey the redelivery commands the twin sends")
-    simulate.add_argument("--seconds", type=float, help="with --live: stop after this long (default: Ctrl-C, or"
+    simulate.add_argument("--seconds", type=SECONDS, help="with --live: stop after this long (default: Ctrl-C, or"
                                                         " when all mail is delivered after the topology's duration)")
     simulate.set_defaults(run=run)
 

@@ -46,7 +46,9 @@ def apply_assignments(config: ModelConfig, assignments: list[str]) -> ModelConfi
         if "=" not in assignment:
             raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r}")
         name, value = assignment.split("=", 1)
-        node, _, name = name.rpartition(":")
+        node, colon, name = name.rpartition(":")
+        if colon and not node.strip():
+            raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
         config = config.with_overrides({name.strip(): value.strip()}, node=node.strip() or None)
     return config
 

@@ -128,6 +128,27 @@ def test_whatif_with_a_bad_parameter(recording):
                     "ShadowHeartbeatRetryCount")
 
 
+def test_whatif_refuses_a_node_assignment_without_a_node(recording):
+    one_line_naming(shadowtwin("whatif", recording, "--set", ":ShadowResubmitTimeSpan=5m"), "--set",
+                    "':ShadowResubmitTimeSpan=5m'", "no node before the colon")
+
+
+@pytest.mark.parametrize("command", [
+    ["record", "shadowtwin.events", "r.avro", "--count", "0"],
+    ["record", "shadowtwin.events", "r.avro", "--count", "-1"],
+    ["record", "shadowtwin.events", "r.avro", "--seconds", "-1"],
+    ["lab", "send", "--count", "-1"],
+    ["lab", "send", "--count", "1", "--interval", "-1"],
+    ["simulate", "--live", "--seconds", "-1"],
+], ids=" ".join)
+def test_numbers_that_cannot_be_meant_are_refused_naming_the_option(command, tmp_path):
+    option, value = command[-2:]
+    if command[0] != "lab":  # were it not refused, no broker would be reached
+        command = [*command, "--bootstrap", "127.0.0.1:1"]
+    one_line_naming(shadowtwin(*command, cwd=tmp_path), f"argument {option}: expected", f"got '{value}'")
+    assert not list(tmp_path.iterdir()), "refused before anything is written"
+
+
 def test_ingest_of_a_glob_that_matches_nothing(tmp_path):
     pattern = tmp_path / "none" / "*.LOG"
     one_line_naming(shadowtwin("ingest", "exchange-mtl", pattern), pattern, "no file matches")

@@ -1,0 +1,34 @@
+"""Numeric options that refuse what cannot be meant, when the arguments are parsed.
+
+    record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
+
+A refused value is argparse's error: one line naming the option and the value, exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable, TypeVar
+
+N = TypeVar("N", int, float)
+
+
+def number(kind: Callable[[str], N], test: Callable[[N], bool], expected: str) -> Callable[[str], N]:
+    """An argparse `type`: the text as `kind` when `test` accepts it, else an error saying `expected`."""
+
+    def parse(text: str) -> N:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not test(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+COUNT = number(int, lambda n: n >= 1, "a whole number >= 1")
+SECONDS = number(float, lambda s: 0 < s < math.inf, "a number of seconds > 0")  # how long to run
+INTERVAL = number(float, lambda s: 0 <= s < math.inf, "a number of seconds >= 0")  # a pause between two acts
