@@ -13,6 +13,7 @@ the run early, after flushing what was sent.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -25,13 +26,22 @@ from schemas.events import Event
 from schemas.jsonl import iso_time
 
 
+MIN_SPEED = 0.001  # a second of event time every 1000 s; slower is no use, and its waits overflow the clock
+
+
 def parse_speed(text: str) -> float | None:
-    """`max` -> None (as fast as possible); else a positive number."""
+    """`max` -> None (as fast as possible); else a number of at least MIN_SPEED. The ValueError
+    says what is expected (the caller names the option and the value)."""
     if text.strip().lower() == "max":
         return None
-    speed = float(text)
+    try:
+        speed = float(text)
+    except ValueError:
+        speed = math.nan
     if not speed > 0:
-        raise ValueError(f"speed must be a positive number or max, got {text!r}")
+        raise ValueError("expected a positive number of seconds per second, or max")
+    if speed < MIN_SPEED:
+        raise ValueError(f"too slow to use: expected at least {MIN_SPEED:g} seconds of event time per second, or max")
     return speed
 
 

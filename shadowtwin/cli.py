@@ -188,8 +188,8 @@ def _duration_s(text: str, option: str) -> float:
 def _speed(text: str) -> float | None:
     try:
         return parse_speed(text)
-    except ValueError:
-        raise UsageError(f"--speed {text}: expected a positive number of seconds per second, or max") from None
+    except ValueError as exc:
+        raise UsageError(f"--speed {text}: {exc}") from None
 
 
 def _published(failure: str | None, stop: Stop) -> int:

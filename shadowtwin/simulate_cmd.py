@@ -57,8 +57,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         topology = load_topology(args.topology, {"organisation": {**organisation, "duration": args.duration}})
     try:
         speed = parse_speed(args.speed or ("1" if args.live else "max"))
-    except ValueError:
-        raise UsageError(f"--speed {args.speed}: expected a positive number of seconds per second, or max") from None
+    except ValueError as exc:
+        raise UsageError(f"--speed {args.speed}: {exc}") from None
     topics, kafka = settings.topics, settings.kafka
     truth = Path(args.truth) if args.truth else None
     progress = lambda line: print(line, flush=True)  # noqa: E731

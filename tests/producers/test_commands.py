@@ -18,6 +18,9 @@ def test_speed_is_max_or_a_positive_number():
     assert parse_speed("max") is None and parse_speed("60") == 60.0
     with pytest.raises(ValueError):
         parse_speed("0")
+    assert parse_speed("0.001") == 0.001
+    with pytest.raises(ValueError, match="too slow"):
+        parse_speed("1e-300")  # its waits would overflow the clock
 
 
 def test_ingest_of_a_missing_file_says_so(tmp_path):

@@ -49,6 +49,11 @@ def test_replay_with_a_bad_speed(recording):
     one_line_naming(shadowtwin("replay", recording, "--speed", "0"), "--speed 0")
 
 
+def test_replay_with_a_speed_too_slow_to_use(recording):
+    one_line_naming(shadowtwin("replay", recording, "--speed", "1e-300", "--bootstrap", "127.0.0.1:1"),
+                    "--speed 1e-300: too slow to use")
+
+
 def test_a_missing_argument():
     one_line_naming(shadowtwin("replay"), "shadowtwin replay", "file")
 
