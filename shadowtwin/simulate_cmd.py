@@ -75,7 +75,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return _to_logs(topology, args, truth)
     else:
         out = check_name(Path(args.out or f"simulation-{args.seed}.avro"))
-        outcome = runs.to_file(topology, args.seed, out, truth)
+        outcome = runs.to_file(topology, args.seed, out, truth, stop=stop)
         print(f"events: {out}")
     print(outcome.describe())
     if outcome.failure is not None:

@@ -12,6 +12,7 @@ real time (or `speed` times faster) and lets the nodes obey the twin's redeliver
 from __future__ import annotations
 
 import hashlib
+import itertools
 import queue
 import threading
 import time
@@ -61,14 +62,19 @@ def sync_marker(seed: int) -> bytes:
     return hashlib.blake2b(f"shadowtwin-simulate-{seed}".encode(), digest_size=16).digest()
 
 
-def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None = None) -> SimulationOutcome:
+def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None = None, *,
+            stop: threading.Event | None = None) -> SimulationOutcome:
+    """Write the simulation's events; setting `stop` ends the file early, still a valid recording."""
     simulation = Simulation(topology, seed)
+    stop = stop or threading.Event()
     started = time.perf_counter()
-    count = write_events(path, simulation.events(), sync=sync_marker(seed))
+    events = itertools.takewhile(lambda _: not stop.is_set(), simulation.events())
+    count = write_events(path, events, sync=sync_marker(seed))
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)
-    return SimulationOutcome(count, seconds, truth_path, simulation.truth.counts(), simulation.drained)
+    return SimulationOutcome(count, seconds, truth_path, simulation.truth.counts(), simulation.drained,
+                             interrupted=stop.is_set())
 
 
 def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed: float | None = None,

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
 from producers.recording import read_events
 from shadowtwin.cli import main
@@ -28,3 +32,23 @@ def test_a_broken_topology_is_refused_with_the_key_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "faults[0].server" in err and "nobody" in err
     assert not (tmp_path / "x.avro").exists()
+
+
+def test_ctrl_c_ends_a_file_run_early_with_a_valid_shorter_recording(tmp_path):
+    out = tmp_path / "big.avro"
+    run = subprocess.Popen([sys.executable, "-m", "shadowtwin.cli", "simulate", "--duration", "2d", "--out", str(out)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (out.exists() and out.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=10)  # the whole two days would take half a minute and more
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert stderr == ""
+    summary = next(line for line in stdout.splitlines() if line.startswith("interrupted after "))
+    written = sum(1 for _ in read_events(out))
+    assert f"interrupted after {written:,} events" in summary
+    assert json.loads((tmp_path / "big.truth.jsonl").read_text().splitlines()[0])["events"] == written
