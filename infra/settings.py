@@ -84,7 +84,10 @@ class KafkaSecuritySettings:
 class KafkaSettings:
     bootstrap_servers: str = "127.0.0.1:19092"
     embedded: EmbeddedKafkaSettings = field(default_factory=EmbeddedKafkaSettings)
-    delivery_timeout_seconds: float = 30.0  # a record a producer cannot get acknowledged in this long has failed
+    # A record a producer cannot get acknowledged in this long has failed (librdkafka's message.timeout.ms).
+    delivery_timeout_seconds: float = field(
+        default=30.0, metadata=allowed("a number > 0 and <= 2147483 (librdkafka's longest timeout)",
+                                       lambda v: 0 < v <= 2_147_483))
     security: KafkaSecuritySettings = field(default_factory=KafkaSecuritySettings)
     # Any other client property, as each client spells it: librdkafka's for the Python clients,
     # the Java client's (without Spark's "kafka." prefix) for Spark's source and sink.

@@ -105,6 +105,9 @@ def test_whole_numbers_pass_for_floats_but_booleans_are_not_numbers(tmp_path):
     ('[shadow_redundancy]\nmode = "EXCHANGE_2007"\n', "mode = 'EXCHANGE_2007': expected one of UNKNOWN, EXCHANGE_2013"),
     ("[shadow_redundancy]\nshadow_silence_heartbeats = -1\n", "shadow_silence_heartbeats = -1: expected a number >= 0"),
     ('[shadow_redundancy.nodes.hub09]\nmode = "EXCHANGE_2010"\n', "nodes.hub09: no such server"),
+    ("[kafka]\ndelivery_timeout_seconds = 0\n", "kafka.delivery_timeout_seconds = 0: expected a number > 0"),
+    ("[kafka]\ndelivery_timeout_seconds = -5\n", "kafka.delivery_timeout_seconds = -5: expected a number > 0"),
+    ("[kafka]\ndelivery_timeout_seconds = 1e9\n", "kafka.delivery_timeout_seconds = 1000000000.0: expected a number"),
 ])
 def test_values_outside_what_is_allowed_are_refused_in_one_line(tmp_path, text, named):
     assert named in refusal(tmp_path, text)
