@@ -31,7 +31,9 @@ from state.summary import SERVER_PREFIX, TopologyView
 
 
 def _consumer(kafka: Kafka) -> Consumer:
-    return consumer(kafka, "shadowtwin-views", **{"enable.partition.eof": True})
+    # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, by the reads
+    return consumer(kafka, "shadowtwin-views", log_level=2, error_cb=lambda error: None,
+                    **{"enable.partition.eof": True})
 
 
 def _from_beginning(client: Consumer, topics: list[str], timeout_s: float) -> list[TopicPartition]:

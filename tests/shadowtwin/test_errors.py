@@ -1,6 +1,7 @@
 """Bad input as a person types it: one line on stderr naming the file or argument and the problem,
 exit status 2, no traceback (unless --debug); a closed pipe ends quietly."""
 
+import functools
 import os
 import signal
 import subprocess
@@ -182,6 +183,17 @@ def test_ctrl_c_in_whatif_says_interrupted(tmp_path):
     finally:
         whatif.kill()
     assert (whatif.returncode, err) == (130, "shadowtwin whatif: interrupted\n")
+
+
+@pytest.mark.parametrize("command", [["where", "<1@x>"], ["server", "mbx01"]], ids=" ".join)
+def test_where_and_server_without_a_broker_say_one_line(command, monkeypatch, capfd):
+    from shadowtwin import cli, where_cmd
+    from streaming import views
+
+    monkeypatch.setattr(where_cmd, "read_state", functools.partial(views.read_state, timeout_s=3))  # not 30 s
+    assert cli.main([*command, "--bootstrap", "127.0.0.1:1"]) == 1
+    (line,) = capfd.readouterr().err.splitlines()  # not librdkafka's log of every failed connection
+    assert line.startswith(f"shadowtwin {command[0]}: Kafka: Failed to get metadata"), line
 
 
 def test_lab_names_an_unknown_node():
