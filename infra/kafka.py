@@ -121,6 +121,18 @@ def consumer(kafka: Kafka, group_id: str, topics: Iterable[str] = (), **override
     return client
 
 
+class NoSuchTopic(LookupError):
+    """Topics the brokers do not have; the message names them."""
+
+
+def partitions_of(client: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
+    """The topic's partition numbers; NoSuchTopic when the brokers do not have it."""
+    metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    if metadata is None or metadata.error is not None:
+        raise NoSuchTopic(f"{topic}: no such topic ({metadata.error.str() if metadata else 'not in the metadata'})")
+    return sorted(metadata.partitions)
+
+
 class KafkaAccessRefused(ConfigError):
     """The brokers refused the configured credentials or certificates (a setting to fix, not a fault)."""
 

@@ -53,7 +53,7 @@ from typing import Callable, Iterable
 
 from confluent_kafka import TopicPartition
 
-from infra.kafka import Kafka, consumer
+from infra.kafka import Kafka, consumer, partitions_of
 from infra.settings import AlertRoutingSettings
 from producers.topic_reader import watermarks
 from schemas import jsonl
@@ -226,10 +226,8 @@ class AlertRouter:
 
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before (up to the committed offsets)."""
-        metadata = client.list_topics(self.topic, timeout=10).topics.get(self.topic)
-        if metadata is None or metadata.error is not None:
-            raise ValueError(f"{self.topic}: no such topic")
-        committed = client.committed([TopicPartition(self.topic, p) for p in metadata.partitions], timeout=10)
+        committed = client.committed([TopicPartition(self.topic, p) for p in partitions_of(client, self.topic)],
+                                     timeout=10)
         reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
                           error_cb=lambda error: None)
         try:

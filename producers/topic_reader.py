@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
-from infra.kafka import Kafka, consumer
+from infra.kafka import Kafka, consumer, partitions_of
 from schemas.codec import decode
 from schemas.shape import top_level_name
 from schemas.wire import DecodeError
@@ -55,10 +55,7 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
     # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
     client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
     try:
-        metadata = client.list_topics(topic, timeout=10).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            raise ValueError(f"{topic}: no such topic ({metadata.error if metadata else 'not in the metadata'})")
-        ends = {p: watermarks(client, topic, p) for p in metadata.partitions}
+        ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic)}
         firsts = {p: low if from_beginning else max(low, high - last) for p, (low, high) in ends.items()}
         client.assign([TopicPartition(topic, p, firsts[p]) for p in ends])
         # With until_end: the partitions not yet read up to their end at start.

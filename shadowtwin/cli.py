@@ -19,6 +19,7 @@ from typing import NoReturn
 from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
+from infra.kafka import NoSuchTopic
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
@@ -41,9 +42,9 @@ from state.parameters import parse_duration
 
 # The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
 BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
-# ... and those that mean a part the command needs failed: a broker that does not answer, a lab
-# process that does not start (exit 1).
-FAILED = (KafkaException, BrokerError, LabError)
+# ... and those that mean a part the command needs failed: a broker that does not answer, a topic
+# it does not have, a lab process that does not start (exit 1).
+FAILED = (KafkaException, BrokerError, LabError, NoSuchTopic)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
 INTERRUPTED_STATUS = 128 + signal.SIGINT
 DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"

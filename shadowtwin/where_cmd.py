@@ -49,7 +49,7 @@ def _reader_options(parser: argparse.ArgumentParser, json_help: str, run) -> Non
 def _view(settings: Settings, args: argparse.Namespace) -> TopologyView:
     try:
         return read_state(settings.kafka, settings.topics.state)
-    except (LookupError, TimeoutError) as exc:  # no state topic, or one that cannot be read: exit 1
+    except TimeoutError as exc:  # a state topic that cannot be read: exit 1, as a missing one (NoSuchTopic)
         raise BrokerError(str(exc)) from None
 
 

@@ -23,7 +23,7 @@ from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from infra.kafka import Kafka, consumer
+from infra.kafka import Kafka, NoSuchTopic, consumer
 from infra.settings import TopicSettings
 from schemas.codec import default_codec
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
@@ -40,7 +40,7 @@ def _from_beginning(client: Consumer, topics: list[str], timeout_s: float) -> li
     metadata = client.list_topics(timeout=timeout_s).topics
     missing = [t for t in topics if t not in metadata or metadata[t].error is not None]
     if missing:
-        raise LookupError(f"topic(s) not found: {', '.join(missing)} (shadowtwin topics create makes them)")
+        raise NoSuchTopic(f"topic(s) not found: {', '.join(missing)} (shadowtwin topics create makes them)")
     return [TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in sorted(metadata[t].partitions)]
 
 

@@ -196,5 +196,27 @@ def test_where_and_server_without_a_broker_say_one_line(command, monkeypatch, ca
     assert line.startswith(f"shadowtwin {command[0]}: Kafka: Failed to get metadata"), line
 
 
+@pytest.mark.parametrize("command", [
+    ["record", "nosuch.topic", "r.avro", "--from-beginning"],
+    ["alerts", "tail", "--topic", "nosuch.topic"],
+    ["commands", "tail", "--topic", "nosuch.topic"],
+    ["alerts", "route", "--webhook", "http://127.0.0.1:2/", "--topic", "nosuch.topic"],
+], ids=" ".join)
+def test_a_topic_the_broker_does_not_have_is_one_line_and_exit_1(command, kafka_bootstrap, tmp_path):
+    result = shadowtwin(*command, "--bootstrap", kafka_bootstrap, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"shadowtwin {command[0]}: nosuch.topic: no such topic (Broker: Unknown"
+                                          " topic or partition)"]
+    assert not list(tmp_path.iterdir()), "no recording begun"
+
+
+def test_where_without_its_state_topic_is_one_line_and_exit_1(kafka_bootstrap, monkeypatch):
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_STATE", "nosuch.topic")
+    result = shadowtwin("where", "<1@x>", "--bootstrap", kafka_bootstrap)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.splitlines() == ["shadowtwin where: topic(s) not found: nosuch.topic (shadowtwin topics"
+                                          " create makes them)"]
+
+
 def test_lab_names_an_unknown_node():
     one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
