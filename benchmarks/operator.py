@@ -10,11 +10,16 @@ the call's log entry) and "dump" (the same, plus writing the whole snapshot ever
 what `applyInPandasWithState` made the operator do before). Prints, per way, seconds per call and
 events per second; then what a worker that holds nothing pays to rebuild the state from the
 base and the log. Run it at two `--in-flight` values to see what follows the state.
+
+`--reading` measures only how the operator reads one call's rows (`decode_rows`: the contract's
+codec, the checks against what Spark read, the order) against the codec alone, per row, on
+one group's share of `--batch` in frames of 10,000 rows as pyspark hands them over.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import statistics
 import time
@@ -26,7 +31,7 @@ from schemas.codec import default_codec
 from state import snapshot
 from state.model import ShadowRedundancyModel
 from streaming import held_state
-from streaming.operator import advance_group, replay_call
+from streaming.operator import advance_group, decode_rows, replay_call
 
 
 def frame(events, codec) -> pd.DataFrame:
@@ -38,13 +43,48 @@ def frame(events, codec) -> pd.DataFrame:
         "node": [e.node for e in events]})
 
 
+def reading(servers: int, rows: int, rounds: int = 7) -> None:
+    """Microseconds per row of `decode_rows` over one call's rows, and of the codec alone (best of `rounds`)."""
+    workload = Workload(servers=servers, messages_per_second=2_000.0, delivery_ms=50_000,
+                        duration_ms=int(rows * servers / 11 / 2_000.0 * 1000 * 1.5) + 60_000)
+    primary = workload.server_names()[0]
+    events = [e for e in generate(workload) if e.primary_server == primary][:rows]
+    codec = default_codec()
+    whole = frame(events, codec)
+    frames = [whole.iloc[i:i + 10_000].reset_index(drop=True) for i in range(0, len(whole), 10_000)]
+
+    def best(work) -> float:
+        seconds = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            work()
+            seconds.append(time.perf_counter() - started)
+        return min(seconds) * 1e6 / len(events)
+
+    collecting = gc.isenabled()
+    gc.disable()  # as in the operator's call
+    try:
+        read = best(lambda: decode_rows(iter(frames), primary, 10_000, 0, set()))
+        alone = best(lambda: [codec.decode_events(f["value"].tolist()) for f in frames])
+    finally:
+        if collecting:
+            gc.enable()
+    print(f"{primary}: one call of {len(events):,} rows in {len(frames)} frames, best of {rounds}:"
+          f" decode_rows {read:.2f} us per row, the codec alone {alone:.2f} us per row"
+          f" ({read - alone:.2f} us per row besides the codec)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in-flight", type=int, default=100_000)
     parser.add_argument("--servers", type=int, default=8)
     parser.add_argument("--batch", type=int, default=500_000, help="events per micro-batch, all groups")
     parser.add_argument("--batches", type=int, default=6, help="timed calls per way")
+    parser.add_argument("--reading", action="store_true", help="only the reading of a call's rows, per row")
     args = parser.parse_args()
+    if args.reading:
+        reading(args.servers, args.batch // args.servers)
+        return
     rate = 2_000.0
     per_group = args.batch // args.servers
     delivery_ms = int(args.in_flight / rate * 1000)

@@ -411,7 +411,7 @@ class _Transition:
             pair.last_contact_ms = max(pair.last_contact_ms, t)
             pair.last_query_ms = max(pair.last_query_ms, t)
             pair.silent_alerted = False
-            if self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+            if pair.consecutive_failures and self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
                 # a 2010 shadow is the previous hop: handing the message over was a session of its
                 # own to the primary, which ends the run of timeouts
                 pair.consecutive_failures = 0
@@ -419,7 +419,7 @@ class _Transition:
             pair.primary_db_seen = primary_db
         if primary_db is not None and (db_reported or m.primary_db is None):
             # the shadow's report of the copy names the database; the primary's side, the twin's latest
-            m.primary_db = shared(primary_db)
+            m.primary_db = pair.primary_db_seen if primary_db == pair.primary_db_seen else shared(primary_db)
         if m.shadow_server != shadow or m.redundancy is not Redundancy.REDUNDANT:
             if m.shadow_server is not None and m.shadow_server != shadow and m.shadow_server in s.pairs:
                 self.unhold(s.pairs[m.shadow_server], m.ref.internal_id)
