@@ -19,7 +19,7 @@ from typing import NoReturn
 from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
-from infra.kafka import NoSuchTopic
+from infra.kafka import NoSuchTopic, bootstrap_of
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
@@ -354,8 +354,10 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    settings = None
     try:
-        return args.run(with_kafka_options(load_settings(args.conf), args), args)
+        settings = with_kafka_options(load_settings(args.conf), args)
+        return args.run(settings, args)
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS
@@ -367,15 +369,16 @@ def main(argv: list[str] | None = None) -> int:
     except (*BAD_INPUT, *FAILED, OSError) as exc:
         if args.debug or isinstance(exc, OSError) and exc.filename is None:
             raise
-        print(f"shadowtwin {args.command}: {_one_line(exc)}", file=sys.stderr)
+        print(f"shadowtwin {args.command}: {_one_line(exc, settings)}", file=sys.stderr)
         return 1 if isinstance(exc, FAILED) else 2
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException, settings: Settings | None = None) -> str:
     if isinstance(exc, OSError):
         return f"{exc.filename}: {exc.strerror or exc}"
     if isinstance(exc, KafkaException):
-        return f"Kafka: {exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc}"
+        at = f" at {bootstrap_of(settings.kafka)}" if settings is not None else ""  # which brokers were tried
+        return f"Kafka{at}: {exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc}"
     return " ".join(str(exc).split())
 
 

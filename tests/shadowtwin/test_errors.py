@@ -193,7 +193,7 @@ def test_where_and_server_without_a_broker_say_one_line(command, monkeypatch, ca
     monkeypatch.setattr(where_cmd, "read_state", functools.partial(views.read_state, timeout_s=3))  # not 30 s
     assert cli.main([*command, "--bootstrap", "127.0.0.1:1"]) == 1
     (line,) = capfd.readouterr().err.splitlines()  # not librdkafka's log of every failed connection
-    assert line.startswith(f"shadowtwin {command[0]}: Kafka: Failed to get metadata"), line
+    assert line.startswith(f"shadowtwin {command[0]}: Kafka at 127.0.0.1:1: Failed to get metadata"), line
 
 
 @pytest.mark.parametrize("command", [
