@@ -152,7 +152,7 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
     every server: streaming.twin.shared_facts) only the earliest of each id comes out, unless the
     model `applied` it already: the one the model applies when it remembers applied ids. Rows of
     equal time keep their order. The rows are judged by column, not one at a time (a loop per row
-    around the codec cost a third as much again as decoding: docs/performance.md)."""
+    around the codec cost half as much again as decoding: docs/performance.md)."""
     decode = default_codec().decode_events
     times: list[np.ndarray] = []  # of the rows kept, batch by batch: event time, fact (0 or 1), place
     facts: list[np.ndarray] = []
@@ -202,7 +202,7 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
     seen = [(NodeSeen(seen_id, time_ms, row.node), time_ms, at, row)
             for seen_id, (time_ms, at, row) in first_seen.items() if seen_id not in applied]
     if seen:
-        events += [fact for fact, _, _, _ in seen]
+        events += [node_seen for node_seen, _, _, _ in seen]
         rows += [row for _, _, _, row in seen]
         times.append(np.array([time_ms for _, time_ms, _, _ in seen], dtype=np.int64))
         facts.append(np.ones(len(seen), bool))
