@@ -117,23 +117,12 @@ class Codec:
         """`decode_event` of each value, in one loop (the twin's operator reads a call's rows so): in
         each place the event, or the exception `decode_event` raises for that value; and the places
         of those exceptions."""
-        fingerprint = self.catalogue.current("Event").fingerprint
-        found = self._readers.get(fingerprint)
-        read, header, start = found[1] if found is not None else None, wire.MAGIC + fingerprint, wire.HEADER_SIZE
+        decode = self.decode_event
         events: list[Event | Exception] = []
         failed: list[int] = []
         for data in values:
-            if read is not None and type(data) is bytes and data[:start] == header:
-                try:
-                    event, end = read(data, start)
-                except Exception:  # noqa: BLE001 - decode_event below says why
-                    pass
-                else:
-                    if end == len(data):
-                        events.append(event)
-                        continue
             try:
-                events.append(self.decode_event(data))
+                events.append(decode(data))
             except Exception as exc:  # noqa: BLE001 - the value's verdict, in its place
                 failed.append(len(events))
                 events.append(exc)

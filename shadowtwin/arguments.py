@@ -11,6 +11,9 @@ import argparse
 import math
 from typing import Callable, TypeVar
 
+from producers.replayer import parse_speed
+from shadowtwin.errors import UsageError
+
 N = TypeVar("N", int, float)
 
 
@@ -32,3 +35,12 @@ def number(kind: Callable[[str], N], test: Callable[[N], bool], expected: str) -
 COUNT = number(int, lambda n: n >= 1, "a whole number >= 1")
 SECONDS = number(float, lambda s: 0 < s < math.inf, "a number of seconds > 0")  # how long to run
 INTERVAL = number(float, lambda s: 0 <= s < math.inf, "a number of seconds >= 0")  # a pause between two acts
+
+
+def speed_option(text: str) -> float | None:
+    """`--speed`: None for `max`, else seconds of event time per second (producers.replayer.parse_speed);
+    a UsageError naming the value otherwise."""
+    try:
+        return parse_speed(text)
+    except ValueError as exc:
+        raise UsageError(f"--speed {text}: {exc}") from None

@@ -28,12 +28,12 @@ from producers.recorder import record
 from producers.recording import RecordingNameError, check_name
 from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
-from producers.replayer import parse_speed, replay
+from producers.replayer import replay
 from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS
+from shadowtwin.arguments import COUNT, SECONDS, speed_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -141,7 +141,7 @@ def _record(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _replay(settings: Settings, args: argparse.Namespace) -> int:
-    speed = _speed(args.speed)
+    speed = speed_option(args.speed)
     path = check_name(Path(args.file))
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
@@ -184,13 +184,6 @@ def _duration_s(text: str, option: str) -> float:
         return parse_duration(text).total_seconds()
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
-
-
-def _speed(text: str) -> float | None:
-    try:
-        return parse_speed(text)
-    except ValueError as exc:
-        raise UsageError(f"--speed {text}: {exc}") from None
 
 
 def _published(failure: str | None, stop: Stop) -> int:

@@ -10,11 +10,10 @@ from pathlib import Path
 from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.recording import check_name
-from producers.replayer import parse_speed
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
-from shadowtwin.arguments import SECONDS
+from shadowtwin.arguments import SECONDS, speed_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
@@ -55,10 +54,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.duration:
         organisation = tomllib.loads(Path(args.topology).read_text(encoding="utf-8")).get("organisation", {})
         topology = load_topology(args.topology, {"organisation": {**organisation, "duration": args.duration}})
-    try:
-        speed = parse_speed(args.speed or ("1" if args.live else "max"))
-    except ValueError as exc:
-        raise UsageError(f"--speed {args.speed}: {exc}") from None
+    speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
     truth = Path(args.truth) if args.truth else None
     progress = lambda line: print(line, flush=True)  # noqa: E731

@@ -152,7 +152,7 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
     every server: streaming.twin.shared_facts) only the earliest of each id comes out, unless the
     model `applied` it already: the one the model applies when it remembers applied ids. Rows of
     equal time keep their order. The rows are judged by column, not one at a time (a loop per row
-    around the codec cost half as much again as decoding: docs/performance.md)."""
+    around the codec cost some 40 % on top of decoding: docs/performance.md)."""
     decode = default_codec().decode_events
     times: list[np.ndarray] = []  # of the rows kept, batch by batch: event time, fact (0 or 1), place
     facts: list[np.ndarray] = []
