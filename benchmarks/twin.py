@@ -10,6 +10,8 @@
    own topic and run, side by side, and the ratio of their rates is printed; the peak resident
    memory of the Spark JVM and its Python workers is sampled during each run (not this driver,
    which also generated the events, nor the broker), and the state store reports its own. The
+   CPU time the JVM and the workers used per record is printed for each run (from /proc): on a
+   machine that other work shares it moves less than the rates do. The
    messages held grow from none at the start: each run prints how many an event met on average
    and at most (received, not yet discarded by their shadow; shadows collect discards at their
    next heartbeat, so more than `--in-flight`). The twin runs with the configured watermark
@@ -39,7 +41,7 @@ from typing import Iterable, Iterator
 
 from pyspark.sql import DataFrame, functions as F
 
-from benchmarks.memory import jvm_pid, spark_rss_bytes
+from benchmarks.memory import jvm_pid, spark_cpu_seconds, spark_rss_bytes
 from infra.broker import start_if_needed
 from infra.config import SparkInterval
 from infra.settings import Settings, TopicSettings, load_settings
@@ -221,6 +223,7 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
 
     app = TwinApplication(settings, spark=spark, checkpoint_dir=checkpoint, ticks=False, say=keep_progress,
                           transform=None if twin else pass_through)
+    cpu_before = spark_cpu_seconds(jvm_pid(spark))
     app.start()
     rows, seconds, late = 0, 0.0, 0
     try:
@@ -232,6 +235,8 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
                 break
     finally:
         app.stop()
+    jvm_cpu, python_cpu = (after - before for after, before in zip(spark_cpu_seconds(jvm_pid(spark)), cpu_before))
+    every = sum(progress["numInputRows"] for progress in batches.values())
     for progress in batches.values():
         late += sum(op.get("numRowsDroppedByWatermark", 0) for op in progress.get("stateOperators") or [])
         if progress["batchId"] >= 2 and progress["numInputRows"]:
@@ -242,6 +247,9 @@ def throughput(spark, settings: Settings, args, twin: bool) -> float:
           + (state_memory(settings, batches) + f"; rows behind the watermark ({settings.twin.watermark_delay}):"
              f" {late:,} dropped by Spark; dead letters {records_in(settings, settings.topics.dead_letters):,} (the rows"
              " the operator set aside behind its watermark, and any record it could not use)" if twin else ""))
+    if every:
+        print(f"  {name}: CPU per record over all {every:,} of the run, warm-up included: the Spark JVM"
+              f" {jvm_cpu / every * 1e6:.1f} us, its Python workers {python_cpu / every * 1e6:.1f} us")
     return rows / seconds if seconds else 0.0
 
 

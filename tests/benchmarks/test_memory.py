@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.memory import spark_rss_bytes
+from benchmarks.memory import spark_cpu_seconds, spark_rss_bytes
 
 HOLDER = """
 import os, sys, time
@@ -50,3 +50,27 @@ def test_the_processes_under_the_jvm_are_counted_apart(tmp_path):
         os.killpg(holder.pid, signal.SIGKILL)  # the holder and its child
     assert jvm == 0
     assert others >= 2 * 200 * 2**20, others
+
+
+BUSY = """
+import os, time
+if os.fork() == 0:
+    end = time.process_time() + 0.6
+    while time.process_time() < end:
+        pass
+    os._exit(0)
+os.wait()  # the child's CPU time is now the parent's cutime
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_the_cpu_time_of_the_processes_under_the_jvm_counts_their_ended_children(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        jvm, others = spark_cpu_seconds(holder.pid)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+    assert jvm == 0
+    assert 0.6 <= others < 5, others
