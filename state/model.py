@@ -411,10 +411,6 @@ class _Transition:
             pair.last_contact_ms = max(pair.last_contact_ms, t)
             pair.last_query_ms = max(pair.last_query_ms, t)
             pair.silent_alerted = False
-            if pair.consecutive_failures and self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
-                # a 2010 shadow is the previous hop: handing the message over was a session of its
-                # own to the primary, which ends the run of timeouts
-                pair.consecutive_failures = 0
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
         if primary_db is not None and (db_reported or m.primary_db is None):
@@ -626,20 +622,18 @@ class _Transition:
             self.promote_if_primary_db_changed(pair, t)
 
     def discard_query_failed(self, e: ev.DiscardQueryFailed) -> None:
-        """A failed query: in 2010 mode the retries count; and a shadow that comes back after the
-        span (its promotion deadline passed while it was silent too) now promotes at once."""
+        """A failed query: the span since the last contact decides (in 2010 mode too: RetryCount
+        timeouts of TimeoutInterval each, however many sessions failed in between); and a shadow that
+        comes back after the span (its promotion deadline passed while it was silent too) now promotes
+        at once."""
         pair = self.s.pairs.get(e.node)
         if pair is None:
             return
         t = e.event_time_ms
         pair.heartbeats = True
-        pair.consecutive_failures += 1
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
-        if pair.primary_failed_ms is None and pair.held and (
-                t >= pair.last_contact_ms + self.promotion_span(pair)
-                or (self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010
-                    and pair.consecutive_failures >= self.config.for_node(pair.shadow).shadow_heartbeat_retry_count)):
+        if pair.primary_failed_ms is None and pair.held and t >= pair.last_contact_ms + self.promotion_span(pair):
             self.promote(pair, t, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
         elif pair.shadow in self.s.pairs:
             self.schedule_pair(pair)
@@ -662,7 +656,6 @@ class _Transition:
         if pair is not None:
             pair.heartbeats = True
             pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
-            pair.consecutive_failures = 0
             pair.silent_alerted = pair.awaiting_shadow = False
             for m in (s.messages[i] for i in pair.held if i in s.messages):
                 m.at_risk = False

@@ -124,7 +124,6 @@ class Pair:
     last_query_ms: int  # last sign of life of the shadow towards this primary
     primary_db_seen: str | None = None
     shadow_db_id: str | None = None
-    consecutive_failures: int = 0
     held: set[str] = field(default_factory=set)  # internal ids whose shadow copy this server holds
     pending_discards: set[str] = field(default_factory=set)  # discard notifications not yet collected
     primary_failed_ms: int | None = None  # when the twin declared the primary failed for this pair

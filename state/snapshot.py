@@ -37,10 +37,12 @@ MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remot
                 "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db")
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
-             "consecutive_failures", "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending",
-             "heartbeats", "contact_via")
+             "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
+# The format keeps a place, after a pair's `shadow_db_id`, for a value the model no longer holds (a 2010
+# pair's count of failed queries: the time since the last contact decides): 0 there, skipped on load.
+_RETIRED = PAIR_FLAT.index("shadow_db_id") + 1
 
 
 def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
@@ -51,7 +53,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
          _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()
     ]
-    pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
+    pairs = [(_pair_values(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
                  r.promoted_ms) for r in state.promoted.values()]
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
@@ -92,7 +94,8 @@ def load(data: bytes) -> PrimaryState:
         )
         state.messages[message.ref.internal_id] = message
     for flat, held, pending in pairs:
-        pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
+        pair = Pair(**dict(zip(PAIR_FLAT, flat[:_RETIRED] + flat[_RETIRED + 1:])), held=set(held),
+                    pending_discards=set(pending))
         state.pairs[pair.shadow] = pair
     for ref, holder, recipients, db_id, promoted_ms in promoted:
         record = Promoted(MessageRef(*ref), holder, shared_recipients(tuple(Recipient(*r) for r in recipients)), db_id,
@@ -115,6 +118,11 @@ def token_of(data: bytes) -> bytes | None:
     """The token of a snapshot (with its mark), read without loading it; None for format 3."""
     start = data.find(TOKEN_MARK, 0, _TOKEN_SEARCH)
     return None if start < 0 else data[start:start + len(TOKEN_MARK) + 16]
+
+
+def _pair_values(pair: Pair) -> tuple:
+    flat = _PAIR(pair)
+    return (*flat[:_RETIRED], 0, *flat[_RETIRED:])
 
 
 def _ref(ref: MessageRef) -> tuple:

@@ -26,6 +26,22 @@ def test_primary_declared_failed_after_retry_count_consecutive_timeouts():
         ("chicago", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(16))]
 
 
+def test_failed_sessions_closer_together_than_the_timeout_interval_do_not_hasten_the_declaration():
+    """002: the timer is reset and retried each time ShadowHeartbeatTimeoutInterval runs out ("se
+    restablecerá el temporizador y se realizará otro intento"), and three such timeouts in a row declare
+    the primary failed: "El retraso total ... es igual al producto del intervalo de tiempo de espera de
+    latido y el número de reintentos". Chicago's sessions fail every minute from minute 2: New York is
+    declared failed at its last answer (1) + 3 x 5 minutes, not at the third failure (4)."""
+    org = Org()
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("newyork", "m1", 1), *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY"),
+              *org.query_ok("chicago", "newyork", 1, db="dbNY"),
+              *org.heartbeats_failing("chicago", "newyork", 2, 40, every=1)]
+    result = replay(events, MODE_2010)
+    assert [(c.reason, c.decided_at_ms) for c in result.commands] == [
+        (CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(1) + 3 * 5 * MINUTE)]
+
+
 def test_deadline_is_timeout_interval_times_retry_count_without_failure_events():
     org = Org()
     events = hub_outage(org)[:-8]  # no failure events reach the twin, only time passes

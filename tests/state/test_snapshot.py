@@ -78,6 +78,20 @@ def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
     assert dataclasses.replace(loaded.messages["m1"], primary_db="dbP1") == state.messages["m1"]
 
 
+def test_the_place_of_a_pairs_former_count_of_failed_queries_is_kept_and_skipped():
+    """Format 5 holds, after a pair's `shadow_db_id`, the count of failed queries the model kept before
+    the time since the last contact alone decided (2010): snapshots written then still load."""
+    import pickle
+    org = Org()
+    state = replay([*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+                    *org.query_failed("mbx02", "mbx01", 1)]).states["mbx01"]
+    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    [(flat, held, pending)] = pairs
+    assert len(flat) == len(snapshot.PAIR_FLAT) + 1 and flat[5] == 0
+    written_before = [((*flat[:5], 1, *flat[6:]), held, pending)]
+    assert snapshot.load(pickle.dumps((header, messages, written_before, *rest))) == state
+
+
 @pytest.mark.parametrize("make", [timelines.same_site_copies_after_remote_retries, timelines.silent_feed,
                                   timelines.double_failure_with_new_databases], ids=lambda f: f.__name__)
 def test_facts_same_site_reports_and_applied_ids_survive_a_snapshot(make):

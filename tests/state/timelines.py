@@ -277,8 +277,8 @@ def deferred_then_primary_fails() -> Timeline:
 
 def stream_sent_twice() -> Timeline:
     """A log shipper resends a whole stream (same event ids): the twin decides exactly what one pass
-    decides. Here Chicago's failed 2010 discard queries: counted twice, the third consecutive
-    timeout would come at minute 11 instead of 16."""
+    decides. Here Chicago's failed 2010 discard queries: one promotion at minute 16, with the ids
+    of one pass."""
     once = exchange_2010_shadow_from_its_node_started()
     return Timeline("a stream sent twice", once.events + once.events, once.config, once.alerts, once.commands)
 
