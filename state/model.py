@@ -411,6 +411,11 @@ class _Transition:
             pair.last_contact_ms = max(pair.last_contact_ms, t)
             pair.last_query_ms = max(pair.last_query_ms, t)
             pair.silent_alerted = False
+            if pair.primary_failed_ms is not None and primary_db in (None, s.queue_db_id) \
+                    and self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+                # a 2010 shadow is the previous hop: the hand-off was a session of its own to the primary,
+                # back with its database
+                pair.primary_failed_ms = None
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
         if primary_db is not None and (db_reported or m.primary_db is None):
@@ -668,6 +673,11 @@ class _Transition:
             self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous)
         elif s.promoted:
             self.primary_seen_with_db(e.primary_queue_db_id, t)
+        if pair is not None and pair.primary_failed_ms is not None and s.pairs.get(pair.shadow) is pair:
+            # back with the database of the copies it still holds (those of an older one were promoted just
+            # now): a later outage is judged afresh
+            pair.primary_failed_ms = None
+            self.schedule_pair(pair)
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)

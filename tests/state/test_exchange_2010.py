@@ -79,6 +79,32 @@ def test_a_message_handed_to_the_primary_between_timeouts_ends_their_run():
         ("m1", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(27)), ("m2", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(27))]
 
 
+def test_a_primary_back_with_the_same_database_is_judged_afresh_at_its_next_outage():
+    """002: a copy without an alternate route stays in the shadow queue until Hub01 returns; back with the
+    same database, "Hub 01 entregará los mensajes en sus colas": it is a primary like any other again. At
+    its next outage the copy made since (m2, with an alternate route) is promoted 3 x 300 s after the last
+    contact, and m1 is held again. The contact that ends the outage is an answer, or a hand-off to it."""
+    org = Org()
+    first_outage = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+                    *org.received("hub01", "m1", 1),
+                    *org.shadowed("hub01", "hub02", "m1", 1, db="db-A", alternate_route=False),
+                    *org.query_ok("hub02", "hub01", 2, db="db-A"),
+                    *org.heartbeats_failing("hub02", "hub01", 7, 30, every=5)]
+    answered = replay([*first_outage, *org.query_ok("hub02", "hub01", 30, db="db-A"),
+                       *org.received("hub01", "m2", 31), *org.shadowed("hub01", "hub02", "m2", 31, db="db-A"),
+                       *org.query_ok("hub02", "hub01", 32, db="db-A"),
+                       *org.heartbeats_failing("hub02", "hub01", 37, 120, every=5)], MODE_2010)
+    assert [(c.message.internal_id, c.decided_at_ms) for c in answered.commands] == [("m2", at(32) + 15 * MINUTE)]
+    assert [(a.type, a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in answered.alerts] == [
+        (AlertType.HELD_NO_ALTERNATE_ROUTE, at(17), ["m1"]),
+        (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(47), ["m2"]),
+        (AlertType.HELD_NO_ALTERNATE_ROUTE, at(47), ["m1"])]
+    handed = replay([*first_outage, *org.received("hub01", "m2", 31),
+                     *org.shadowed("hub01", "hub02", "m2", 31, db="db-A"),
+                     *org.heartbeats_failing("hub02", "hub01", 36, 120, every=5)], MODE_2010)
+    assert [(c.message.internal_id, c.decided_at_ms) for c in handed.commands] == [("m2", at(31) + 15 * MINUTE)]
+
+
 def test_a_2013_shadow_promotes_a_copy_whatever_it_says_of_an_alternate_route():
     """Holding a copy for want of an alternate route is the 2010 previous hop's rule: a 2013 and
     later shadow promotes itself and transmits its copies to the next hop after the span."""
