@@ -121,12 +121,18 @@ def silent_when_judged(fire):
 
     def fire_if_judged(run: "_Transition", shadow: str, at_ms: int) -> None:
         pair = run.s.pairs.get(shadow)
-        if pair is not None and _inferred(pair) and not run.s.last_seen:
+        if pair is not None and not silence_judged(run, pair):
             pair.silent_alerted = True
             run.schedule_pair(pair)
             return
         labelled_fire(run, shadow, at_ms)
     return fire_if_judged
+
+
+def silence_judged(run: "_Transition", pair: "Pair") -> bool:
+    """Whether the twin can tell that the pair's shadow is silent: not without heartbeats and without
+    any fact (its lines do not reach this primary's group)."""
+    return not _inferred(pair) or bool(run.s.last_seen)
 
 
 def _inferred(pair: "Pair") -> bool:

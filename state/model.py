@@ -240,6 +240,10 @@ class _Transition:
                 self.promote_if_primary_db_changed(pair, t)
             elif pair.held:
                 pair.db_change_pending = True
+                if liveness.silence_judged(self, pair):
+                    # the copies of another database are the only ones left, on a server that is down:
+                    # two servers of these messages' redundancy failed together
+                    self.put_at_risk(pair, t, "came back with a new, empty queue database", current_db=db_id)
         if previous_db is not None and previous_db != db_id:
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None]
             self.lost_with_the_database(lost, t, "came back")
@@ -915,19 +919,25 @@ class _Transition:
             # unprocessed messages at risk; otherwise the primary still has them.
             s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
             pair.awaiting_shadow = True
-            if s.primary_seen_ms is not None and at_ms - s.primary_seen_ms < silence:
-                return
-            at_risk = [s.messages[i] for i in sorted(pair.held)
-                       if i in s.messages and not s.messages[i].at_risk and s.messages[i].primary_done_ms is None]
-            for m in at_risk:
-                m.at_risk = True
-            if at_risk:
-                self.alert(AlertType.MESSAGE_AT_RISK, Severity.CRITICAL, [s.primary, shadow], at_risk, at_ms,
-                           f"{s.primary} has been unreachable for the resubmit span and {shadow}, which holds the"
-                           f" shadow copies, has been silent since {_iso(pair.last_query_ms)}: {len(at_risk)}"
-                           " message(s) have no server able to deliver them")
+            if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
+                self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
         self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
+
+    def put_at_risk(self, pair: Pair, t: int, primary_state: str, current_db: str | None = None) -> None:
+        """The primary cannot deliver the unprocessed messages whose copies `pair`'s silent shadow holds
+        (those made with another database than `current_db`, when given): no server can."""
+        s = self.s
+        at_risk = [m for i in sorted(pair.held) if (m := s.messages.get(i)) is not None and not m.at_risk
+                   and m.primary_done_ms is None
+                   and (current_db is None or self.copy_db(m, pair) not in (None, current_db))]
+        for m in at_risk:
+            m.at_risk = True
+        if at_risk:
+            self.alert(AlertType.MESSAGE_AT_RISK, Severity.CRITICAL, [s.primary, pair.shadow], at_risk, t,
+                       f"{s.primary} {primary_state} and {pair.shadow}, which holds the shadow copies, has been"
+                       f" silent since {_iso(pair.last_query_ms)}: {len(at_risk)} message(s) have no server able"
+                       " to deliver them")
 
     def fire_shadow_silent(self, shadow: str, at_ms: int) -> None:
         s = self.s

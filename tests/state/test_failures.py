@@ -2,9 +2,10 @@
 
 import dataclasses
 
-from schemas.events import AlertType, Severity
+from schemas.events import AlertType, CommandReason, Severity
+from state.parameters import ModelConfig, parameters_from
 from state.replay import replay
-from tests.state.scenario import MINUTE, Org, at
+from tests.state.scenario import HOUR, MINUTE, Org, at
 
 
 def shadowed_message(org):
@@ -56,6 +57,28 @@ def test_primary_back_with_new_database_and_no_shadow_loses_the_message_loudly()
     result = replay(events)
     assert [a.type for a in result.alerts] == [AlertType.NOT_REDUNDANT, AlertType.MESSAGE_LOST]
     assert result.settles("mbx01")
+
+
+def test_primary_back_with_a_new_database_while_its_shadow_is_down_puts_the_copy_at_risk():
+    """000: shadow redundancy cannot protect a message "During the simultaneous failure of two or more
+    Mailbox servers involved in the shadow redundancy of a message". mbx01 and mbx02 fail together after
+    minute 1; mbx01 is back at 30 with a new, empty queue database: m1 is not in its queue any more (no
+    MESSAGE_EXPIRED there), and its only copy is on mbx02, which is down: at risk at 30, lost when that
+    copy would expire (SafetyNetHoldTime + MessageExpirationTimeout, shortened to 2 h + 4 h). Should mbx02
+    come back with its copies, it promotes m1 at once."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"message_expiration_timeout": "4h", "safety_net_hold_time": "2h"}))
+    events = [*org.started("mbx02", "dbS1", 0), *shadowed_message(org), *org.busy("mbx03", 0, 7 * 60, every=5),
+              *org.started("mbx01", "dbP2", 30), *org.busy("mbx01", 31, 7 * 60, every=5)]
+    result = replay(events, config)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts if "m1" in {m.message.internal_id for m in a.messages}] \
+        == [(AlertType.SHADOW_SERVER_UNREACHABLE, at(7)), (AlertType.MESSAGE_AT_RISK, at(30)),
+            (AlertType.MESSAGE_LOST, at(0) + 6 * HOUR)]
+    assert result.commands == [] and result.settles("mbx01")
+    back = replay([*events, *org.query_ok("mbx02", "mbx01", 60, db="dbP2")], config)
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in back.commands] == [
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(60))]
+    assert AlertType.MESSAGE_LOST not in {a.type for a in back.alerts}
 
 
 def test_shadow_down_while_primary_works_is_not_a_risk():

@@ -163,9 +163,10 @@ def crash_with_a_side_effect_pending() -> Timeline:
 
 def double_failure_with_new_databases() -> Timeline:
     """mbx01 (primary of m1) and mbx02 (its shadow) fail together at minute 9; mbx03 goes on.
-    mbx01 comes back at 30 with a new, empty queue database, mbx02 at 40 with one too: m1 is
-    lost, which the twin says when it learns of mbx02's new database; no redelivery command for
-    a copy that no longer exists."""
+    mbx01 comes back at 30 with a new, empty queue database: m1's only copy is on mbx02, which is
+    down, so m1 is at risk; mbx02 comes back at 40 with a new database too: m1 is lost, which the
+    twin says when it learns of mbx02's new database; no redelivery command for a copy that no
+    longer exists."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
@@ -178,6 +179,7 @@ def double_failure_with_new_databases() -> Timeline:
     ]
     return Timeline("double failure with new databases", events, alerts=(
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(30), ("m1",)),
         Expected(AlertType.MESSAGE_LOST, at(40), ("m1",)),
     ))
 
