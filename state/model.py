@@ -52,7 +52,7 @@ class Outcome:
     received_ms: int
     processed_ms: int  # when it left this hop: processed by the primary, or promoted, or given up
     closed_ms: int
-    result: str  # delivered | promoted | rejected | lost | expired | discard_dropped
+    result: str  # delivered | promoted | rejected | lost | expired
     redundant: bool
 
 
@@ -962,9 +962,7 @@ class _Transition:
                    f"{shadow} has not queried {s.primary} for ShadowMessageAutoDiscardInterval: {s.primary} deletes"
                    f" the discard notifications it kept for it; {len(dropped)} shadow copies stay on {shadow} until"
                    " they expire")
-        for m in dropped:
-            self.close(m, at_ms, "discard_dropped")
-        pair.pending_discards.clear()
+        pair.pending_discards.clear()  # the copies stay held, unacknowledged, until they expire (fire_expire)
         if shadow in s.pairs:
             self.schedule_pair(pair)
 

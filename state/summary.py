@@ -23,7 +23,7 @@ from typing import Iterable
 import orjson
 
 from schemas.events import Alert, DiscardQueryAnswered, Event, RedeliveryCommand, SideEffectGenerated, SiteLocality
-from state.records import DeadlineKind, PrimaryState, Redundancy
+from state.records import DeadlineKind, Message, PrimaryState, Redundancy
 
 VERSION = 1
 SERVER_PREFIX, MESSAGE_PREFIX = "server/", "message/"
@@ -109,7 +109,9 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
     if m is not None:
         shadow_held = m.shadow_server is not None and m.redundancy is Redundancy.REDUNDANT
         record["status"] = ("at_risk" if m.at_risk else "in_queue" if m.primary_done_ms is None
-                            else "processed, shadow copy awaiting discard" if shadow_held else "processed")
+                            else "processed" if not shadow_held
+                            else "processed, shadow copy awaiting discard" if _discard_kept(s, m)
+                            else "processed, shadow copy unacknowledged until it expires")
         record["received_ms"] = m.received_ms
         record["redundancy"] = _VALUE[m.redundancy]
         record["processed_ms"] = m.primary_done_ms
@@ -132,6 +134,13 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
         deadlines.sort(key=itemgetter("at_ms"))
     record["deadlines"] = deadlines
     return record
+
+
+def _discard_kept(state: PrimaryState, m: Message) -> bool:
+    """Whether the primary keeps the discard notification of `m`'s copy (else it dropped it after
+    ShadowMessageAutoDiscardInterval: the copy waits for Safety Net's expiry)."""
+    pair = state.pairs.get(m.shadow_server)
+    return pair is not None and m.ref.internal_id in pair.pending_discards
 
 
 def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:

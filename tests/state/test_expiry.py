@@ -6,17 +6,43 @@ from tests.state import timelines
 from tests.state.scenario import DAY, Org, at
 
 
-def test_discard_events_are_dropped_when_the_shadow_does_not_ask_for_two_days():
+def test_discard_events_are_dropped_when_the_shadow_does_not_ask_for_two_days_and_its_copy_expires_unacknowledged():
+    """000: "if the shadow server doesn't query the primary server for the duration specified in this
+    parameter, the primary server deletes the queued discard events"; the copy stays on the shadow, and
+    "Unacknowledged shadow messages eventually expire from Safety Net after the sum of the SafetyNetHoldTime
+    and MessageExpirationTimeout parameter values". mbx02 stops asking after minute 1 and mbx01 delivers m1
+    at 2: the events are dropped at 1 + 2 days, the copy expires at receipt + 4 days, then nothing is held."""
     org = Org()
     events = [
         *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
         *org.query_ok("mbx02", "mbx01", 1),
         *org.delivered("mbx01", "m1", "mbx03", 2),
-        *org.tick(3 * 24 * 60),
+        *org.tick(5 * 24 * 60),
     ]
     result = replay(events)
-    dropped = [a for a in result.alerts if a.type is AlertType.DISCARD_EVENTS_DROPPED]
-    assert len(dropped) == 1 and dropped[0].decided_at_ms == at(1) + 2 * DAY
+    kinds = (AlertType.DISCARD_EVENTS_DROPPED, AlertType.SHADOW_EXPIRED)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts if a.type in kinds] == [
+        (AlertType.DISCARD_EVENTS_DROPPED, at(1) + 2 * DAY), (AlertType.SHADOW_EXPIRED, at(0) + 4 * DAY)]
+    assert result.settles("mbx01")
+
+
+def test_a_shadow_back_after_its_discard_events_were_dropped_resubmits_its_copy_and_it_arrives_twice():
+    """The copy outlives the dropped discard events (000, as above): mbx02, back after 2 days and an hour,
+    past ShadowResubmitTimeSpan since its last contact, takes ownership of it on its own (as the lab's
+    returning shadow does): m1, delivered by mbx01 at 2, is delivered twice."""
+    org = Org()
+    back = 2 * 24 * 60 + 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 0, recipients=(), external=("bob@fabrikam.com",)),
+              *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 2, recipients=("bob@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 2),
+              *org.busy("mbx01", 3, back + 10, every=5),
+              *org.started("mbx02", "dbS1", back), *org.promoted("mbx02", "mbx01", "m1", back + 0.2)]
+    result = replay(events)
+    duplicates = [a for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert [(a.decided_at_ms, [(m.message.internal_id, m.recipients) for m in a.messages]) for a in duplicates] == [
+        (at(back + 0.2), [("m1", ("bob@fabrikam.com",))])]
     assert result.settles("mbx01")
 
 

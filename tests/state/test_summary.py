@@ -4,7 +4,7 @@ from schemas.events import AlertType
 from state.model import ShadowRedundancyModel
 from state.summary import TopologyView, message_key, message_where, server_key, server_summary, summary_records, \
     touched_messages
-from tests.state.scenario import HOUR, Org, at
+from tests.state.scenario import DAY, HOUR, Org, at
 
 
 def run(events, until_ms=None):
@@ -63,6 +63,18 @@ def test_where_a_message_is_before_and_after_its_shadow_takes_over():
     summary = server_summary(state)
     assert summary["promoted"] == 2 and summary["promoted_by_holder"] == {"mbx02": 2}
     assert summary["expected_duplicates"] == 2, "the primary's database still holds them"
+
+
+def test_a_processed_message_whose_discard_events_were_dropped_waits_for_its_copy_to_expire():
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.query_ok("mbx02", "mbx01", 1), *org.delivered("mbx01", "m1", "mbx03", 2)]
+    state, _ = run(events)
+    assert message_where(state, "m1")["status"] == "processed, shadow copy awaiting discard"
+    state, _ = run(events, until_ms=at(1) + 2 * DAY + 1)
+    assert message_where(state, "m1")["status"] == "processed, shadow copy unacknowledged until it expires"
+    [pair] = server_summary(state)["pairs"]
+    assert (pair["held"], pair["pending_discards"]) == (1, 0)
 
 
 def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
