@@ -226,8 +226,10 @@ class _Transition:
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
         self.primary_seen_with_db(e.queue_db_id, e.event_time_ms, previous_db=previous)
 
-    def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None) -> None:
-        """The primary is up with queue database `db_id`: promote or predict duplicates."""
+    def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None,
+                             back_after: int | None = None) -> None:
+        """The primary is up with queue database `db_id` (if it restarted, it came back after
+        `back_after`, when known): promote or predict duplicates."""
         s = self.s
         self.predict_duplicates([r for r in s.promoted.values() if r.primary_db_id == db_id], t,
                                 "came back with the same queue database and will deliver its queue")
@@ -245,7 +247,10 @@ class _Transition:
                     # two servers of these messages' redundancy failed together
                     self.put_at_risk(pair, t, "came back with a new, empty queue database", current_db=db_id)
         if previous_db is not None and previous_db != db_id:
-            lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None]
+            # What it took after it came back, or whose shadow copy is still being made, may be the new
+            # database's: not lost.
+            lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None and m.decided
+                    and (back_after is None or m.received_ms < back_after)]
             self.lost_with_the_database(lost, t, "came back")
 
     def lost_with_the_database(self, lost: list[Message], t: int, how: str) -> None:
@@ -635,16 +640,18 @@ class _Transition:
         timeouts of TimeoutInterval each, however many sessions failed in between); and a shadow that
         comes back after the span (its promotion deadline passed while it was silent too) now promotes
         at once."""
-        pair = self.s.pairs.get(e.node)
+        s, t = self.s, e.event_time_ms
+        if s.unreachable_ms is None or t > s.unreachable_ms:
+            s.unreachable_ms = t
+        pair = s.pairs.get(e.node)
         if pair is None:
             return
-        t = e.event_time_ms
         pair.heartbeats = True
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
         if pair.primary_failed_ms is None and pair.held and t >= pair.last_contact_ms + self.promotion_span(pair):
             self.promote(pair, t, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
-        elif pair.shadow in self.s.pairs:
+        elif pair.shadow in s.pairs:
             self.schedule_pair(pair)
 
     def shadow_alive(self, pair: Pair, t: int) -> None:
@@ -674,9 +681,10 @@ class _Transition:
                 self.schedule_pair(pair)
         if e.primary_queue_db_id != s.queue_db_id:
             previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
-            self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous)
+            self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous, back_after=s.unreachable_ms)
         elif s.promoted:
             self.primary_seen_with_db(e.primary_queue_db_id, t)
+        s.unreachable_ms = None
         if pair is not None and pair.primary_failed_ms is not None and s.pairs.get(pair.shadow) is pair:
             # back with the database of the copies it still holds (those of an older one were promoted just
             # now): a later outage is judged afresh

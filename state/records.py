@@ -283,6 +283,9 @@ class PrimaryState:
     seen_ids: dict[str, int] = field(default_factory=dict)
     seen_buckets: dict[int, list[str]] = field(default_factory=dict)
     feed_stopped_ms: int | None = None  # the last event time of a whole-topology silence already reported
+    # The latest failed discard query to the primary since it last answered one: had it restarted since,
+    # it came back after that.
+    unreachable_ms: int | None = None
     dag_spans_sites: bool = False  # the primary's DAG has members in another site (derived from `nodes`)
 
     def nodes_span_sites(self) -> bool:

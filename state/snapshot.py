@@ -5,9 +5,10 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 and 4 are still read, a checkpoint may hold them: 4 is
-the same layout without a message's `primary_db`, which then falls back to its pair's; 3 is 4
-without a token).
+refused rather than misread (formats 3, 4 and 5 are still read, a checkpoint may hold them: 5
+has no `unreachable_ms`, and a pair's values hold after its `shadow_db_id` a count the model no
+longer keeps (2010's failed queries); 4 is 5 without a message's `primary_db`, which then falls
+back to its pair's; 3 is 4 without a token).
 
 Each snapshot carries a random token near its start (`token_of` finds it without unpickling
 anything), so an engine that keeps the loaded state in memory between calls can tell whether
@@ -26,8 +27,8 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 5
-PREVIOUS_FORMATS = (4, 3)  # 4: without a message's `primary_db`; 3: without it and without a token
+FORMAT = 6
+PREVIOUS_FORMATS = (5, 4, 3)  # 5: see above; 4: 5 without a message's `primary_db`; 3: 4 without a token
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -40,9 +41,7 @@ PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "s
              "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
-# The format keeps a place, after a pair's `shadow_db_id`, for a value the model no longer holds (a 2010
-# pair's count of failed queries: the time since the last contact decides): 0 there, skipped on load.
-_RETIRED = PAIR_FLAT.index("shadow_db_id") + 1
+_COUNT_BEFORE_6 = PAIR_FLAT.index("shadow_db_id") + 1  # where formats 3 to 5 hold a pair's count
 
 
 def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
@@ -53,12 +52,13 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
          _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()
     ]
-    pairs = [(_pair_values(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
+    pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
                  r.promoted_ms) for r in state.promoted.values()]
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
-              state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms)
+              state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
+              state.unreachable_ms)
     closed = tuple(state.closed.items())
     facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
              tuple(state.last_seen.items()),
@@ -74,12 +74,15 @@ def load(data: bytes) -> PrimaryState:
         raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and"
                          f" {' and '.join(map(str, PREVIOUS_FORMATS))}")
     _, messages, pairs, promoted, closed, deadlines, facts = loaded
-    if header[0] != 3:
-        header = (header[0], *header[2:])  # the token is not state
-    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms = header
+    version = header[0]
+    if version != 3:
+        header = (version, *header[2:])  # the token is not state
+    if version != FORMAT:
+        header = (*header, None)  # no `unreachable_ms` before 6
+    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms, unreachable_ms = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
                          shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
-                         feed_stopped_ms=feed_stopped_ms)
+                         feed_stopped_ms=feed_stopped_ms, unreachable_ms=unreachable_ms)
     redundancy = {r.value: r for r in Redundancy}
     locality = {x.value: x for x in SiteLocality}
     for ref, recipients, level, forks, side_effects, flat, where in messages:
@@ -94,8 +97,9 @@ def load(data: bytes) -> PrimaryState:
         )
         state.messages[message.ref.internal_id] = message
     for flat, held, pending in pairs:
-        pair = Pair(**dict(zip(PAIR_FLAT, flat[:_RETIRED] + flat[_RETIRED + 1:])), held=set(held),
-                    pending_discards=set(pending))
+        if version != FORMAT:
+            flat = flat[:_COUNT_BEFORE_6] + flat[_COUNT_BEFORE_6 + 1:]
+        pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
         state.pairs[pair.shadow] = pair
     for ref, holder, recipients, db_id, promoted_ms in promoted:
         record = Promoted(MessageRef(*ref), holder, shared_recipients(tuple(Recipient(*r) for r in recipients)), db_id,
@@ -118,11 +122,6 @@ def token_of(data: bytes) -> bytes | None:
     """The token of a snapshot (with its mark), read without loading it; None for format 3."""
     start = data.find(TOKEN_MARK, 0, _TOKEN_SEARCH)
     return None if start < 0 else data[start:start + len(TOKEN_MARK) + 16]
-
-
-def _pair_values(pair: Pair) -> tuple:
-    flat = _PAIR(pair)
-    return (*flat[:_RETIRED], 0, *flat[_RETIRED:])
 
 
 def _ref(ref: MessageRef) -> tuple:

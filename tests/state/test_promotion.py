@@ -1,6 +1,6 @@
 """Heartbeats and promotion: after ShadowResubmitTimeSpan, or at once on a new queue database."""
 
-from schemas.events import AlertType, CommandReason
+from schemas.events import AlertType, CommandReason, ShadowFailureReason
 from state.model import ShadowRedundancyModel
 from state.parameters import ModelConfig, parameters_from
 from state.replay import replay
@@ -91,6 +91,39 @@ def test_a_copy_made_by_the_new_database_stays_held_and_is_promoted_only_if_the_
         ("m5", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(61) + 3 * HOUR)]
     # should mbx01 come back with dbP2, it delivers m5 again: the promoted record names m5's database
     assert again.states["mbx01"].promoted["m5"].primary_db_id == "dbP2"
+
+
+def test_what_the_primary_took_after_restarting_with_a_new_database_is_not_lost_with_the_old_one():
+    """000 (outage table): a new queue database loses what the old one held, and only that. mbx01 takes m4
+    alone (no peer) at 1.5 and dies after 2; back with dbP2, seen only through mbx02's answer at 61, it
+    takes m5 at 60.2 (no peer either) after mbx02 last failed to reach it (58), or at 60.95 with its shadow
+    copy made after that answer (the handshake undecided when it comes, failures in the feed or not): m5
+    is the new database's, never MESSAGE_LOST; m4 is lost."""
+    def restarted(org, failures, m5):
+        return [*org.started("mbx01", "dbP1", 0),
+                *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db="dbP1"),
+                *org.received("mbx01", "m4", 1.5),
+                *org.shadow_failed("mbx01", "m4", 1.6, reason=ShadowFailureReason.NO_PEER, candidate=""),
+                *org.query_ok("mbx02", "mbx01", 2, db="dbP1"),
+                *(org.heartbeats_failing("mbx02", "mbx01", 4, 60) if failures else []),
+                *m5, *org.query_ok("mbx02", "mbx01", 61, db="dbP2"),
+                *org.delivered("mbx01", "m5", "mbx09", 62)]
+    def alone(org):
+        return [*org.received("mbx01", "m5", 60.2),
+                *org.shadow_failed("mbx01", "m5", 60.3, reason=ShadowFailureReason.NO_PEER, candidate="")]
+
+    def copy_in_flight(org):
+        return [*org.received("mbx01", "m5", 60.95), *org.shadowed("mbx01", "mbx03", "m5", 61.05, db="dbP2"),
+                *org.query_ok("mbx03", "mbx01", 63, db="dbP2", discarded=["m5"])]
+
+    for failures, m5 in ((True, alone), (True, copy_in_flight), (False, copy_in_flight)):
+        org = Org()
+        result = replay(restarted(org, failures, m5(org)))
+        assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+            ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(61))]
+        assert [(a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in result.alerts
+                if a.type is AlertType.MESSAGE_LOST] == [(at(61), ["m4"])]
+        assert result.settles("mbx01")
 
 
 def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
