@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
+from state.parameters import parse_duration
 
 N = TypeVar("N", int, float)
 
@@ -44,3 +45,15 @@ def speed_option(text: str) -> float | None:
         return parse_speed(text)
     except ValueError as exc:
         raise UsageError(f"--speed {text}: {exc}") from None
+
+
+def duration_option(text: str, option: str) -> float:
+    """A duration option (`--duration 90m`, `--max-age 7d`, `--every 00:02:00`) in seconds, longer
+    than zero; a UsageError naming the option and the value otherwise."""
+    try:
+        seconds = parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    if seconds <= 0:
+        raise UsageError(f"{option} {text}: must be longer than zero")
+    return seconds

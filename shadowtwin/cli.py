@@ -33,12 +33,11 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, speed_option
+from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
-from state.parameters import parse_duration
 
 # The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
 BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
@@ -154,7 +153,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
-    max_age_s = _duration_s(args.max_age, "--max-age") if args.max_age else None
+    max_age_s = duration_option(args.max_age, "--max-age") if args.max_age else None
     state = Path(args.state) if args.state else DEFAULT_INGEST_STATE if args.follow else None
     try:
         positions = Positions(state) if state is not None else None
@@ -177,13 +176,6 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     if prober is not None:
         print(f"probes: {prober.counts.describe()}")
     return _published(sink.deliveries.describe_failure() if undelivered else None, stop)
-
-
-def _duration_s(text: str, option: str) -> float:
-    try:
-        return parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
 
 
 def _published(failure: str | None, stop: Stop) -> int:

@@ -12,10 +12,9 @@ from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Deliveries, flush, produce, reporting_producer
 from producers.smtp_probe import Prober, load_targets, parse_target
-from shadowtwin.arguments import COUNT
+from shadowtwin.arguments import COUNT, duration_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
-from state.parameters import parse_duration
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -37,16 +36,6 @@ def add_parser(commands) -> None:
     probe.add_argument("--name", help="the prober's name: the node of a failed probe (default: probe@<host name>)")
     probe.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
     probe.set_defaults(run=run)
-
-
-def _seconds(text: str, option: str) -> float:
-    try:
-        seconds = parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
-    if seconds <= 0:
-        raise UsageError(f"{option} {text}: must be longer than zero")
-    return seconds
 
 
 PROBE_OPTIONS = ("--server", "--servers", "--every", "--timeout")  # `shadowtwin probe`'s option names
@@ -75,8 +64,8 @@ def _prober(settings: Settings, servers: list[str], servers_file: str | None, ev
     """The prober the options describe (a person's mistake: UsageError naming the option); it
     publishes nothing until its `publish` is set."""
     targets = _targets(servers, servers_file, options)
-    every_s = _seconds(every, options[2]) if every else settings.shadow_redundancy.timing("").heartbeat_ms / 1000
-    timeout_s = _seconds(timeout, options[3]) if timeout else min(DEFAULT_TIMEOUT_S, every_s)
+    every_s = duration_option(every, options[2]) if every else settings.shadow_redundancy.timing("").heartbeat_ms / 1000
+    timeout_s = duration_option(timeout, options[3]) if timeout else min(DEFAULT_TIMEOUT_S, every_s)
     return Prober(targets, lambda event: None, every_s=every_s, timeout_s=timeout_s, prober=name)
 
 

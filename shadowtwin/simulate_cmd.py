@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
-import tomllib
 from pathlib import Path
 
 from infra.settings import Settings
@@ -13,7 +13,7 @@ from producers.recording import check_name
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
-from shadowtwin.arguments import SECONDS, speed_option
+from shadowtwin.arguments import SECONDS, duration_option, speed_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
@@ -51,9 +51,8 @@ def add_parser(commands) -> None:
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)  # the file's own errors, named
-    if args.duration:
-        organisation = tomllib.loads(Path(args.topology).read_text(encoding="utf-8")).get("organisation", {})
-        topology = load_topology(args.topology, {"organisation": {**organisation, "duration": args.duration}})
+    if args.duration is not None:
+        topology = dataclasses.replace(topology, duration_ms=int(duration_option(args.duration, "--duration") * 1000))
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
     truth = Path(args.truth) if args.truth else None

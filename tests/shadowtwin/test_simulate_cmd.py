@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from producers.recording import read_events
 from shadowtwin.cli import main
 
@@ -32,6 +34,14 @@ def test_a_broken_topology_is_refused_with_the_key_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "faults[0].server" in err and "nobody" in err
     assert not (tmp_path / "x.avro").exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "1y", "", "0s"])
+def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
+    assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("shadowtwin simulate: --duration") and value in line and "topology" not in line, line
+    assert not list(tmp_path.iterdir())
 
 
 def test_ctrl_c_ends_a_file_run_early_with_a_valid_shorter_recording(tmp_path):
