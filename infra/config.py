@@ -7,7 +7,8 @@ from a mapping and refuses, in one line naming the file, the key, the value and 
 allowed: unknown keys, wrong types, and values outside a field's `allowed` range (declared on
 the field with `metadata=at_least(1)` and friends). `env_overlay` reads the same keys from
 environment variables named after them (`SHADOWTWIN_TWIN_WATERMARK_DELAY` for
-`[twin] watermark_delay`), for containers.
+`[twin] watermark_delay`), for containers, and refuses a variable with the prefix that names
+no key.
 
 This module imports nothing from the project: every layer may use it.
 """
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import enum
 import re
 import types
 import typing
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 
 class ConfigError(ValueError):
@@ -306,28 +308,55 @@ def _join(path: str, name: str) -> str:
 # ---- environment variables ---------------------------------------------------------------------
 
 def env_overlay(cls: type, env: Mapping[str, str], prefix: str,
-                extra_keys: Mapping[str, Callable[[], list[str]]] | None = None) -> dict[str, object]:
+                extra_keys: Mapping[str, Callable[[], list[str]]] | None = None,
+                other_names: Iterable[str] = ()) -> dict[str, object]:
     """The keys of `cls` (nested tables included) that environment variables set, as a raw table.
 
     `[twin] watermark_delay` is `<prefix>_TWIN_WATERMARK_DELAY`. `extra_keys` lists the keys of
-    tables whose fields are not those of their type (a table parsed by its own function).
+    tables whose fields are not those of their type (a table parsed by its own function). A
+    variable with the prefix that names no key (nor one of `other_names`, used for something
+    else) is refused: a misspelt variable would otherwise change nothing, silently.
     """
+    names = _env_names(cls, prefix, extra_keys)
+    known = {**names, **{name: () for name in other_names}}
+    for name in sorted(env):
+        if name.startswith(f"{prefix}_") and name not in known:
+            raise ConfigError(f"environment variable {name}: no such setting{_did_you_mean(name, known, prefix)}")
     raw: dict[str, object] = {}
+    for name, path in names.items():
+        if name in env:
+            table: dict[str, Any] = raw
+            for key in path[:-1]:
+                table = table.setdefault(key, {})
+            table[path[-1]] = env[name]
+    return raw
+
+
+def _env_names(cls: type, prefix: str,
+               extra_keys: Mapping[str, Callable[[], list[str]]] | None = None) -> dict[str, tuple[str, ...]]:
+    """Every environment variable that sets a key of `cls` -> the key's path in the tables."""
+    names: dict[str, tuple[str, ...]] = {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         name = f"{prefix}_{f.name.upper()}"
-        hint = hints[f.name]
         if extra_keys and f.name in extra_keys:
-            table = {k: env[f"{name}_{k.upper()}"] for k in extra_keys[f.name]() if f"{name}_{k.upper()}" in env}
-            if table:
-                raw[f.name] = table
-        elif dataclasses.is_dataclass(hint):
-            nested = env_overlay(hint, env, name)  # type: ignore[arg-type]
-            if nested:
-                raw[f.name] = nested
-        elif name in env:
-            raw[f.name] = env[name]
-    return raw
+            names.update({f"{name}_{key.upper()}": (f.name, key) for key in extra_keys[f.name]()})
+        elif dataclasses.is_dataclass(hints[f.name]):
+            names.update({nested: (f.name, *path) for nested, path in _env_names(hints[f.name], name).items()})
+        else:
+            names[name] = (f.name,)
+    return names
+
+
+def _did_you_mean(name: str, known: Mapping[str, tuple[str, ...]], prefix: str) -> str:
+    """`; did you mean <variable> (<setting>)?` for the closest known variable, if one is close."""
+    short = {known_name.removeprefix(f"{prefix}_"): known_name for known_name in known}
+    close = difflib.get_close_matches(name.removeprefix(f"{prefix}_"), short, n=1)
+    if not close:
+        return f" (a setting's variable is {prefix}_<TABLE>_<KEY>)"
+    meant = short[close[0]]
+    setting = f" ({'.'.join(known[meant])})" if known[meant] else ""
+    return f"; did you mean {meant}{setting}?"
 
 
 def merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:

@@ -4,7 +4,8 @@ Every field has the default the project documents; the TOML file only overrides,
 environment variable named after a key overrides the file (`SHADOWTWIN_TWIN_WATERMARK_DELAY`
 for `[twin] watermark_delay`; `KAFKA_BOOTSTRAP_SERVERS` too, for the broker). Names, types and
 values are checked by `infra.config`: a refused value gets one line naming the file, the key,
-the value and what is allowed.
+the value and what is allowed; a `SHADOWTWIN_` variable that names no setting (nor is
+`SHADOWTWIN_CONF` or `SHADOWTWIN_HOME`) is refused naming it and the closest setting.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ PROJECT_ROOT = _data_root(os.environ)
 CONF_DIR = _SOURCE / "conf" if (_SOURCE / "conf").is_dir() else _SOURCE / "shadowtwin" / "defaults"
 DEFAULT_CONF = CONF_DIR / "shadowtwin.toml"
 ENV_PREFIX = "SHADOWTWIN"
+OWN_VARIABLES = ("SHADOWTWIN_CONF", "SHADOWTWIN_HOME")  # the prefix's variables that are not settings
 _MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
 _TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
 _LOG_LEVELS = one_of("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -243,7 +245,8 @@ def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, st
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{conf_path}: not valid TOML ({exc})") from None
     settings = settings_from(raw, where=str(conf_path))
-    from_env = env_overlay(Settings, env, ENV_PREFIX, extra_keys={"shadow_redundancy": table_keys})
+    from_env = env_overlay(Settings, env, ENV_PREFIX, extra_keys={"shadow_redundancy": table_keys},
+                           other_names=OWN_VARIABLES)
     if env.get("KAFKA_BOOTSTRAP_SERVERS"):
         from_env = merge(from_env, {"kafka": {"bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"]}})
     if from_env:

@@ -75,6 +75,24 @@ def test_a_bad_environment_variable_is_named_with_its_value(tmp_path):
     assert "with the environment" in message and "topics.events_partitions = 'zero'" in message
 
 
+@pytest.mark.parametrize("variable, meant", [
+    ("SHADOWTWIN_KAFKA_BOOTSTRAPP", "did you mean SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS (kafka.bootstrap_servers)?"),
+    ("SHADOWTWIN_TWIN_WATERMARK", "did you mean SHADOWTWIN_TWIN_WATERMARK_DELAY (twin.watermark_delay)?"),
+    ("SHADOWTWIN_SHADOW_REDUNDANCY_SHADOW_RESUBMIT_TIMESPAN", "(shadow_redundancy.shadow_resubmit_time_span)?"),
+    ("SHADOWTWIN_CONFF", "did you mean SHADOWTWIN_CONF?"),
+    ("SHADOWTWIN_NOTHING_LIKE_IT", "SHADOWTWIN_<TABLE>_<KEY>"),
+])
+def test_an_environment_variable_that_names_no_setting_is_refused(tmp_path, variable, meant):
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, ""), env={variable: "1"})
+    assert str(caught.value).startswith(f"environment variable {variable}: no such setting") and meant in str(caught.value)
+
+
+def test_the_variables_that_are_not_settings_are_not_refused(tmp_path):
+    path = write(tmp_path, "")
+    assert load_settings(env={"SHADOWTWIN_CONF": str(path), "SHADOWTWIN_HOME": str(tmp_path)}) == Settings()
+
+
 def test_unknown_key_is_named(tmp_path):
     assert "kafka.embedded.prot: unknown key" in refusal(tmp_path, "[kafka.embedded]\nprot = 1\n")
 
