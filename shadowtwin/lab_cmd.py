@@ -91,7 +91,11 @@ def _send(lab, settings: Settings, args) -> int:
     print(result.describe())
     for message_id, node, reply in result.temporary + result.permanent:
         print(f"  {message_id} at {node}: {reply}")
-    return 0 if not result.unreachable else 1
+    failure = result.failure()
+    if failure is not None:
+        print(failure, file=sys.stderr)
+        return 1
+    return 0
 
 
 def _kill(lab, settings: Settings, args) -> int:

@@ -81,11 +81,23 @@ class SendResult:
     temporary: list[tuple[str, str, str]] = field(default_factory=list)  # (Message-ID, node, 4xx reply)
     permanent: list[tuple[str, str, str]] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)  # no node could be reached
+    unreached: dict[str, str] = field(default_factory=dict)  # node -> its address and why it could not be reached
+
+    @property
+    def total(self) -> int:
+        return len(self.accepted) + len(self.temporary) + len(self.permanent) + len(self.unreachable)
 
     def describe(self) -> str:
-        return (f"sent {len(self.accepted) + len(self.temporary) + len(self.permanent) + len(self.unreachable)}:"
-                f" {len(self.accepted)} accepted (250), {len(self.temporary)} deferred (4xx),"
+        return (f"sent {self.total}: {len(self.accepted)} accepted (250), {len(self.temporary)} deferred (4xx),"
                 f" {len(self.permanent)} refused (5xx), {len(self.unreachable)} found no node")
+
+    def failure(self) -> str | None:
+        """One line when some messages found no node, else None."""
+        if not self.unreachable:
+            return None
+        nodes = ", ".join(f"{node} at {why}" for node, why in self.unreached.items())
+        return (f"{len(self.unreachable)} of {self.total} messages were not sent: could not reach {nodes};"
+                " is the lab up? (shadowtwin lab up)")
 
 
 class Lab:
@@ -345,8 +357,9 @@ class Lab:
             outcome = None
             for attempt in range(len(names)):
                 node = names[(i + attempt) % len(names)]
+                port = self.topology.node(node).port
                 try:
-                    with smtplib.SMTP(self.topology.host, self.topology.node(node).port, timeout=timeout_s,
+                    with smtplib.SMTP(self.topology.host, port, timeout=timeout_s,
                                       local_hostname="sender.fabrikam.example") as smtp:
                         smtp.send_message(message)
                     outcome = ("accepted", node, "")
@@ -356,8 +369,10 @@ class Lab:
                 except smtplib.SMTPRecipientsRefused as exc:
                     code, text = next(iter(exc.recipients.values()))
                     outcome = ("temporary" if 400 <= code < 500 else "permanent", node, f"{code} {text!r}")
-                except (OSError, smtplib.SMTPException):
-                    continue  # this node cannot be reached: try the next
+                except (OSError, smtplib.SMTPException) as exc:  # this node cannot be reached: try the next
+                    why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+                    result.unreached[node] = f"{self.topology.host}:{port} ({why})"
+                    continue
                 break
             if outcome is None:
                 result.unreachable.append(message_id)

@@ -218,5 +218,17 @@ def test_where_without_its_state_topic_is_one_line_and_exit_1(kafka_bootstrap, m
                                           " create makes them)"]
 
 
+def test_lab_send_with_the_lab_down_says_what_it_could_not_reach_and_how_much_was_not_sent(tmp_path, capfd):
+    from shadowtwin import cli
+    from tests.producers.relay.conftest import topology_text
+
+    topology = tmp_path / "lab.toml"
+    topology.write_text(topology_text(tmp_path / "lab", {"ex01": "dag1", "ex02": "dag1"}))
+    assert cli.main(["lab", "--topology", str(topology), "send", "--count", "3"]) == 1
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("3 of 3 messages were not sent: could not reach ex01 at 127.0.0.1:"), line
+    assert "ex02 at 127.0.0.1:" in line and "Connection refused" in line and "shadowtwin lab up" in line
+
+
 def test_lab_names_an_unknown_node():
     one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
