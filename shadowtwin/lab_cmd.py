@@ -60,9 +60,10 @@ def _lab(settings: Settings, args: argparse.Namespace):
 def run_lab(settings: Settings, args: argparse.Namespace) -> int:
     """Errors go to `shadowtwin.cli.main`: an unknown node or a bad topology is a UsageError."""
     lab = _lab(settings, args)
-    if getattr(args, "node", None) is not None:
+    named = getattr(args, "node", None) or []  # kill and restart name one node, send any number
+    for node in [named] if isinstance(named, str) else named:
         try:
-            lab.topology.node(args.node)
+            lab.topology.node(node)
         except KeyError as exc:
             raise UsageError(exc.args[0]) from None
     return _ACTIONS[args.lab_action](lab, settings, args)

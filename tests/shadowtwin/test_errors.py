@@ -232,3 +232,16 @@ def test_lab_send_with_the_lab_down_says_what_it_could_not_reach_and_how_much_wa
 
 def test_lab_names_an_unknown_node():
     one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
+    one_line_naming(shadowtwin("lab", "send", "--count", "1", "--node", "ex01", "--node", "nosuch"),
+                    "no node 'nosuch' in the topology")
+
+
+def test_lab_send_to_a_named_node_sends_to_that_node_only(tmp_path, capfd):
+    from shadowtwin import cli
+    from tests.producers.relay.conftest import topology_text
+
+    topology = tmp_path / "lab.toml"
+    topology.write_text(topology_text(tmp_path / "lab", {"ex01": "dag1", "ex02": "dag1"}))
+    assert cli.main(["lab", "--topology", str(topology), "send", "--count", "1", "--node", "ex02"]) == 1
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("1 of 1 messages were not sent: could not reach ex02 at") and "ex01" not in line, line
