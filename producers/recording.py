@@ -8,7 +8,8 @@
 JSON Lines is the form people read and write by hand; Avro is compact and carries its
 writer schema, so an older recording is read into the current schema. Avro files are written
 and read by `schemas.container`: a recording cut short (a recorder killed mid-write) reads to
-its last complete block, then raises a ContainerError naming the file and the offset.
+its last complete block, then raises a ContainerError naming the file and the offset; a JSON
+Lines one reads to its last complete line, then raises a JsonlError naming the file and the line.
 
 A recording made from Kafka keeps each event's Kafka timestamp (an optional field of both
 forms, see `schemas.container` and `schemas.jsonl`): what the clock-skew guard of a replay

@@ -119,30 +119,40 @@ def loads(line: str) -> Any:
 
 
 def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
-    """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field.
-    Lines may be bytes (a file opened in binary), each decoded as UTF-8 on its own, so that
-    bytes that are not UTF-8 are named by their line. With `timestamps`, (record, Kafka
-    timestamp in ms or None) pairs."""
+    """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field,
+    and how many records were read before it. Lines may be bytes (a file opened in binary), each
+    decoded as UTF-8 on its own, so that bytes that are not UTF-8 are named by their line. With
+    `timestamps`, (record, Kafka timestamp in ms or None) pairs."""
+    count = 0
     for number, line in enumerate(lines, start=1):
         if isinstance(line, bytes):
             try:
                 line = line.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise JsonlError(source, number, f"not UTF-8: byte {line[exc.start]:#04x} at column {exc.start + 1}"
-                                 ) from exc
+                raise _bad_line(source, number, f"not UTF-8: byte {line[exc.start]:#04x} at column {exc.start + 1}",
+                                count, line) from exc
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise JsonlError(source, number, f"not JSON: {exc.msg} (column {exc.colno})") from exc
+            raise _bad_line(source, number, f"not JSON: {exc.msg} (column {exc.colno})", count, line) from exc
         try:
             at = obj.pop(KAFKA_TIMESTAMP, None) if isinstance(obj, dict) else None
             record = from_json(obj)
             at_ms = None if at is None else at if isinstance(at, int) else parse_time(at, KAFKA_TIMESTAMP)
         except (ValidationError, TypeError) as exc:
-            raise JsonlError(source, number, str(exc)) from exc
+            raise _bad_line(source, number, str(exc), count) from exc
+        count += 1
         yield (record, at_ms) if timestamps else record
+
+
+def _bad_line(source: str, number: int, problem: str, count: int, unreadable: str | bytes | None = None) -> JsonlError:
+    """The error of a bad line after `count` records. An `unreadable` line (not UTF-8, not JSON)
+    without its newline is the file's last, cut short: a writer stopped in the middle of it."""
+    if unreadable is not None and not unreadable.endswith(b"\n" if isinstance(unreadable, bytes) else "\n"):
+        problem = f"cut short: the last line ends mid-record ({problem})"
+    return JsonlError(source, number, f"{problem}; records read before it: {count:,}" if count else problem)
 
 
 def from_json(obj: Any) -> Any:

@@ -6,8 +6,9 @@ stderr is a terminal or with --progress.
 `--truth FILE` scores the baseline's alerts against the simulator's truth (`state.scoring`).
 
 Bad input (a parameter, the recording, the output folder) is raised as the command line's
-errors are; a recording cut short or damaged is replayed up to its last complete block, its
-summary printed, and then the damage is raised (naming the file and the offset).
+errors are; a recording cut short or damaged is replayed up to its last complete block (Avro)
+or line (JSON Lines), its summary printed, and then the damage is raised (naming the file and
+the offset or line).
 
 The twin's clock-skew guard (`state.clock_guard`, `twin.max_clock_skew_seconds`) runs first:
 a skewed event is left out of every run and, with --out, written to `dead_letters.jsonl`
@@ -150,7 +151,8 @@ def dead_letters(verdict: Verdict, file: Path) -> list[DeadLetter]:
             for position, event, reference, why in verdict.skewed]
 
 
-def load(file: Path, progress: Callable[[int], None] | None = None) -> tuple[list, ContainerError | None]:
+def load(file: Path, progress: Callable[[int], None] | None = None
+         ) -> tuple[list, ContainerError | jsonl.JsonlError | None]:
     """Every (event, Kafka timestamp) of a recording in memory, and the damage that ended the reading
     early (None when the file was read whole); `progress(count)` is called every 100,000 events.
     The garbage collector is paused meanwhile: with millions of live objects its scans would cost
@@ -162,7 +164,7 @@ def load(file: Path, progress: Callable[[int], None] | None = None) -> tuple[lis
             events.append(item)
             if progress is not None and len(events) % 100_000 == 0:
                 progress(len(events))
-    except ContainerError as damage:
+    except (ContainerError, jsonl.JsonlError) as damage:
         return events, damage
     finally:
         gc.enable()

@@ -102,7 +102,21 @@ def test_bytes_that_are_not_utf8_are_named_by_their_line():
     good = jsonl.dumps(sample_events()["ClockTick"]).encode() + b"\n"
     with pytest.raises(JsonlError) as caught:
         list(jsonl.read([good, good, b'{"kind": "\xff\xfe"}\n'], "day.jsonl"))
-    assert str(caught.value) == "day.jsonl:3: not UTF-8: byte 0xff at column 11"
+    assert str(caught.value) == "day.jsonl:3: not UTF-8: byte 0xff at column 11; records read before it: 2"
+
+
+@pytest.mark.parametrize("cut", [b'{"kind": "Clo', '{"kind": "Clé"}'.encode()[:-3]], ids=["mid-JSON", "mid-character"])
+def test_a_last_line_cut_short_is_named_with_the_records_read_before_it(cut):
+    good = jsonl.dumps(sample_events()["ClockTick"]).encode() + b"\n"
+    with pytest.raises(JsonlError) as caught:
+        list(jsonl.read([good, b"\n", good, cut], "day.jsonl"))
+    message = str(caught.value)
+    assert message.startswith("day.jsonl:4: cut short: the last line ends mid-record (not ")
+    assert message.endswith("; records read before it: 2")
+
+
+def test_a_bad_line_with_its_newline_is_not_called_cut_short():
+    assert "cut short" not in error_of('{"kind": "Clo\n')
 
 
 RECEIVED = json.loads(jsonl.dumps(sample_events()["MessageReceived"]))

@@ -125,6 +125,30 @@ def test_whatif_of_a_truncated_avro_summarises_what_was_read_and_names_the_cut(t
     assert "EOFError" not in line
 
 
+def cut_short_jsonl(path):
+    """An outage recording as JSON Lines whose last line is cut in the middle; how many lines it has."""
+    outage_recording(path)
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) - 40])
+    return len(data.splitlines())
+
+
+def test_whatif_of_a_jsonl_cut_short_summarises_what_was_read_and_names_the_line(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    lines = cut_short_jsonl(path)
+    result = shadowtwin("whatif", path)
+    one_line_naming(result, f"{path}:{lines}: cut short", f"records read before it: {lines - 1:,}")
+    assert "events" in result.stdout, "the summary of what was read is printed"
+
+
+def test_replay_of_a_jsonl_cut_short_publishes_what_was_read_and_names_the_line(kafka_bootstrap, topics, tmp_path):
+    path = tmp_path / "cut.jsonl"
+    lines = cut_short_jsonl(path)
+    result = shadowtwin("replay", path, "--bootstrap", kafka_bootstrap, "--to", topics.events)
+    one_line_naming(result, f"{path}:{lines}: cut short", f"records read before it: {lines - 1:,}")
+    assert f"sent {lines - 1} events" in result.stdout
+
+
 def test_whatif_out_to_an_unwritable_folder(recording):
     one_line_naming(shadowtwin("whatif", recording, "--out", "/proc/x"), "/proc/x")
 
