@@ -4,7 +4,8 @@
     if positions.published(line): ...                          # acknowledged before: do not send it again
     done = positions.sending(line)                             # a callback per record sent for the line
     positions.sent(line)                                       # the line made all its records
-    positions.save()                                           # atomically; after a flush, everything acknowledged
+    positions.save()                                           # atomically; False when the file cannot be written
+    positions.not_saved()                                      # then one line: the file, why, what it does not record
 
 A file is known by its identity: device and inode, and a hash of its first bytes (an inode
 is reused once a file is deleted, so the two alone could name another file). A file's
@@ -71,6 +72,8 @@ class Positions:
         self.path = path
         self._saved: dict[tuple[int, int], dict] = {}
         self._files: dict[int, _Progress] = {}  # by id() of the TailedFile
+        self._acknowledged = self._acknowledged_at_save = 0  # records, in this run
+        self._save_error: str | None = None
         if path.exists():
             try:
                 state = json.loads(path.read_text(encoding="utf-8"))
@@ -112,6 +115,8 @@ class Positions:
         def delivered(error, _message=None) -> None:
             if error is not None:
                 progress.failed.add(line.end)
+            else:
+                self._acknowledged += 1
             self._done(progress, line.end)
 
         return delivered
@@ -133,13 +138,28 @@ class Positions:
         if end not in progress.failed:
             progress.acknowledged(end)
 
-    def save(self) -> None:
-        """Write every file's position (and keep those of files not seen in this run while they exist)."""
+    def save(self) -> bool:
+        """Write every file's position (and keep those of files not seen in this run while they exist);
+        False when the state file could not be written, now or at an earlier save (`not_saved` says why)."""
         entries = [e for e in [p.entry() for p in self._files.values()] + list(self._saved.values()) if _exists(e)]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"version": VERSION, "files": entries}, indent=1), encoding="utf-8")
-        os.replace(temporary, self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps({"version": VERSION, "files": entries}, indent=1), encoding="utf-8")
+            os.replace(temporary, self.path)
+        except OSError as exc:
+            self._save_error = exc.strerror or str(exc)
+            return False
+        self._acknowledged_at_save = self._acknowledged
+        return self._save_error is None
+
+    def not_saved(self) -> str:
+        """One line after a failed `save`: the state file, why, and how many published records it does not record."""
+        said = f"{self.path}: could not be written ({self._save_error})"
+        unrecorded = self._acknowledged - self._acknowledged_at_save
+        if unrecorded:
+            said += f"; {unrecorded:,} published records are not recorded in it (a restart sends them again)"
+        return said
 
 
 def _exists(entry: dict) -> bool:

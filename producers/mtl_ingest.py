@@ -16,7 +16,8 @@ With `positions` (`producers.ingest_positions`), a line whose records the broker
 in an earlier run is read (the mapper learns from it) but not sent again, and the position of
 each file advances on delivery reports; it is saved every poll. With `follow`, a record the
 broker refuses ends the run (the caller flushes, saves, and exits non-zero; a restart sends
-again from the saved position). `max_age_s` leaves out files last written longer ago.
+again from the saved position); so does a save that fails, with or without `follow`.
+`max_age_s` leaves out files last written longer ago.
 """
 
 from __future__ import annotations
@@ -90,8 +91,7 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
                     _emit(line, again, result, sink, counts, wall_clock, positions, holds)
             if positions is not None:
                 sink.poll()
-                positions.save()
-                if follow and positions.refused:
+                if not positions.save() or follow and positions.refused:
                     break
             if not follow or stop.wait(poll_seconds):
                 break

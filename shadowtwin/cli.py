@@ -159,6 +159,8 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
         positions = Positions(state) if state is not None else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if positions is not None and not positions.save():  # before anything is published
+        raise UsageError(positions.not_saved())
     prober = probe_cmd.agent_prober(settings, args)
     stop = stop_on_signals()
     sink = KafkaSink(settings.kafka, args.to or settings.topics.events,
@@ -170,12 +172,14 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     finally:
         probe_cmd.stopped(probing, stop)
         undelivered = sink.close()
-        if positions is not None:
-            positions.save()
+        saved = positions is None or positions.save()
     print(counts.describe())
     if prober is not None:
         print(f"probes: {prober.counts.describe()}")
-    return _published(sink.deliveries.describe_failure() if undelivered else None, stop)
+    if not saved:
+        print(positions.not_saved(), file=sys.stderr)
+    status = _published(sink.deliveries.describe_failure() if undelivered else None, stop)
+    return 1 if status == 0 and not saved else status
 
 
 def _published(failure: str | None, stop: Stop) -> int:

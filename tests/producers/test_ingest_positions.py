@@ -4,6 +4,7 @@ restart, and are refused to a file that merely reuses an inode; rolled-over file
 import json
 import os
 import signal
+import threading
 import time
 
 from producers.ingest_positions import Positions
@@ -103,6 +104,32 @@ def test_a_file_with_the_same_inode_but_other_first_bytes_starts_from_its_start(
     again = AckingSink()
     ingest([str(log)], again, positions=Positions(state))
     assert len(again.callbacks) > 0
+
+
+def test_a_state_file_that_cannot_be_written_says_how_many_published_records_it_does_not_record(tmp_path):
+    log, state = copy_of_ex01(tmp_path), tmp_path / "state" / "positions.json"
+    sink = AckingSink()
+    ingest([str(log)], sink, positions=(positions := Positions(state)))
+    for _, done in sink.callbacks:
+        done(None)
+    state.parent.rename(tmp_path / "elsewhere")
+    state.parent.write_text("a file where the folder was\n")
+    assert not positions.save()
+    assert positions.not_saved() == (f"{state}: could not be written (File exists); {len(sink.callbacks):,} published"
+                                     " records are not recorded in it (a restart sends them again)")
+    state.parent.unlink()
+    assert not positions.save() and state.exists(), "written now, but the run had a gap: still said"
+
+
+def test_a_save_that_fails_ends_a_followed_run(tmp_path):
+    (tmp_path / "file").write_text("")
+    stop = threading.Event()
+    threading.Timer(10, stop.set).start()
+    started = time.monotonic()
+    ingest([str(copy_of_ex01(tmp_path))], AckingSink(), follow=True, stop=stop,
+           positions=Positions(tmp_path / "file" / "positions.json"))
+    assert time.monotonic() - started < 5, "ended at the first save, not by the stop"
+    stop.set()
 
 
 def test_a_rolled_over_file_is_closed_and_a_file_older_than_max_age_is_skipped(tmp_path):

@@ -184,6 +184,43 @@ def test_ingest_of_a_glob_that_matches_nothing(tmp_path):
     one_line_naming(shadowtwin("ingest", "exchange-mtl", pattern), pattern, "no file matches")
 
 
+def test_ingest_with_a_state_file_that_cannot_be_written_publishes_nothing(tmp_path):
+    from tests.producers.test_mtl import EX01
+
+    (tmp_path / "file").write_text("")
+    state = tmp_path / "file" / "positions.json"
+    result = shadowtwin("ingest", "exchange-mtl", EX01, "--state", state, "--bootstrap", "127.0.0.1:1")
+    one_line_naming(result, f"{state}: could not be written (")
+    assert result.stdout == "", "refused before anything is read or published"
+
+
+def test_ingest_whose_state_file_cannot_be_saved_later_says_how_much_it_does_not_record(tmp_path, monkeypatch,
+                                                                                       capsys):
+    from shadowtwin import cli
+    from tests.producers.test_ingest_positions import AckingSink
+    from tests.producers.test_mtl import EX01
+
+    state = tmp_path / "state" / "positions.json"
+
+    class FolderGoneAtTheEnd(AckingSink):
+        def __init__(self, *_):
+            super().__init__()
+
+        def close(self):
+            for _, done in self.callbacks:
+                done(None)
+            state.parent.rename(tmp_path / "elsewhere")
+            state.parent.write_text("a file where the folder was\n")
+            return 0
+
+    monkeypatch.setattr(cli, "KafkaSink", FolderGoneAtTheEnd)
+    assert cli.main(["ingest", "exchange-mtl", str(EX01), "--state", str(state)]) == 1
+    out, err = capsys.readouterr()
+    assert "lines:" in out, "the summary is printed"
+    (line,) = err.splitlines()
+    assert line.startswith(f"{state}: could not be written (File exists); ") and "published records are not" in line
+
+
 def test_debug_shows_the_traceback(tmp_path):
     result = shadowtwin("--debug", "whatif", tmp_path / "gone.jsonl")
     assert result.returncode != 0 and "Traceback" in result.stderr and "FileNotFoundError" in result.stderr
