@@ -19,6 +19,7 @@ import collections.abc
 import dataclasses
 import difflib
 import enum
+import os
 import re
 import types
 import typing
@@ -53,6 +54,11 @@ def more_than(n: int | float) -> dict[str, Any]:
 
 def port() -> dict[str, Any]:
     return allowed("a port number from 1 to 65535", lambda v: 1 <= v <= 65535)
+
+
+def readable_file() -> dict[str, Any]:
+    return allowed("a file that exists and can be read",
+                   lambda v: v is None or (v.is_file() and os.access(v, os.R_OK)))
 
 
 def positive_duration() -> dict[str, Any]:
@@ -204,7 +210,8 @@ def coerce(hint: object, value: object, path: str, context: Context, metadata: M
         raise _refuse(context, path, value, _expected(hint), str(exc)) from None
     test = metadata.get("test")
     if test is not None and not test(result):
-        raise _refuse(context, path, value, metadata["allowed"])
+        resolved = f"taken as {result}" if isinstance(result, Path) and str(result) != value else ""  # relative, ~
+        raise _refuse(context, path, value, metadata["allowed"], resolved)
     return result
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from infra.config import (
     ConfigError, Secret, SparkInterval, allowed, at_least, build, env_overlay, matching, merge, more_than, one_of,
     port as port_number,
-    positive_duration,
+    positive_duration, readable_file,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
 
@@ -73,11 +73,12 @@ class KafkaSecuritySettings:
     sasl_mechanism: str = field(default="SCRAM-SHA-512", metadata=one_of("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
     sasl_username: str = ""
     sasl_password: Secret = Secret("")
-    ssl_ca_file: Path | None = None  # PEM bundle of the authorities to trust (else the system's)
+    # PEM bundle of the authorities to trust (else the system's)
+    ssl_ca_file: Path | None = field(default=None, metadata=readable_file())
     # A client certificate (mutual TLS): for Spark's Java client the key file must hold the
     # certificate chain too (a PEM key store); the same file may be given for both.
-    ssl_certificate_file: Path | None = None
-    ssl_key_file: Path | None = None
+    ssl_certificate_file: Path | None = field(default=None, metadata=readable_file())
+    ssl_key_file: Path | None = field(default=None, metadata=readable_file())
     ssl_key_password: Secret = Secret("")
     ssl_verify_hostname: bool = True
 

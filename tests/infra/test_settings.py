@@ -131,6 +131,18 @@ def test_values_outside_what_is_allowed_are_refused_in_one_line(tmp_path, text, 
     assert named in refusal(tmp_path, text)
 
 
+@pytest.mark.parametrize("key", ["ssl_ca_file", "ssl_certificate_file", "ssl_key_file"])
+def test_a_tls_file_that_is_missing_or_no_file_is_refused_naming_the_setting_and_the_path(tmp_path, key):
+    message = refusal(tmp_path, f'[kafka.security]\n{key} = "nosuch/x.pem"\n')
+    assert (f"kafka.security.{key} = 'nosuch/x.pem': expected a file that exists and can be read"
+            f" (taken as {PROJECT_ROOT / 'nosuch/x.pem'})") in message
+    assert f"kafka.security.{key} = '{tmp_path}': expected a file" in refusal(
+        tmp_path, f'[kafka.security]\n{key} = "{tmp_path}"\n')
+    (tmp_path / "x.pem").write_text("")
+    settings = load_settings(write(tmp_path, f'[kafka.security]\n{key} = "{tmp_path / "x.pem"}"\n'), env={})
+    assert getattr(settings.kafka.security, key) == tmp_path / "x.pem"
+
+
 def test_a_per_node_override_names_a_declared_server(tmp_path):
     settings = load_settings(write(tmp_path, '[shadow_redundancy]\nservers = ["hub01"]\n'
                                              '[shadow_redundancy.nodes.hub01]\nmode = "EXCHANGE_2010"\n'), env={})
