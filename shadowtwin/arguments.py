@@ -1,8 +1,11 @@
-"""Numeric options that refuse what cannot be meant, when the arguments are parsed.
+"""Options that refuse what cannot be meant: numbers when the arguments are parsed, a speed or
+a duration when the command reads them.
 
     record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
+    seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
 
-A refused value is argparse's error: one line naming the option and the value, exit status 2.
+A refused value is one line naming the option and the value, exit status 2: argparse's error for
+the numbers, a UsageError for the others.
 """
 
 from __future__ import annotations
