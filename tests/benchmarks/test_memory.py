@@ -65,7 +65,7 @@ time.sleep(30)
 """
 
 
-def test_the_cpu_time_of_the_processes_under_the_jvm_counts_their_ended_children(tmp_path):
+def test_the_cpu_time_of_the_processes_under_the_jvm_counts_their_ended_children():
     holder = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
