@@ -358,12 +358,18 @@ def _env_names(cls: type, prefix: str,
 def _did_you_mean(name: str, known: Mapping[str, tuple[str, ...]], prefix: str) -> str:
     """`; did you mean <variable> (<setting>)?` for the closest known variable, if one is close."""
     short = {known_name.removeprefix(f"{prefix}_"): known_name for known_name in known}
-    close = difflib.get_close_matches(name.removeprefix(f"{prefix}_"), short, n=1)
-    if not close:
+    close = closest(name.removeprefix(f"{prefix}_"), short)
+    if close is None:
         return f" (a setting's variable is {prefix}_<TABLE>_<KEY>)"
-    meant = short[close[0]]
+    meant = short[close]
     setting = f" ({'.'.join(known[meant])})" if known[meant] else ""
     return f"; did you mean {meant}{setting}?"
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name most like `name` (what a misspelt name most likely meant), or None when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return close[0] if close else None
 
 
 def merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:

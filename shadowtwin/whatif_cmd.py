@@ -5,10 +5,11 @@ stderr is a terminal or with --progress.
 `--report DIR` writes report.html (plots) and summary.json (`shadowtwin.whatif_report`);
 `--truth FILE` scores the baseline's alerts against the simulator's truth (`state.scoring`).
 
-Bad input (a parameter, the recording, the output folder) is raised as the command line's
-errors are; a recording cut short or damaged is replayed up to its last complete block (Avro)
-or line (JSON Lines), its summary printed, and then the damage is raised (naming the file and
-the offset or line).
+Bad input (a parameter, the recording, the output folder; a `node:name=value` for a server
+neither the recording nor the configuration names, once the recording is read) is raised as
+the command line's errors are; a recording cut short or damaged is replayed up to its last
+complete block (Avro) or line (JSON Lines), its summary printed, and then the damage is raised
+(naming the file and the offset or line).
 
 The twin's clock-skew guard (`state.clock_guard`, `twin.max_clock_skew_seconds`) runs first:
 a skewed event is left out of every run and, with --out, written to `dead_letters.jsonl`
@@ -22,14 +23,15 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
+from infra.config import closest
 from infra.settings import Settings
 from producers.recording import check_name, read_recorded
 from schemas import jsonl
 from schemas.codec import encode, kafka_key
 from schemas.container import ContainerError
-from schemas.events import DeadLetter
+from schemas.events import DeadLetter, Event
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state.clock_guard import Verdict, guard
@@ -44,14 +46,20 @@ from shadowtwin.whatif_report import write_report
 def apply_assignments(config: ModelConfig, assignments: list[str]) -> ModelConfig:
     """`name=value` changes every node; `node:name=value` changes one node."""
     for assignment in assignments:
-        if "=" not in assignment:
-            raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r}")
-        name, value = assignment.split("=", 1)
-        node, colon, name = name.rpartition(":")
-        if colon and not node.strip():
-            raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
-        config = config.with_overrides({name.strip(): value.strip()}, node=node.strip() or None)
+        node, name, value = parse_assignment(assignment)
+        config = config.with_overrides({name: value}, node=node)
     return config
+
+
+def parse_assignment(assignment: str) -> tuple[str | None, str, str]:
+    """(node, or None for every node; name; value) of `name=value` or `node:name=value`."""
+    if "=" not in assignment:
+        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r}")
+    name, value = assignment.split("=", 1)
+    node, colon, name = name.rpartition(":")
+    if colon and not node.strip():
+        raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
+    return node.strip() or None, name.strip(), value.strip()
 
 
 def label(assignments: list[str]) -> str:
@@ -72,6 +80,7 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     progress = progress or StderrProgress(always=show_progress)
     recorded, damage = load(check_name(file), lambda n: progress(f"read {n:,} events from {file}"))
     progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
+    _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
     summaries, results = [], []
     for index, (name, config) in enumerate(runs):
@@ -143,6 +152,31 @@ def _assigned(config: ModelConfig, assignments: list[str], option: str) -> Model
         return apply_assignments(config, assignments)
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
+
+
+def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list, file: Path) -> None:
+    """Refuse a `node:name=value` whose node is a server neither the recording nor the configuration
+    (`[shadow_redundancy] servers`, `nodes`) names: it would change nothing, silently. A configured
+    server the recording does not name is let through: the same settings may serve many recordings."""
+    configured = set(config.servers) | set(config.nodes)
+    unknown = [(option, assignment, node) for option, assignments in options.items() for assignment in assignments
+               if (node := parse_assignment(assignment)[0]) is not None and node not in configured]
+    if not unknown:
+        return
+    recorded_servers = _servers_named(event for event, _ in recorded)
+    for option, assignment, node in unknown:
+        if node not in recorded_servers:
+            meant = closest(node, recorded_servers | configured)
+            raise UsageError(f"{option} {assignment}: no server {node!r} in {file} or [shadow_redundancy] servers"
+                             + (f"; did you mean {meant!r}?" if meant else ""))
+
+
+_SERVER_FIELDS = ("node", "primary_server", "shadow_server", "candidate", "next_hop", "mailbox_server", "server")
+
+
+def _servers_named(events: Iterable[Event]) -> set[str]:
+    """Every name the events give a server: the node that emitted one, its primary, a shadow, a next hop ..."""
+    return {name for event in events for name in (getattr(event, f, None) for f in _SERVER_FIELDS) if name}
 
 
 def dead_letters(verdict: Verdict, file: Path) -> list[DeadLetter]:

@@ -163,6 +163,14 @@ def test_whatif_refuses_a_node_assignment_without_a_node(recording):
                     "':ShadowResubmitTimeSpan=5m'", "no node before the colon")
 
 
+@pytest.mark.parametrize("option", ["--set", "--compare"])
+def test_whatif_refuses_a_node_setting_for_a_server_neither_the_recording_nor_the_configuration_names(option,
+                                                                                                    recording):
+    one_line_naming(shadowtwin("whatif", recording, option, "mbx2:ShadowResubmitTimeSpan=5m"),
+                    f"{option} mbx2:ShadowResubmitTimeSpan=5m: no server 'mbx2' in {recording}",
+                    "did you mean 'mbx02'?")
+
+
 @pytest.mark.parametrize("command", [
     ["record", "shadowtwin.events", "r.avro", "--count", "0"],
     ["record", "shadowtwin.events", "r.avro", "--count", "-1"],

@@ -54,6 +54,17 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
 
+def test_a_per_node_setting_for_a_declared_server_the_recording_does_not_name_is_let_through(tmp_path, monkeypatch,
+                                                                                           capsys):
+    from shadowtwin.cli import main
+
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    monkeypatch.setenv("SHADOWTWIN_SHADOW_REDUNDANCY_SERVERS", "mbx01,mbx02,hub09")  # hub09 was quiet that day
+    assert main(["whatif", str(recording), "--set", "hub09:ShadowResubmitTimeSpan=5m"]) == 0
+    assert "hub09:ShadowResubmitTimeSpan=5m" in capsys.readouterr().out
+
+
 def quiet_outage(org):
     """mbx01 holds three messages (shadows on mbx02) and is silent for an hour: less than the 3-hour span."""
     events = [*org.started("mbx01", "dbP1", 0)]
