@@ -50,13 +50,17 @@ def speed_option(text: str) -> float | None:
         raise UsageError(f"--speed {text}: {exc}") from None
 
 
-def duration_option(text: str, option: str) -> float:
+def duration_option(text: str, option: str, *, whole_ms: bool = False) -> float:
     """A duration option (`--duration 90m`, `--max-age 7d`, `--every 00:02:00`) in seconds, longer
-    than zero; a UsageError naming the option and the value otherwise."""
+    than zero; a UsageError naming the option and the value otherwise. With `whole_ms` (what
+    counts whole milliseconds: simulate's --duration) it must be a millisecond at least: a
+    shorter one would be nothing there."""
     try:
         seconds = parse_duration(text).total_seconds()
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
     if seconds <= 0:
         raise UsageError(f"{option} {text}: must be longer than zero")
+    if whole_ms and seconds < 0.001:
+        raise UsageError(f"{option} {text}: must be 1ms or longer (it is counted in whole milliseconds)")
     return seconds

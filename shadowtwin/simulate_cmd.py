@@ -52,7 +52,8 @@ def add_parser(commands) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)  # the file's own errors, named
     if args.duration is not None:
-        topology = dataclasses.replace(topology, duration_ms=int(duration_option(args.duration, "--duration") * 1000))
+        seconds = duration_option(args.duration, "--duration", whole_ms=True)
+        topology = dataclasses.replace(topology, duration_ms=int(seconds * 1000))
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
     truth = Path(args.truth) if args.truth else None

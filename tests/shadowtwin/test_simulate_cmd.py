@@ -36,7 +36,7 @@ def test_a_broken_topology_is_refused_with_the_key_named(tmp_path, capsys):
     assert not (tmp_path / "x.avro").exists()
 
 
-@pytest.mark.parametrize("value", ["abc", "1y", "", "0s"])
+@pytest.mark.parametrize("value", ["abc", "1y", "", "0s", "0.5ms"])
 def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
     assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
