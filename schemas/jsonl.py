@@ -8,6 +8,7 @@ declaration order. Times are ISO-8601 UTC strings with milliseconds, under the f
 without `_ms` (`event_time_ms` -> `event_time`); reading also takes int milliseconds there.
 Enums are their symbols, bytes are base64, nested records are objects, tuples are arrays.
 Fields with a default may be left out when reading. Any error names the line and the field.
+`values` reads another JSON Lines file (the simulator's truth) line by line with the same errors.
 
 A recording (see `producers.recording`) may also keep, per line, when Kafka took the event in:
 `"kafka_timestamp": "2026-11-22T02:00:01.000Z"` after the record's fields. It is optional: read
@@ -120,9 +121,23 @@ def loads(line: str) -> Any:
 
 def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
     """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field,
-    and how many records were read before it. Lines may be bytes (a file opened in binary), each
-    decoded as UTF-8 on its own, so that bytes that are not UTF-8 are named by their line. With
+    and how many records were read before it. Lines may be bytes, as in `values`. With
     `timestamps`, (record, Kafka timestamp in ms or None) pairs."""
+    for count, (number, obj) in enumerate(values(lines, source)):
+        try:
+            at = obj.pop(KAFKA_TIMESTAMP, None) if isinstance(obj, dict) else None
+            record = from_json(obj)
+            at_ms = None if at is None else at if isinstance(at, int) else parse_time(at, KAFKA_TIMESTAMP)
+        except (ValidationError, TypeError) as exc:
+            raise _bad_line(source, number, str(exc), count) from exc
+        yield (record, at_ms) if timestamps else record
+
+
+def values(lines: Iterable[str | bytes], source: str = "<input>") -> Iterator[tuple[int, Any]]:
+    """(line number, JSON value) of each line of JSON Lines text that is not blank, whatever the
+    value stands for; JsonlError names a line that is not JSON (or was cut short) and how many
+    values were read before it. Lines may be bytes (a file opened in binary), each decoded as
+    UTF-8 on its own, so that bytes that are not UTF-8 are named by their line."""
     count = 0
     for number, line in enumerate(lines, start=1):
         if isinstance(line, bytes):
@@ -137,14 +152,8 @@ def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: b
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise _bad_line(source, number, f"not JSON: {exc.msg} (column {exc.colno})", count, line) from exc
-        try:
-            at = obj.pop(KAFKA_TIMESTAMP, None) if isinstance(obj, dict) else None
-            record = from_json(obj)
-            at_ms = None if at is None else at if isinstance(at, int) else parse_time(at, KAFKA_TIMESTAMP)
-        except (ValidationError, TypeError) as exc:
-            raise _bad_line(source, number, str(exc), count) from exc
         count += 1
-        yield (record, at_ms) if timestamps else record
+        yield number, obj
 
 
 def _bad_line(source: str, number: int, problem: str, count: int, unreadable: str | bytes | None = None) -> JsonlError:

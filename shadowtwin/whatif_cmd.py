@@ -123,8 +123,8 @@ def _truth(path: Path) -> list[dict]:
         _, messages = read_truth(path)
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except (ValueError, IndexError, KeyError) as exc:
-        raise UsageError(f"{path}: not a simulator truth file ({exc})") from None
+    except IndexError:  # not a line: a bad one is a JsonlError naming it
+        raise UsageError(f"{path}: not a simulator truth file (it is empty)") from None
     if not all(isinstance(m, dict) and "message_id" in m for m in messages):
         raise UsageError(f"{path}: not a simulator truth file (a line without a message_id)")
     return messages

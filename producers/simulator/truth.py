@@ -20,6 +20,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from schemas import jsonl
+
 RESULTS = ("delivered", "duplicate_hidden", "duplicate", "expired", "lost", "pending")
 _WORST_FIRST = ("lost", "duplicate", "expired", "pending", "duplicate_hidden", "delivered")
 
@@ -116,7 +118,8 @@ class GroundTruth:
 
 
 def read_truth(path: Path) -> tuple[dict, list[dict]]:
-    """(summary, message records) of a ground-truth file."""
-    with open(path, encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines]
+    """(summary, message records) of a ground-truth file; a line that is not JSON (or was cut
+    short) is a JsonlError naming it, as in a recording."""
+    with open(path, "rb") as lines:  # decoded line by line: bad bytes are named by their line
+        records = [record for _, record in jsonl.values(lines, str(path))]
     return records[0], records[1:]

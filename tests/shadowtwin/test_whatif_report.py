@@ -126,3 +126,15 @@ def test_a_file_that_is_no_truth_is_refused_in_one_line(tmp_path):
     (tmp_path / "truth.jsonl").write_text('{"kind": "summary"}\n{"no": "message id"}\n')
     result = whatif(recording, "--truth", tmp_path / "truth.jsonl")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a simulator truth file" in result.stderr
+
+
+def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    truth = tmp_path / "day.truth.jsonl"
+    truth.write_text('{"kind": "summary"}\n{"kind": "message", "message_id": "<1@x>"}\n{"kind": "message", "mess')
+    result = whatif(recording, "--truth", truth)
+    (line,) = result.stderr.splitlines()
+    assert result.returncode == 2
+    assert line.startswith(f"shadowtwin whatif: {truth}:3: cut short: the last line ends mid-record (not JSON: "), line
+    assert line.endswith("; records read before it: 2"), line
