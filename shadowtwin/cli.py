@@ -4,14 +4,14 @@ Errors a person can fix (a missing, unreadable or garbled file, a bad argument, 
 output, a refused setting) end here, in `main`: one line on stderr naming the file or argument
 and the problem, exit status 2; `--debug` shows the traceback instead. A closed pipe
 (`shadowtwin whatif day.avro | head`) ends quietly; Ctrl-C in a command that has no summary to
-give (whatif) says it was interrupted, exit status 130.
+give (whatif), or while the arguments are read and the commands' modules imported, says it was
+interrupted, exit status 130 (`shadowtwin.__main__` answers it while this module is imported).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -34,7 +34,7 @@ from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
 from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option
-from shadowtwin.errors import UsageError
+from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
@@ -45,7 +45,6 @@ BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlErro
 # it does not have, a lab process that does not start (exit 1).
 FAILED = (KafkaException, BrokerError, LabError, NoSuchTopic)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
-INTERRUPTED_STATUS = 128 + signal.SIGINT
 DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 
 
@@ -342,21 +341,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    settings = None
+    args = settings = None
     try:
+        args = parser().parse_args(argv)
         settings = with_kafka_options(load_settings(args.conf), args)
         return args.run(settings, args)
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS
-    except KeyboardInterrupt:  # Ctrl-C in a command that does not stop on signals by itself (whatif)
-        if args.debug:
+    except KeyboardInterrupt:  # in a command that does not stop on signals by itself (whatif), or before one runs
+        if args is not None and args.debug:
             raise
-        print(f"shadowtwin {args.command}: interrupted", file=sys.stderr)
-        return INTERRUPTED_STATUS
+        return interrupted(f"shadowtwin {args.command}" if args is not None else "shadowtwin")
     except (*BAD_INPUT, *FAILED, OSError) as exc:
-        if args.debug or isinstance(exc, OSError) and exc.filename is None:
+        if args is None or args.debug or isinstance(exc, OSError) and exc.filename is None:
             raise
         print(f"shadowtwin {args.command}: {_one_line(exc, settings)}", file=sys.stderr)
         return 1 if isinstance(exc, FAILED) else 2

@@ -5,10 +5,25 @@
 `shadowtwin.cli.main` is the one place that turns these (and the lower layers' bad-input
 errors: a missing or unreadable file, a garbled recording, a refused setting) into that line;
 `--debug` shows the traceback instead.
+
+Ctrl-C where no command answers it (one that does not stop on signals by itself, or the
+command line while it loads) is no mistake but ends alike: `interrupted` gives its line and
+the exit status shells expect, 130.
 """
 
 from __future__ import annotations
 
+import signal
+import sys
+
+INTERRUPTED_STATUS = 128 + signal.SIGINT  # as if SIGINT had ended the process, without a traceback
+
 
 class UsageError(Exception):
     """Bad input named by its message (the file or argument, and the problem)."""
+
+
+def interrupted(command: str) -> int:
+    """`<command>: interrupted` on stderr; the exit status to end with."""
+    print(f"{command}: interrupted", file=sys.stderr)
+    return INTERRUPTED_STATUS

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -252,6 +254,43 @@ def test_ctrl_c_in_whatif_says_interrupted(tmp_path):
     finally:
         whatif.kill()
     assert (whatif.returncode, err) == (130, "shadowtwin whatif: interrupted\n")
+
+
+def script():
+    """The `shadowtwin` script as pip writes it from pyproject.toml: its entry point's function, called."""
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    module, function = scripts["shadowtwin"].split(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function}; sys.exit({function}())"]
+
+
+@pytest.mark.parametrize("entry", [[sys.executable, "-m", "shadowtwin"], script()], ids=["python -m", "script"])
+def test_ctrl_c_while_the_command_line_loads_says_interrupted(entry, tmp_path):
+    (tmp_path / "confluent_kafka.py").write_text(  # one of the first imports of the command line, made slow
+        "import time\nprint('importing', flush=True)\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.Popen([*entry, "kafka", "status"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=env)
+    try:
+        assert run.stdout.readline() == "importing\n"  # Ctrl-C only once the import is under way
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=30)
+    finally:
+        run.kill()
+    assert (run.returncode, err) == (130, "shadowtwin: interrupted\n")
+
+
+def test_ctrl_c_while_the_arguments_are_read_says_interrupted(monkeypatch, capsys):
+    from shadowtwin import cli, simulate_cmd
+
+    def ctrl_c(_commands):  # as if it came while parser() imports the commands' modules
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate_cmd, "add_parser", ctrl_c)
+    try:
+        status = cli.main(["kafka", "status"])
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C escaped main")
+    assert (status, capsys.readouterr().err) == (130, "shadowtwin: interrupted\n")
 
 
 @pytest.mark.parametrize("command", [["where", "<1@x>"], ["server", "mbx01"]], ids=" ".join)
