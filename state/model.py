@@ -236,6 +236,9 @@ class _Transition:
         for record in [r for r in s.promoted.values() if r.primary_db_id != db_id]:
             self.forget_promoted(record.ref.internal_id)  # its queue is gone: nothing twice
         for pair in list(s.pairs.values()):
+            for i in pair.held:  # back with the database they were in: they are in its queue again
+                if (m := s.messages.get(i)) is not None and m.at_risk and self.copy_db(m, pair) in (None, db_id):
+                    m.at_risk = False
             # A silent shadow cannot see the new id: it promotes when it queries again, if its
             # own copies survived (discard_query_sent), and they are lost if they did not.
             if not self.shadow_silent(pair, t):
@@ -604,7 +607,7 @@ class _Transition:
     def primary_done(self, m: Message, t: int) -> None:
         """Every fork and side effect of the message is processed: its shadow may be discarded."""
         s = self.s
-        m.primary_done_ms = t
+        m.primary_done_ms, m.at_risk = t, False  # its primary had it after all
         s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
             if parent.side_effects:

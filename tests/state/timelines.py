@@ -356,10 +356,57 @@ def silent_shadow_and_primary_while_others_publish() -> Timeline:
     ))
 
 
+def at_risk_then_the_primary_returns_with_the_same_database_and_delivers() -> Timeline:
+    """mbx01 (primary of m1) and mbx02 (its shadow) go down at minute 9; mbx03 goes on. At the span m1
+    is at risk. mbx01 comes back at 4 h with the SAME queue database and delivers m1 ("it will deliver
+    the messages in its queues"): m1 is delivered, not lost. mbx02 never returns: its discard
+    notification is dropped after ShadowMessageAutoDiscardInterval and its copy expires unacknowledged."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+        *org.busy("mbx03", 0, 5 * 60, every=5),
+        *org.started("mbx01", "dbP1", 4 * 60),
+        *org.delivered("mbx01", "m1", "mbx09", 4 * 60 + 1),
+        *org.tick(5 * 24 * 60),
+    ]
+    return Timeline("at risk, then the primary returns with the same database and delivers", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(8) + 2 * DAY, ("m1",)),
+        Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",)),
+    ))
+
+
+def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver() -> Timeline:
+    """The same outage, but back with its queue mbx01 cannot deliver m1 (mbx09 defers it every hour):
+    m1 is in mbx01's queue again, and expires there at receipt + MessageExpirationTimeout
+    (MESSAGE_EXPIRED, 2 days), not lost at the end of SafetyNetHoldTime + MessageExpirationTimeout."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+        *org.busy("mbx03", 0, 5 * 60, every=5),
+        *org.started("mbx01", "dbP1", 4 * 60),
+    ]
+    for minute in range(4 * 60 + 1, 2 * 24 * 60, 60):
+        events += org.deferred("mbx01", "m1", "mbx09", minute)
+    events += org.tick(5 * 24 * 60)
+    return Timeline("at risk, then the primary returns with the same database and cannot deliver", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
+        Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
+    ))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
     exchange_2010_shadow_from_node_configuration, same_site_copies_after_remote_retries, same_site_copies_local_only,
     deferred_then_primary_fails, stream_sent_twice, returning_shadow_resubmits_what_was_delivered, silent_feed,
     silent_shadow_and_primary_while_others_publish,
+    at_risk_then_the_primary_returns_with_the_same_database_and_delivers,
+    at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
 )
