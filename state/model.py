@@ -219,6 +219,10 @@ class _Transition:
                     self.shadow_copies_lost(pair, e.event_time_ms)
                     if (pair := s.pairs.get(e.node)) is not None:
                         pair.shadow_db_id = e.queue_db_id
+                elif known is not None and pair.db_change_pending:
+                    # back with its copies, it sees the primary's new database at its first query: it promotes
+                    pair.db_change_pending = False
+                    self.promote_if_primary_db_changed(pair, e.event_time_ms)
             return
         if e.mode is not NodeMode.UNKNOWN:
             s.mode = e.mode

@@ -401,6 +401,29 @@ def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver()
     ))
 
 
+def shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database() -> Timeline:
+    """A feed without discard queries (message-tracking logs, with each server's NodeStarted). mbx01
+    (primary of m1) and mbx02 (its shadow) go down at minute 9; mbx03 goes on. mbx01 is back at 30
+    with a new, empty queue database: m1's only copy is on mbx02, which is down: at risk. mbx02 is back
+    at 60 with the same queue database, its copies with it; "whenever the shadow server detects that
+    the queue database ID of the primary server has changed, the shadow server also promotes": it
+    promotes m1 then (at its first query, within a heartbeat), not never."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.busy("mbx02", 0, 9), *org.busy("mbx03", 0, 4 * 60, every=5),
+        *org.started("mbx01", "dbP2", 30), *org.busy("mbx01", 31, 4 * 60, every=5),
+        *org.started("mbx02", "dbS1", 60), *org.busy("mbx02", 61, 4 * 60, every=5),
+    ]
+    return Timeline("shadow back with its copies after the primary came back with a new database", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(30), ("m1",)),
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(60), ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(60),
+                         CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -409,4 +432,5 @@ ALL = (
     silent_shadow_and_primary_while_others_publish,
     at_risk_then_the_primary_returns_with_the_same_database_and_delivers,
     at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
+    shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
 )
