@@ -12,6 +12,7 @@ Times are minutes after T0 (`at`), as in tests/state/scenario.py.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from schemas import events as ev
@@ -424,6 +425,138 @@ def shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database(
                          CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+# ---- behaviours of the seeds no other timeline covered (a third review, by timelines) ----------
+
+def primary_back_with_the_same_database_before_the_span() -> Timeline:
+    """mbx01 is down from minute 9 to 60 and comes back with the SAME queue database, well before
+    ShadowResubmitTimeSpan: mbx02 promotes nothing; mbx01 delivers m1 from its queue and mbx02
+    discards its copy at the next query. No alert, no command, nothing held."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+        *org.heartbeats_failing("mbx02", "mbx01", 10, 60),
+        *org.started("mbx01", "dbP1", 60),
+        *org.delivered("mbx01", "m1", "mbx09", 61),
+        *org.query_ok("mbx02", "mbx01", 62, discarded=("m1",)),
+    ]
+    return Timeline("primary back with the same database before the span", events)
+
+
+def discard_notifications_survive_a_restart_of_the_primary() -> Timeline:
+    """"Discard notifications are stored on disk (not in memory) so, if the Microsoft Exchange Transport
+    service restarts, the discard notifications persist": mbx01 delivers m1 at 3 and restarts at 3.5 with
+    its database; mbx02's next query (4) gets the notification. Nothing promoted, nothing twice."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.query_ok("mbx02", "mbx01", 2),
+        *org.delivered("mbx01", "m1", "mbx09", 3),
+        ev.DiscardStatusSet(**org._header("mbx01", "mbx01", 3, "m1"), shadow_server="mbx02"),
+        *org.started("mbx01", "dbP1", 3.5),
+        *org.query_ok("mbx02", "mbx01", 4, discarded=("m1",)),
+    ]
+    return Timeline("discard notifications survive a restart of the primary", events)
+
+
+def processed_then_back_with_a_new_database_before_the_discard_was_collected() -> Timeline:
+    """mbx01 delivers m1 (for alice, inside, and bob@fabrikam.com) at 3, then fails; its discard
+    notification goes with its queue database: back at 5 with a new one, mbx02 sees the new id and
+    promotes its copy of m1, which it cannot know was delivered: m1 arrives twice (bob may see it).
+    The twin sends no command for it (resubmitting it only delivers it twice)."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1, external=("bob@fabrikam.com",)), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.query_ok("mbx02", "mbx01", 2),
+        *org.sent("mbx01", "m1", "mbx09", 3, recipients=("alice@contoso.com", "bob@fabrikam.com")),
+        *org.acked("mbx01", "m1", "mbx09", 3),
+        *org.query_failed("mbx02", "mbx01", 4),
+        *org.started("mbx01", "dbP2", 5),
+        *org.query_ok("mbx02", "mbx01", 6, db="dbP2"),
+    ]
+    return Timeline("processed, then back with a new database before the discard was collected", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m1",), (("bob@fabrikam.com",),)),))
+
+
+def only_the_shadow_that_cannot_reach_the_primary_promotes() -> Timeline:
+    """mbx01 keeps m1's copy on mbx02 and m2's on mbx03. From minute 10 mbx03 cannot open a session
+    to mbx01 (mbx02 can): after ShadowResubmitTimeSpan mbx03, and only mbx03, takes ownership of its
+    copies (m2); mbx02 keeps m1 until mbx01 delivers it. mbx01 was up all along and delivers m2 too:
+    it arrives twice."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx03", "m2", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 200),
+        *_heartbeats_ok(org, "mbx03", "mbx01", 2, 10, shadow_db="dbS3"),
+        *org.heartbeats_failing("mbx03", "mbx01", 10, 200, shadow_db="dbS3"),
+        *org.delivered("mbx01", "m2", "mbx09", 189),
+        *org.delivered("mbx01", "m1", "mbx09", 195),
+        *org.query_ok("mbx02", "mbx01", 200, discarded=("m1",)),
+    ]
+    promoted_at = at(8) + 3 * HOUR
+    return Timeline("only the shadow that cannot reach the primary promotes", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m2",)),
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(189), ("m2",)),
+    ), commands=(Command("mbx03", "mbx01", "m2", None, None, (), promoted_at),))
+
+
+def a_2013_primary_ignores_the_senders_shadow_support() -> Timeline:
+    """"the Mailbox server isn't concerned about the support or lack of support for shadow redundancy
+    by the sending server": a sender without it gets no delayed acknowledgement (that is Exchange
+    2010's), m1 is shadowed as any other, and no NOT_REDUNDANT after MaxAcknowledgementDelay."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1, sender_supports_shadow=False),
+        *org.shadowed("mbx01", "mbx02", "m1", 1.01), *org.query_ok("mbx02", "mbx01", 2),
+        *org.delivered("mbx01", "m1", "mbx09", 3), *org.query_ok("mbx02", "mbx01", 4, discarded=("m1",)),
+    ]
+    return Timeline("a 2013 primary ignores the sender's shadow support", events)
+
+
+def reject_on_shadow_failure_is_meaningless_without_shadow_redundancy() -> Timeline:
+    """RejectMessageOnShadowFailure "is only meaningful when ShadowRedundancyEnabled is $true": with
+    shadow redundancy off and it $true, m1 is accepted and delivered; no 451, no alert."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_redundancy_enabled": False,
+                                                   "reject_message_on_shadow_failure": True}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+              *org.delivered("mbx01", "m1", "mbx09", 3)]
+    return Timeline("RejectMessageOnShadowFailure is meaningless without shadow redundancy", events, config)
+
+
+def exchange_2010_without_shadow_redundancy_delays_no_acknowledgement() -> Timeline:
+    """Exchange 2010 with ShadowRedundancyEnabled $false never advertises or issues XSHADOW: a sender
+    without shadow support gets no delayed acknowledgement either, so no NOT_REDUNDANT after
+    MaxAcknowledgementDelay for a message that takes a minute to reach its next hop."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010", "shadow_redundancy_enabled": False}))
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m1", 1, sender_supports_shadow=False),
+              *org.delivered("hub01", "m1", "hub02", 2)]
+    return Timeline("Exchange 2010 without shadow redundancy delays no acknowledgement", events, config)
+
+
+def a_sender_that_timed_out_resends_and_the_copies_are_unrelated() -> Timeline:
+    """The copy of m1 was made on mbx02, but the sender's session timed out before the 250: mbx01
+    processes m1 anyway, and the sender sends it again (the same Internet Message-ID, another
+    message: m1b), whose copy goes to mbx03. "There's no relationship between the shadow messages":
+    each is released by its own discard notification; mbx02's does not release mbx03's copy."""
+    org = Org()
+    again = [dataclasses.replace(e, message=ev.MessageRef("<m1@contoso.com>", "m1b", None))
+             for e in org.received("mbx01", "m1b", 3)]
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1)[:3],
+        *again, *org.shadowed("mbx01", "mbx03", "m1b", 3),
+        *org.delivered("mbx01", "m1", "mbx09", 4), *org.delivered("mbx01", "m1b", "mbx09", 4),
+        *org.query_ok("mbx02", "mbx01", 5, discarded=("m1",)),
+        *org.query_ok("mbx03", "mbx01", 5, discarded=("m1b",), shadow_db="dbS3"),
+    ]
+    return Timeline("a sender that timed out resends, and the copies are unrelated", events)
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -433,4 +566,10 @@ ALL = (
     at_risk_then_the_primary_returns_with_the_same_database_and_delivers,
     at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
+    primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
+    processed_then_back_with_a_new_database_before_the_discard_was_collected,
+    only_the_shadow_that_cannot_reach_the_primary_promotes, a_2013_primary_ignores_the_senders_shadow_support,
+    reject_on_shadow_failure_is_meaningless_without_shadow_redundancy,
+    exchange_2010_without_shadow_redundancy_delays_no_acknowledgement,
+    a_sender_that_timed_out_resends_and_the_copies_are_unrelated,
 )
