@@ -557,6 +557,36 @@ def a_sender_that_timed_out_resends_and_the_copies_are_unrelated() -> Timeline:
     return Timeline("a sender that timed out resends, and the copies are unrelated", events)
 
 
+def a_query_answered_exactly_at_the_span_keeps_the_primary() -> Timeline:
+    """The boundary: mbx02's queries fail from minute 6, and the one of minute 184, exactly
+    ShadowResubmitTimeSpan after the last answer (4), is answered: mbx02 could open a session, so
+    nothing is promoted; mbx01 delivers m1 and mbx02 discards its copy."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.query_ok("mbx02", "mbx01", 4),
+        *org.heartbeats_failing("mbx02", "mbx01", 6, 184),
+        *org.query_ok("mbx02", "mbx01", 184),
+        *org.delivered("mbx01", "m1", "mbx09", 185),
+        *org.query_ok("mbx02", "mbx01", 186, discarded=("m1",)),
+    ]
+    return Timeline("a query answered exactly at the span keeps the primary", events)
+
+
+def exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay() -> Timeline:
+    """The boundary of MaxAcknowledgementDelay (30 s): m1 reaches its next hop exactly 30 s after it
+    arrived, within the delay: redundant, no alert; m2 reaches it 1 s later: the 250 went at 30 s
+    anyway, not redundant (NOT_REDUNDANT at 30 s)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010"}))
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m1", 1, sender_supports_shadow=False),
+              *org.received("hub01", "m2", 1, sender_supports_shadow=False),
+              *org.delivered("hub01", "m1", "hub02", 1.5), *org.delivered("hub01", "m2", "hub02", 1.5 + 1 / 60)]
+    return Timeline("Exchange 2010: next hop reached exactly at MaxAcknowledgementDelay", events, config, alerts=(
+        Expected(AlertType.NOT_REDUNDANT, at(1.5), ("m2",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -572,4 +602,6 @@ ALL = (
     reject_on_shadow_failure_is_meaningless_without_shadow_redundancy,
     exchange_2010_without_shadow_redundancy_delays_no_acknowledgement,
     a_sender_that_timed_out_resends_and_the_copies_are_unrelated,
+    a_query_answered_exactly_at_the_span_keeps_the_primary,
+    exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay,
 )
