@@ -19,7 +19,6 @@ one group's share of `--batch` in frames of 10,000 rows as pyspark hands them ov
 from __future__ import annotations
 
 import argparse
-import gc
 import itertools
 import statistics
 import time
@@ -28,7 +27,7 @@ import pandas as pd
 
 from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
-from state import snapshot
+from state import collector, snapshot
 from state.model import ShadowRedundancyModel
 from streaming import held_state
 from streaming.operator import advance_group, decode_rows, replay_call
@@ -61,14 +60,9 @@ def reading(servers: int, rows: int, rounds: int = 7) -> None:
             seconds.append(time.perf_counter() - started)
         return min(seconds) * 1e6 / len(events)
 
-    collecting = gc.isenabled()
-    gc.disable()  # as in the operator's call
-    try:
+    with collector.paused():  # as in the operator's call
         read = best(lambda: decode_rows(iter(frames), primary, 10_000, 0, set()))
         alone = best(lambda: [codec.decode_events(f["value"].tolist()) for f in frames])
-    finally:
-        if collecting:
-            gc.enable()
     print(f"{primary}: one call of {len(events):,} rows in {len(frames)} frames, best of {rounds}:"
           f" decode_rows {read:.2f} us per row, the codec alone {alone:.2f} us per row"
           f" ({read - alone:.2f} us per row besides the codec)")

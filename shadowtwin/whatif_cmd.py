@@ -34,6 +34,7 @@ from schemas.container import ContainerError
 from schemas.events import DeadLetter, Event
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
+from state import collector
 from state.clock_guard import Verdict, guard
 from state.parameters import ModelConfig
 from state.replay import replay
@@ -192,18 +193,18 @@ def load(file: Path, progress: Callable[[int], None] | None = None
     The garbage collector is paused meanwhile: with millions of live objects its scans would cost
     more than the reading itself."""
     events: list = []
-    gc.disable()
-    try:
-        for item in read_recorded(file):
-            events.append(item)
-            if progress is not None and len(events) % 100_000 == 0:
-                progress(len(events))
-    except (ContainerError, jsonl.JsonlError) as damage:
-        return events, damage
-    finally:
-        gc.enable()
-        gc.freeze()  # what was loaded lives until the end: keep it out of later scans
-    return events, None
+    damage = None
+    with collector.paused():
+        try:
+            for item in read_recorded(file):
+                events.append(item)
+                if progress is not None and len(events) % 100_000 == 0:
+                    progress(len(events))
+        except (ContainerError, jsonl.JsonlError) as exc:
+            damage = exc
+        finally:
+            gc.freeze()  # what was loaded lives until the end: keep it out of later scans
+    return events, damage
 
 
 def write_outputs(folder: Path, result) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from schemas.events import Alert, ClockTick, Event, NodeStarted, RedeliveryCommand
+from state import collector
 from state.facts import shared_facts
 from state.model import SEEN_BUCKET_MS, Outcome, ShadowRedundancyModel
 from state.parameters import ModelConfig
@@ -51,6 +52,12 @@ def replay(events: Iterable[Event], config: ModelConfig | None = None, until_ms:
            progress: Callable[[int, int], None] | None = None) -> ReplayResult:
     """Run the model over `events`; event time ends at `until_ms` (default: the last event's time).
     `progress(done, total)` is called after each primary server's group."""
+    with collector.paused():
+        return _replay(events, config, until_ms, progress)
+
+
+def _replay(events: Iterable[Event], config: ModelConfig | None, until_ms: int | None,
+            progress: Callable[[int, int], None] | None) -> ReplayResult:
     # Each group's events are applied in time order: a repeat comes at its original's time.
     model = ShadowRedundancyModel(dataclasses.replace(config or ModelConfig(), lateness_bound_ms=0))
     groups: dict[str, list[Event]] = defaultdict(list)

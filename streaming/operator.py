@@ -60,6 +60,7 @@ from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
 from schemas.jsonl import iso_time
 from schemas.wire import CORRUPT_BODY, DecodeError
+from state import collector
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
 from state.parameters import ModelConfig
@@ -395,15 +396,12 @@ class TwinProcessor(StatefulProcessor):
             if letters:
                 yield kafka_rows(letters, self.topics)
             return
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
-                                                self.topics.state, expired)
-        finally:
-            freeze_what_the_call_kept()
-            if collecting:
-                gc.enable()
+        with collector.paused():
+            try:
+                records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
+                                                    self.topics.state, expired)
+            finally:
+                freeze_what_the_call_kept()
         if records:
             yield kafka_rows(records, self.topics)
         if state_rows is not None:
