@@ -684,7 +684,7 @@ class _Transition:
                 m.at_risk = False
             for ref in e.discarded:
                 self.release_shadow(ref.internal_id, pair, t)
-            if pair.shadow in s.pairs:
+            if pair.shadow in s.pairs:  # once for all the copies released
                 self.schedule_pair(pair)
         if e.primary_queue_db_id != s.queue_db_id:
             previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
@@ -700,10 +700,9 @@ class _Transition:
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)
-        if e.message is not None and pair is not None:
-            self.release_shadow(e.message.internal_id, pair, e.event_time_ms)
-            if pair.shadow in self.s.pairs:
-                self.schedule_pair(pair)
+        if e.message is not None and pair is not None and self.release_shadow(e.message.internal_id, pair,
+                                                                                e.event_time_ms):
+            self.schedule_pair(pair)
 
     def shadow_promoted(self, e: ev.ShadowPromoted) -> None:
         """The node promoted its copy on its own: record it, command nothing."""
@@ -727,14 +726,17 @@ class _Transition:
         self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db)
         self.close(m, t, "promoted")
 
-    def release_shadow(self, internal_id: str, pair: Pair, t: int) -> None:
-        """The shadow's copy went into Safety Net: the primary's processing is proven complete."""
+    def release_shadow(self, internal_id: str, pair: Pair, t: int) -> bool:
+        """The shadow's copy went into Safety Net: the primary's processing is proven complete.
+        Whether the pair held the copy: if so, the caller schedules the pair (once for many copies)."""
+        held = internal_id in pair.held or internal_id in pair.pending_discards
         self.unhold(pair, internal_id)
         m = self.s.messages.get(internal_id)
         if m is not None and m.shadow_server == pair.shadow:
             if m.primary_done_ms is None:
                 m.primary_done_ms = t
-            self.close(m, t, "delivered")
+            self.close(m, t, "delivered", schedule_pair=False)
+        return held
 
     def shadow_copies_lost(self, pair: Pair, t: int) -> None:
         s = self.s
@@ -1111,8 +1113,9 @@ class _Transition:
         pair.held.discard(internal_id)
         pair.pending_discards.discard(internal_id)
 
-    def close(self, m: Message, t: int, result: str) -> None:
-        """Stop tracking a message: its state and deadlines go, and its links are undone."""
+    def close(self, m: Message, t: int, result: str, schedule_pair: bool = True) -> None:
+        """Stop tracking a message: its state and deadlines go, and its links are undone (its shadow's
+        pair is scheduled anew unless `schedule_pair` is false: the caller does it)."""
         s = self.s
         internal_id = m.ref.internal_id
         if s.messages.pop(internal_id, None) is None:
@@ -1121,7 +1124,8 @@ class _Transition:
         s.deadlines.clear(DeadlineKind.ACK_DELAY, internal_id)
         if m.shadow_server is not None and (pair := s.pairs.get(m.shadow_server)) is not None:
             self.unhold(pair, internal_id)
-            self.schedule_pair(pair)
+            if schedule_pair:
+                self.schedule_pair(pair)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
             if parent.side_effects:
                 parent.side_effects.discard(internal_id)
