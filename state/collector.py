@@ -2,7 +2,7 @@
 
 The model's objects form no cycles worth collecting, but every allocation counts towards the
 next collection, and a full one walks every object alive: a replay with 100,000 messages held
-spent a quarter of its time there (docs/performance.md, "The collector"). The reference replay,
+spent a quarter of its time there (docs/performance.md, "Model speed"). The reference replay,
 the operator's call and a recording's loading run with it paused; what they leave is freed by
 reference counting, or by the next collection once it runs again.
 """
