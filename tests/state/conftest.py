@@ -27,7 +27,8 @@ def through_the_operator(events, config=None, until_ms=None):
 
 # Property tests draw hundreds of random worlds: through the operator they would take minutes.
 # Random worlds go through the real streaming twin in tests/streaming/test_twin.py instead.
-REFERENCE_ONLY = {"tests.state.test_properties"}
+# The collector's tests are about the reference engine itself.
+REFERENCE_ONLY = {"tests.state.test_properties", "tests.state.test_collector"}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
