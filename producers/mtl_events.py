@@ -6,8 +6,11 @@
 Which server logged a line, and which is the primary, is read from the host fields the way
 Exchange fills them: on lines about something the local server received or did
 (RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT, LOAD) `server-hostname`
-is the local server; on lines about something it sent (SEND, HAREDIRECT, HAREDIRECTFAIL)
-`client-hostname` is the local server and `server-hostname` the other end. On the shadow's
+is the local server; on lines about something it sent (SEND) `client-hostname` is the local
+server and `server-hostname` the other end. HAREDIRECT and HAREDIRECTFAIL name the local server
+in `client-hostname` (the shadow in `server-hostname`), or, as Exchange writes them, in
+`server-hostname` with `client-hostname` empty and each shadow's answer in `source-context`
+(`EX02=250 2.6.0 ...`). On the shadow's
 lines (HARECEIVE, HADISCARD, RESUBMIT) and on DELIVER the primary is `client-hostname`.
 Server names are compared by their first DNS label, lower-cased (`EX01.contoso.com` is `ex01`).
 
@@ -36,6 +39,7 @@ with the token it was given. `flush()` maps every line still held.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -165,7 +169,9 @@ class MtlMapper:
         if handler is None:
             return Skip(f"event-id {kind or '(empty)'} is not one the twin uses")
         self._line_id = line_id
-        self._servers.add(server(row.get("client-hostname" if kind in CLIENT_LOGGED else "server-hostname")))
+        self._servers.add(server(row.get("client-hostname") if kind in CLIENT_LOGGED
+                                 else row.get("client-hostname") or row.get("server-hostname") if kind in SELF_NAMED
+                                 else row.get("server-hostname")))
         result = handler(row)
         if isinstance(result, Skip):
             return result
@@ -174,10 +180,13 @@ class MtlMapper:
     # ---- helpers ----------------------------------------------------------------------
 
     @staticmethod
-    def _host(row: Row, field: str, what: str) -> str:
-        name = server(row.get(field))
+    def _host(row: Row, field: str | tuple[str, str], what: str) -> str:
+        """The server a field names; for LOCAL_FIELDS, client-hostname, or server-hostname when it is empty."""
+        fields = field if isinstance(field, tuple) else (field,)
+        name = next((server(row.get(f)) for f in fields if row.get(f)), "")
         if not name:
-            raise Unmappable(f"{row.get('event-id')}: {field} is empty, and it names the {what}")
+            raise Unmappable(f"{row.get('event-id')}: {' and '.join(fields)} {'are' if len(fields) > 1 else 'is'}"
+                             f" empty, and {'they name' if len(fields) > 1 else 'it names'} the {what}")
         return name
 
     @staticmethod
@@ -213,7 +222,7 @@ class MtlMapper:
     def _header(self, row: Row, node: str, primary: str, ref: MessageRef | None) -> dict:
         return dict(event_id="", event_time_ms=row.time_ms, node=node, primary_server=primary, message=ref)
 
-    def _on_primary(self, row: Row, field: str) -> tuple[str, MessageRef, dict]:
+    def _on_primary(self, row: Row, field: str | tuple[str, str]) -> tuple[str, MessageRef, dict]:
         primary = self._host(row, field, "server that logged it")
         ref = self._ref(row, primary, primary)
         return primary, ref, self._header(row, primary, primary, ref)
@@ -270,15 +279,24 @@ class MtlMapper:
         return self._attempts[key]
 
     def _haredirect(self, row: Row) -> list[ev.Event]:
-        primary, ref, header = self._on_primary(row, "client-hostname")
-        shadow = self._host(row, "server-hostname", "shadow server")
-        return [ev.ShadowCopyRequested(**header, candidate=shadow, locality=ev.SiteLocality.UNKNOWN,
-                                       attempt=self._attempt(primary, ref)),
-                ev.ShadowCopyAcknowledged(**header, shadow_server=shadow)]
+        primary, ref, header = self._on_primary(row, LOCAL_FIELDS)
+        if row.get("client-hostname"):  # the primary in client-hostname, the shadow in server-hostname
+            shadows = [self._host(row, "server-hostname", "shadow server")]
+        else:  # as Exchange writes it: each shadow's answer in source-context
+            shadows = [host for host, reply in _shadow_answers(row) if reply.startswith("2")]
+            if not shadows:
+                raise Unmappable("HAREDIRECT: client-hostname is empty and source-context names no shadow server"
+                                 " that accepted the copy (<shadow>=250 ...)")
+        return [event for shadow in shadows for event in (
+            ev.ShadowCopyRequested(**header, candidate=shadow, locality=ev.SiteLocality.UNKNOWN,
+                                   attempt=self._attempt(primary, ref)),
+            ev.ShadowCopyAcknowledged(**header, shadow_server=shadow))]
 
     def _haredirectfail(self, row: Row) -> list[ev.Event]:
-        primary, ref, header = self._on_primary(row, "client-hostname")
-        candidate = server(row.get("server-hostname"))
+        primary, ref, header = self._on_primary(row, LOCAL_FIELDS)
+        answers = _shadow_answers(row)
+        candidate = (server(row.get("server-hostname")) if row.get("client-hostname")
+                     else answers[0][0] if answers else "")
         status = (row.get("recipient-status") + " " + row.get("source-context")).lower()
         reason = (ev.ShadowFailureReason.NO_PEER if not candidate
                   else ev.ShadowFailureReason.TIMEOUT if "time" in status and "out" in status
@@ -426,6 +444,12 @@ def health_probe(row: Row) -> bool:
             or recipients.startswith("healthmailbox"))
 
 
+def _shadow_answers(row: Row) -> list[tuple[str, str]]:
+    """(shadow, its reply code) for each `<shadow>=<SMTP response>` in source-context, separated by `;`."""
+    answers = (_SHADOW_ANSWER.match(piece) for piece in row.get("source-context").split(";"))
+    return [(server(match.group(1)), match.group(2)) for match in answers if match]
+
+
 def _failure(status: str) -> bool:
     return status[:1] in ("4", "5")
 
@@ -434,7 +458,12 @@ HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HA
                      "SENDEXTERNAL", "DELIVER", "DUPLICATEDELIVER", "TRANSFER", "DSN", "FAIL", "DEFER",
                      "LOAD"})
 
-CLIENT_LOGGED = frozenset({"SEND", "SENDEXTERNAL", "HAREDIRECT", "HAREDIRECTFAIL"})  # client-hostname logged them
+CLIENT_LOGGED = frozenset({"SEND", "SENDEXTERNAL"})  # client-hostname logged them, server-hostname is the far end
+# Logged by client-hostname, or by server-hostname when client-hostname is empty (how Exchange writes HAREDIRECT:
+# the primary in server-hostname, the shadows' answers in source-context).
+SELF_NAMED = frozenset({"HAREDIRECT", "HAREDIRECTFAIL"})
+LOCAL_FIELDS = ("client-hostname", "server-hostname")
+_SHADOW_ANSWER = re.compile(r"^\s*([^=;\s]+)=\s*([245]\d\d)\b")
 HANDOFF_GRAIN_MS = 60_000  # hand-off evidence per server: the liveness facts' grain
 
 # Documented event ids that make no event, and why (the table in EXCHANGE_LOGS.md).

@@ -257,3 +257,25 @@ def test_a_managed_availability_health_probe_is_its_servers_sign_of_life_and_no_
         ("ServerProbed", "ex01", "ex01", "healthprobe")]
     assert list(counts.skipped) == ["DROP of a Managed Availability health probe: its RECEIVE is the server's sign"
                                     " of life, the message is not tracked"]
+
+
+def test_a_shadow_copy_logged_as_exchange_writes_it_names_the_shadow_in_source_context(tmp_path):
+    # Exchange 2013 writes HAREDIRECT with the primary in server-hostname, client-hostname empty, and each shadow's
+    # answer in source-context as <shadow>=<SMTP response> (a real line: awslabs/kinesis-agent-windows,
+    # ExchangeLogParserTest, "#Version: 15.00.1104.000"). HAREDIRECTFAIL likewise, "No suitable shadow servers"
+    # when none answered.
+    redirected = record("02:00:00.100", "HAREDIRECT", server_hostname="EX01", source="SMTP", internal_message_id="500",
+                        source_context="EX02.contoso.com=250 2.6.0 <f1@fabrikam.com> [InternalId=EX02.contoso.com,"
+                                       " Hostname=77] Queued mail for redundancy")
+    failed = [record("02:00:00.200", "HAREDIRECTFAIL", server_hostname="EX01", source="SMTP",
+                     internal_message_id="500", source_context="No suitable shadow servers"),
+              record("02:00:00.300", "HAREDIRECTFAIL", server_hostname="EX01", source="SMTP",
+                     internal_message_id="500", source_context="EX03.contoso.com=451 4.4.0 Timed out")]
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [RECEIVED, redirected, *failed]))
+    assert not sink.dead_letters
+    shadow = [(e.kind, e.node, e.primary_server, e.message.internal_id, getattr(e, "candidate", None),
+               getattr(e, "shadow_server", None), getattr(e, "reason", None)) for e in sink.events[1:]]
+    assert shadow == [("ShadowCopyRequested", "ex01", "ex01", "500", "ex02", None, None),
+                      ("ShadowCopyAcknowledged", "ex01", "ex01", "500", None, "ex02", None),
+                      ("ShadowCopyFailed", "ex01", "ex01", "500", "", None, ev.ShadowFailureReason.NO_PEER),
+                      ("ShadowCopyFailed", "ex01", "ex01", "500", "ex03", None, ev.ShadowFailureReason.TIMEOUT)]
