@@ -5,12 +5,12 @@
 
 Which server logged a line, and which is the primary, is read from the host fields the way
 Exchange fills them: on lines about something the local server received or did
-(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, FAIL, DEFER, HADISCARD, RESUBMIT, LOAD) `server-hostname`
+(RECEIVE, HARECEIVE, DELIVER, TRANSFER, DSN, HADISCARD, RESUBMIT, LOAD) `server-hostname`
 is the local server; on lines about something it sent (SEND) `client-hostname` is the local
-server and `server-hostname` the other end. HAREDIRECT and HAREDIRECTFAIL name the local server
-in `client-hostname` (the shadow in `server-hostname`), or, as Exchange writes them, in
-`server-hostname` with `client-hostname` empty and each shadow's answer in `source-context`
-(`EX02=250 2.6.0 ...`). On the shadow's
+server and `server-hostname` the other end. HAREDIRECT, HAREDIRECTFAIL, DEFER and FAIL name the
+local server in `client-hostname` (the shadow, or the far end that refused, in `server-hostname`),
+or in `server-hostname` when `client-hostname` is empty; HAREDIRECT written so names each shadow's
+answer in `source-context` (`EX02=250 2.6.0 ...`). On the shadow's
 lines (HARECEIVE, HADISCARD, RESUBMIT) and on DELIVER the primary is `client-hostname`.
 Server names are compared by their first DNS label, lower-cased (`EX01.contoso.com` is `ex01`).
 
@@ -384,15 +384,16 @@ class MtlMapper:
                                        parent=MessageRef(original, parent_id))]
 
     def _fail(self, row: Row) -> list[ev.Event]:
-        _, ref, header = self._on_primary(row, "server-hostname")
+        _, ref, header = self._on_primary(row, LOCAL_FIELDS)
         status = row.get("recipient-status")
         if row.get("source").upper() == "QUEUE" or "4.4.7" in status or "queue.expired" in status.lower():
             return [ev.MessageExpired(**header, reason=status or "FAIL (queue expiry) in message tracking")]
         return self._failed_fork(header, self._recipient_statuses(row), "FAIL")
 
     def _defer(self, row: Row) -> list[ev.Event]:
-        # The next hop that refused is not in the line (server-hostname is the local server): "".
-        _, _, header = self._on_primary(row, "server-hostname")
+        # The next hop that refused is not always in the line (server-hostname, when client-hostname names the
+        # local server): "".
+        _, _, header = self._on_primary(row, LOCAL_FIELDS)
         pairs = self._recipient_statuses(row)
         statuses = {s for _, s in pairs}
         response = (next(iter(statuses)) if len(statuses) == 1
@@ -460,8 +461,9 @@ HANDLED = frozenset({"RECEIVE", "HAREDIRECT", "HAREDIRECTFAIL", "HARECEIVE", "HA
 
 CLIENT_LOGGED = frozenset({"SEND", "SENDEXTERNAL"})  # client-hostname logged them, server-hostname is the far end
 # Logged by client-hostname, or by server-hostname when client-hostname is empty (how Exchange writes HAREDIRECT:
-# the primary in server-hostname, the shadows' answers in source-context).
-SELF_NAMED = frozenset({"HAREDIRECT", "HAREDIRECTFAIL"})
+# the primary in server-hostname, the shadows' answers in source-context; a DEFER or FAIL of an SMTP hand-off:
+# the far end, or nothing, in server-hostname).
+SELF_NAMED = frozenset({"HAREDIRECT", "HAREDIRECTFAIL", "DEFER", "FAIL"})
 LOCAL_FIELDS = ("client-hostname", "server-hostname")
 _SHADOW_ANSWER = re.compile(r"^\s*([^=;\s]+)=\s*([245]\d\d)\b")
 HANDOFF_GRAIN_MS = 60_000  # hand-off evidence per server: the liveness facts' grain

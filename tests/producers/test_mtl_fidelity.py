@@ -279,3 +279,24 @@ def test_a_shadow_copy_logged_as_exchange_writes_it_names_the_shadow_in_source_c
                       ("ShadowCopyAcknowledged", "ex01", "ex01", "500", None, "ex02", None),
                       ("ShadowCopyFailed", "ex01", "ex01", "500", "", None, ev.ShadowFailureReason.NO_PEER),
                       ("ShadowCopyFailed", "ex01", "ex01", "500", "ex03", None, ev.ShadowFailureReason.TIMEOUT)]
+
+
+def test_a_defer_or_fail_names_the_server_that_logged_it_in_client_hostname_when_set(tmp_path):
+    # Microsoft's field table: client-hostname is the server that submitted the message, server-hostname "the
+    # destination server" (Exchange 2007's "Description of Message Tracking Log Fields", kept by 2010-2019). A
+    # DEFER or FAIL of an SMTP hand-off is logged by the sending server in client-hostname, with the far end that
+    # refused (or nothing, for a queue expiry) in server-hostname.
+    lines = [RECEIVED, *SHADOWED,
+             record("02:00:01.000", "DEFER", client_hostname="EX01", server_hostname="mx.fabrikam.com", source="SMTP",
+                    internal_message_id="500", recipient_address="ann@contoso.com",
+                    recipient_status="451 4.4.0 Primary target IP address responded with: 421 4.3.2 busy"),
+             record("02:00:02.000", "FAIL", client_hostname="EX01", server_hostname="mx.fabrikam.com", source="SMTP",
+                    internal_message_id="500", recipient_address="bob@contoso.com",
+                    recipient_status="550 5.1.1 User unknown"),
+             record("04:00:00.000", "FAIL", client_hostname="EX01", source="QUEUE", internal_message_id="500",
+                    recipient_address="ann@contoso.com", recipient_status="550 4.4.7 QUEUE.Expired")]
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", lines))
+    assert not sink.dead_letters and counts.unjoined == 0
+    assert {(e.kind, e.node, e.primary_server, e.message.internal_id) for e in sink.events
+            if isinstance(e, (ev.DeliveryDeferred, ev.MessageExpired))} == {
+        ("DeliveryDeferred", "ex01", "ex01", "500"), ("MessageExpired", "ex01", "ex01", "500")}
