@@ -11,12 +11,12 @@ separate their values with `;`. A record is one line: a quote left open at the e
 line is an error, not a continuation. The reader keeps the current `#Fields:` per file, so
 a file that is truncated or replaced starts over with its new header (`reset()`).
 
-Export-Csv files: an optional `#TYPE ...` line, then a header of quoted property names
-(`"Timestamp","ClientIp",...,"EventId",...`), then quoted records. The property names are
-mapped to the log's field names (`EXPORT_COLUMNS`), so the mapper sees one kind of row.
-`Timestamp` is ISO-8601, or the en-US text PowerShell writes (`11/22/2026 2:00:00 AM`), read
-as UTC (EXCHANGE_LOGS.md: export on a UTC machine or as ISO). A multi-valued property exported
-without `-join` (`System.String[]`) is a bad line.
+Export-Csv files: an optional `#TYPE ...` line, then a header of property names
+(`"Timestamp","ClientIp",...,"EventId",...`, unquoted with PowerShell 7's `-UseQuotes AsNeeded`),
+then records. The property names are mapped to the log's field names (`EXPORT_COLUMNS`), so the
+mapper sees one kind of row. `Timestamp` is ISO-8601, or the en-US text PowerShell writes
+(`11/22/2026 2:00:00 AM`), read as UTC (EXCHANGE_LOGS.md: export on a UTC machine or as ISO).
+A multi-valued property exported without `-join` (`System.String[]`) is a bad line.
 
 Which transport service logged a raw file is in its name (`service_of`): MSGTRK (Transport),
 MSGTRKMS (Mailbox Transport Submission), MSGTRKMD (Mailbox Transport Delivery), MSGTRKMA
@@ -104,7 +104,7 @@ class MtlReader:
     def __init__(self, path: Path | str | None = None) -> None:
         self.service = service_of(path)
         self.fields: tuple[str, ...] | None = None
-        self.exported = False  # an Export-Csv file (quoted header of property names)
+        self.exported = False  # an Export-Csv file (a header of property names)
 
     def reset(self) -> None:
         """The file starts over (truncated or replaced): its header comes again."""
@@ -122,7 +122,7 @@ class MtlReader:
             if text.startswith("#Fields:"):
                 self.fields, self.exported = tuple(name.strip() for name in text[len("#Fields:"):].split(",")), False
             return None
-        if self.fields is None and text.startswith('"'):
+        if self.fields is None:
             header = self._export_header(text)
             if header is not None:
                 self.fields, self.exported = header, True

@@ -300,3 +300,21 @@ def test_a_defer_or_fail_names_the_server_that_logged_it_in_client_hostname_when
     assert {(e.kind, e.node, e.primary_server, e.message.internal_id) for e in sink.events
             if isinstance(e, (ev.DeliveryDeferred, ev.MessageExpired))} == {
         ("DeliveryDeferred", "ex01", "ex01", "500"), ("MessageExpired", "ex01", "ex01", "500")}
+
+
+def test_export_csv_quoted_only_as_needed_reads_as_the_quoted_export(tmp_path):
+    # PowerShell 7's Export-Csv -UseQuotes AsNeeded (or Never) writes the header row and plain values unquoted
+    # (learn.microsoft.com, Export-Csv, -UseQuotes).
+    lines = [RECEIVED, *SHADOWED]
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text(export_csv(lines), encoding="utf-8")
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_MINIMAL, lineterminator="\r\n")
+    writer.writerow([EXPORT_NAMES.get(name, name) for name in FIELDS])
+    for r in lines:
+        writer.writerow([r[name] for name in FIELDS])
+    as_needed = tmp_path / "as-needed.csv"
+    as_needed.write_text(out.getvalue(), encoding="utf-8")
+    sink, counts = run(as_needed)
+    strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
+    assert counts.dead_letters == 0 and strip(sink.events) == strip(run(quoted)[0].events)
