@@ -37,6 +37,9 @@ _SERVICE = re.compile(r"^(MSGTRK(?:MS|MD|MA)?)\d", re.IGNORECASE)
 # A status starts with an SMTP reply code (`550 5.1.1 ...`, `250 2.0.0`) or an enhanced code alone;
 # what follows a `;` and does not start so belongs to the status before it (`...QUEUE.Expired;[{LRT}=...]`).
 _STATUS_START = re.compile(r"^\s*(?:[245]\d\d(?:[ -]|$)|[245]\.\d{1,3}\.\d{1,3}\b)")
+# A record is one line, whatever its length (a delivery to thousands of recipients lists them all): no field limit
+# of the csv module's own (128 KiB by default).
+csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
 _US_TIME_FORMATS = ("%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M %p", "%m/%d/%Y %H:%M")
 
 # Get-MessageTrackingLog's property names -> the raw log's field names.

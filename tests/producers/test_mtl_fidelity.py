@@ -318,3 +318,12 @@ def test_export_csv_quoted_only_as_needed_reads_as_the_quoted_export(tmp_path):
     sink, counts = run(as_needed)
     strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
     assert counts.dead_letters == 0 and strip(sink.events) == strip(run(quoted)[0].events)
+
+
+def test_a_line_with_thousands_of_recipients_is_read_whatever_its_length(tmp_path):
+    # A delivery after a large group's expansion lists every recipient (and a status for each) on one line: a
+    # field well past the csv module's default limit of 128 KiB.
+    everyone = [f"user{n:05d}@contoso.com" for n in range(8000)]
+    big = dict(RECEIVED, **{"recipient-address": ";".join(everyone)})
+    sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [big]))
+    assert counts.dead_letters == 0 and len(sink.events[0].recipients) == 8000
