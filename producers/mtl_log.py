@@ -40,7 +40,9 @@ _STATUS_START = re.compile(r"^\s*(?:[245]\d\d(?:[ -]|$)|[245]\.\d{1,3}\.\d{1,3}\
 # A record is one line, whatever its length (a delivery to thousands of recipients lists them all): no field limit
 # of the csv module's own (128 KiB by default).
 csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
-_US_TIME_FORMATS = ("%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %H:%M:%S", "%m/%d/%Y %I:%M %p", "%m/%d/%Y %H:%M")
+# en-US only, with AM/PM: a day-first culture writes "10/04/2026 15:51:24" for 10 April, which a 24-hour month-first
+# layout would read as 4 October.
+_US_TIME_FORMATS = ("%m/%d/%Y %I:%M:%S %p", "%m/%d/%Y %I:%M %p")
 
 # Get-MessageTrackingLog's property names -> the raw log's field names.
 EXPORT_COLUMNS = {
@@ -147,7 +149,9 @@ class MtlReader:
         stamp = fields.get("date-time", "").strip()
         time_ms = parse_time(stamp)
         if time_ms is None:
-            return BadLine(f"date-time {stamp!r} is not a valid ISO-8601 time")
+            hint = (" (nor en-US with AM/PM: export Timestamp as ISO-8601, see producers/EXCHANGE_LOGS.md)"
+                    if self.exported else "")
+            return BadLine(f"date-time {stamp!r} is not a valid ISO-8601 time{hint}")
         return Row(fields, time_ms, "" if self.exported else self.service)
 
     @staticmethod
@@ -164,7 +168,7 @@ class MtlReader:
 
 def parse_time(text: str) -> int | None:
     """Milliseconds since the epoch of an ISO-8601 time (`2026-11-22T02:00:00.750Z`), or of the en-US
-    text Export-Csv writes (`11/22/2026 2:00:00 AM`); UTC when it names no zone."""
+    text Export-Csv writes (`11/22/2026 2:00:00 AM`, with AM/PM); UTC when it names no zone."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:

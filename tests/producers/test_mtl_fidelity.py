@@ -193,15 +193,21 @@ def test_export_csv_in_each_encoding_reads_as_the_raw_log_does(tmp_path, encodin
 
 
 def test_export_csv_with_unjoined_arrays_or_local_us_times_is_read_or_refused_clearly(tmp_path):
+    # Timestamp is in the exporting machine's culture: en-US "4/10/2001 3:51:24 PM", en-NZ (en-GB, fr-FR...)
+    # "10/04/2001 15:51:24" for 10 April (.NET, "Standard DateTime Format Strings Output Examples"): without AM/PM
+    # day and month cannot be told apart, so a dead letter, never the wrong month.
     lines = [dict(RECEIVED, **{"recipient-address": "System.String[]"}),
              dict(RECEIVED, **{"date-time": "11/22/2026 2:00:00 AM", "internal-message-id": "600",
-                               "network-message-id": "other"})]
+                               "network-message-id": "other"}),
+             dict(RECEIVED, **{"date-time": "10/04/2026 15:51:24"})]
     path = tmp_path / "tracking.csv"
     path.write_text(export_csv(lines), encoding="utf-8-sig")
     sink, _ = run(path)
     assert [d.reason for d in sink.dead_letters] == [
         "recipient-address exported as 'System.String[]': export multi-valued properties joined with ';'"
-        " (see producers/EXCHANGE_LOGS.md)"]
+        " (see producers/EXCHANGE_LOGS.md)",
+        "date-time '10/04/2026 15:51:24' is not a valid ISO-8601 time (nor en-US with AM/PM: export Timestamp as"
+        " ISO-8601, see producers/EXCHANGE_LOGS.md)"]
     assert [e.event_time_ms for e in sink.events] == [1795312800000]
 
 
