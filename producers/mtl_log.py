@@ -12,10 +12,11 @@ line is an error, not a continuation. The reader keeps the current `#Fields:` pe
 a file that is truncated or replaced starts over with its new header (`reset()`).
 
 Export-Csv files: an optional `#TYPE ...` line, then a header of property names
-(`"Timestamp","ClientIp",...,"EventId",...`, unquoted with PowerShell 7's `-UseQuotes AsNeeded`),
-then records. The property names are mapped to the log's field names (`EXPORT_COLUMNS`), so the
-mapper sees one kind of row. `Timestamp` is ISO-8601, or the en-US text PowerShell writes
-(`11/22/2026 2:00:00 AM`), read as UTC (EXCHANGE_LOGS.md: export on a UTC machine or as ISO).
+(`"Timestamp","ClientIp",...,"EventId",...`, unquoted with PowerShell 7's `-UseQuotes AsNeeded`,
+separated by `;` or a tab with `-UseCulture` or `-Delimiter`), then records. The property names
+are mapped to the log's field names (`EXPORT_COLUMNS`), so the mapper sees one kind of row.
+`Timestamp` is ISO-8601, or the en-US text PowerShell writes (`11/22/2026 2:00:00 AM`), read as UTC
+(EXCHANGE_LOGS.md: export on a UTC machine or as ISO).
 A multi-valued property exported without `-join` (`System.String[]`) is a bad line.
 
 Which transport service logged a raw file is in its name (`service_of`): MSGTRK (Transport),
@@ -58,6 +59,7 @@ EXPORT_COLUMNS = {
     "originalclientip": "original-client-ip", "originalserverip": "original-server-ip",
     "eventdata": "custom-data",
 }
+_EXPORT_DELIMITERS = (",", ";", "\t")  # Export-Csv's default, -UseCulture's in most of Europe, a tab
 _MULTI_VALUED = ("recipient-address", "recipient-status", "reference", "related-recipient-address")
 
 
@@ -110,10 +112,11 @@ class MtlReader:
         self.service = service_of(path)
         self.fields: tuple[str, ...] | None = None
         self.exported = False  # an Export-Csv file (a header of property names)
+        self.delimiter = ","  # an export's may be another (-UseCulture, -Delimiter)
 
     def reset(self) -> None:
         """The file starts over (truncated or replaced): its header comes again."""
-        self.fields, self.exported = None, False
+        self.fields, self.exported, self.delimiter = None, False, ","
 
     def line(self, raw: bytes) -> Row | BadLine | None:
         raw = raw.removeprefix(BOM).rstrip(b"\r\n")
@@ -125,17 +128,18 @@ class MtlReader:
             return None
         if text.startswith("#"):
             if text.startswith("#Fields:"):
-                self.fields, self.exported = tuple(name.strip() for name in text[len("#Fields:"):].split(",")), False
+                self.fields = tuple(name.strip() for name in text[len("#Fields:"):].split(","))
+                self.exported, self.delimiter = False, ","
             return None
         if self.fields is None:
             header = self._export_header(text)
             if header is not None:
-                self.fields, self.exported = header, True
+                (self.fields, self.delimiter), self.exported = header, True
                 return None
         if self.fields is None:
             return BadLine("no #Fields: header line (or Export-Csv header) before this record")
         try:
-            values = next(csv.reader([text], strict=True))
+            values = next(csv.reader([text], strict=True, delimiter=self.delimiter))
         except csv.Error as exc:
             return BadLine(f"not a CSV record ({exc}; an unterminated quote?)")
         if len(values) != len(self.fields):
@@ -155,15 +159,16 @@ class MtlReader:
         return Row(fields, time_ms, "" if self.exported else self.service)
 
     @staticmethod
-    def _export_header(text: str) -> tuple[str, ...] | None:
-        try:
-            names = next(csv.reader([text], strict=True))
-        except csv.Error:
-            return None
-        keys = [name.strip().lower() for name in names]
-        if "timestamp" not in keys or "eventid" not in keys:
-            return None
-        return tuple(EXPORT_COLUMNS.get(key, key) for key in keys)
+    def _export_header(text: str) -> tuple[tuple[str, ...], str] | None:
+        """The log's field names of an export's header, and its delimiter (`,`, or `;` or tab)."""
+        for delimiter in _EXPORT_DELIMITERS:
+            try:
+                keys = [name.strip().lower() for name in next(csv.reader([text], strict=True, delimiter=delimiter))]
+            except csv.Error:
+                continue
+            if "timestamp" in keys and "eventid" in keys:
+                return tuple(EXPORT_COLUMNS.get(key, key) for key in keys), delimiter
+        return None
 
 
 def parse_time(text: str) -> int | None:

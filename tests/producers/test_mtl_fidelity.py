@@ -43,10 +43,10 @@ def raw_log(path: Path, records: list[dict[str, str]]) -> Path:
     return path
 
 
-def export_csv(records: list[dict[str, str]]) -> str:
+def export_csv(records: list[dict[str, str]], delimiter: str = ",") -> str:
     """What `Get-MessageTrackingLog | Select ... | Export-Csv -NoTypeInformation` writes (multi-valued joined)."""
     out = io.StringIO()
-    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n", delimiter=delimiter)
     writer.writerow([EXPORT_NAMES.get(name, name) for name in FIELDS])
     for r in records:
         writer.writerow([r[name] for name in FIELDS])
@@ -333,3 +333,17 @@ def test_a_line_with_thousands_of_recipients_is_read_whatever_its_length(tmp_pat
     big = dict(RECEIVED, **{"recipient-address": ";".join(everyone)})
     sink, counts = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [big]))
     assert counts.dead_letters == 0 and len(sink.events[0].recipients) == 8000
+
+
+@pytest.mark.parametrize("delimiter", [";", "\t"])
+def test_export_csv_with_another_delimiter_reads_as_the_comma_export(tmp_path, delimiter):
+    # Export-Csv -UseCulture separates with the culture's list separator (";" in de-DE, fr-FR), -Delimiter with any
+    # (learn.microsoft.com, Export-Csv); Timestamp exported as ISO-8601 as EXCHANGE_LOGS.md asks.
+    lines = [RECEIVED, *SHADOWED]
+    comma, other = tmp_path / "comma.csv", tmp_path / "other.csv"
+    comma.write_text(export_csv(lines), encoding="utf-8")
+    other.write_text(export_csv(lines, delimiter), encoding="utf-8")
+    sink, counts = run(other)
+    strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
+    assert counts.dead_letters == 0 and strip(sink.events) == strip(run(comma)[0].events)
+    assert sink.events[0].recipients[1].address == "bob@contoso.com"
