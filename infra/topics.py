@@ -4,7 +4,8 @@ Missing topics are created as configured. Existing ones are left as they are but
 what correctness depends on: the partition count (a primary server's events stay in one
 partition, in order, only while it does not change), LogAppendTime on the events topic (the
 clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
-compaction on the state topic (the latest summary per key: state/summary.py), and the
+compaction on the state topic (the latest summary per key: state/summary.py), room on the
+dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
 """
 
@@ -21,6 +22,10 @@ from infra.settings import TopicSettings
 
 LOG_APPEND_TIME = "LogAppendTime"
 UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
+# Twice Kafka's default limit on a record batch (message.max.bytes, 1,048,588 bytes): a dead letter holds
+# the largest record the events topic takes with that limit, its key again, its topic and its reason.
+# The twin's sink may send records this large (streaming/twin.py).
+DEAD_LETTER_MAX_BYTES = 2 * 1_048_588
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
     """Topic name -> the topic configuration the twin creates it with."""
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}
     own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
-           topics.state: {"cleanup.policy": "compact"}}
+           topics.state: {"cleanup.policy": "compact"},
+           topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)}}
     return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 
 
@@ -109,6 +115,10 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
     if configs.get("cleanup.policy") == "compact" and "compact" not in actual_configs.get("cleanup.policy", ""):
         found.append(f"cleanup.policy is {actual_configs.get('cleanup.policy')}, must include compact"
                      " (the latest state per key)")
+    wanted_bytes = configs.get("max.message.bytes")
+    if wanted_bytes and int(actual_configs.get("max.message.bytes", "0")) < int(wanted_bytes):
+        found.append(f"max.message.bytes is {actual_configs.get('max.message.bytes')}, must be at least {wanted_bytes}"
+                     " (the dead letter of the largest event)")
     if int(actual_configs.get("min.insync.replicas", "1")) < int(configs["min.insync.replicas"]):
         found.append(f"min.insync.replicas {actual_configs.get('min.insync.replicas')},"
                      f" configured {configs['min.insync.replicas']}")

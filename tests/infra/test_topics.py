@@ -56,6 +56,21 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
                              f" e.{suffix} (recreate them, or change [topics])\n")
 
 
+def test_a_dead_letter_topic_too_small_for_the_largest_event_is_named(kafka_bootstrap):
+    from confluent_kafka.admin import NewTopic
+
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(wanted.dead_letters, 1, 1)])[wanted.dead_letters].result(30)  # the broker's limit
+    outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted)}
+    assert outcomes[wanted.dead_letters].differences == (
+        f"max.message.bytes is 1048588, must be at least {topics_module.DEAD_LETTER_MAX_BYTES}"
+        " (the dead letter of the largest event)",)
+    assert not any(o.differences for o in outcomes.values() if o.topic != wanted.dead_letters)
+
+
 class BrokerLearningOfTopics:
     """An admin client whose broker knows a topic only from its `knows_after`-th question about it on."""
 

@@ -170,6 +170,29 @@ def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spa
     assert all(d.topic == topics.events and d.offset >= 0 for d in got[topics.dead_letters])
 
 
+def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_query_runs_on(settings, spark,
+                                                                                          kafka_bootstrap, topics,
+                                                                                          tmp_path):
+    """A record at Kafka's default limit (1,048,588 bytes a batch) is taken on the events topic; its
+    dead letter carries it with its key, topic and reason, and is taken on the dead-letter topic too
+    (it used to fail every batch, RecordTooLargeException, until the twin gave up)."""
+    events = world_events()
+    alerts, _ = expected_ids(events)
+    largest = b"x" * 1_048_480  # with its key and Kafka's framing, just under the limit
+    out = producer(kafka_bootstrap, **{"message.max.bytes": 2 * len(largest)})
+    out.produce(topics.events, key=b"mbx01", value=largest)
+    assert out.flush(30) == 0
+    publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.dead_letters],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.dead_letters]) >= 1)
+        assert twin.restarts == 0 and twin.query.exception() is None
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert [(d.original, d.key, d.reason) for d in got[topics.dead_letters]] == [
+        (largest, b"mbx01", "bad magic: starts with 7878, expected c301")]
+
+
 def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_bootstrap, topics, tmp_path):
     model = model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "6s"})
     now_ms = int(time.time() * 1000)
