@@ -26,6 +26,10 @@ UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
 # the largest record the events topic takes with that limit, its key again, its topic and its reason.
 # The twin's sink may send records this large (streaming/twin.py).
 DEAD_LETTER_MAX_BYTES = 2 * 1_048_588
+# Kafka compacts only closed segments, and rolls one after 7 days (or 1 GiB) by default: the state
+# topic rolls hourly, so that its readers (`where`, `server`, the views) read the state and at most
+# about an hour of records it replaced, not a week of them.
+STATE_SEGMENT_MS = 3_600_000
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
     """Topic name -> the topic configuration the twin creates it with."""
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}
     own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
-           topics.state: {"cleanup.policy": "compact"},
+           topics.state: {"cleanup.policy": "compact", "segment.ms": str(STATE_SEGMENT_MS)},
            topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)}}
     return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 

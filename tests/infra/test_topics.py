@@ -28,6 +28,16 @@ def test_creates_then_leaves_existing_topics_alone(kafka_bootstrap):
     assert {name: len(existing[name].partitions) for name in wanted.partitions()} == wanted.partitions()
 
 
+def test_the_state_topic_is_compacted_within_the_hour(kafka_bootstrap):
+    """Kafka compacts closed segments only: the state topic's close hourly, not weekly (its default)."""
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    create_topics(kafka_bootstrap, wanted)
+    state = topics_module._configs(AdminClient({"bootstrap.servers": kafka_bootstrap}), [wanted.state], 30)[wanted.state]
+    assert state["cleanup.policy"] == "compact" and int(state["segment.ms"]) <= 3_600_000
+
+
 def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_bootstrap, tmp_path):
     import subprocess
     import sys
