@@ -80,8 +80,7 @@ class TwinApplication:
         settings = self.settings
         try:
             self._broker = start_if_needed(settings, self._say)
-            for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics):
-                self._say(f"topic {outcome.describe()}")
+            self._create_topics()
             if self.spark is None:
                 self.spark = build_spark(settings)
             self._alerts_out = producer(settings.kafka)
@@ -107,7 +106,8 @@ class TwinApplication:
         """Block until `seconds` pass, a stop signal arrives, or the query ends for good.
 
         A query that fails is started again from its checkpoint (`twin.restart_attempts` times
-        in a row at most, with a doubling pause): nothing it had read is lost or decided twice."""
+        in a row at most, with a doubling pause), its topics created again if one was deleted:
+        nothing it had read is lost or decided twice."""
         assert self.query is not None, "start() first"
         deadline = None if seconds is None else time.monotonic() + seconds
         failures_in_a_row = 0
@@ -145,10 +145,16 @@ class TwinApplication:
             return
         self.restarts += 1
         try:
+            self._create_topics()  # one deleted under the running query, say
             self.query = start_query(self.spark, self.settings, self.checkpoint_dir, self._transform)
         except Exception as exc:  # noqa: BLE001 - counted as one more failure; the old query's error stays
             self._say(f"the twin's query could not start again: {str(exc).splitlines()[0][:300]}")
         self._batches_at_restart = self.progress.batches if self.progress else 0
+
+    def _create_topics(self) -> None:
+        settings = self.settings
+        for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics):
+            self._say(f"topic {outcome.describe()}")
 
     def _start_views(self) -> None:
         """The metrics and the live page (streaming/http_views.py), from the output topics and the progress."""

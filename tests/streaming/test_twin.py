@@ -15,14 +15,14 @@ import uuid
 import pytest
 
 from infra.config import SparkInterval
-from infra.kafka import consumer as kafka_consumer, producer
+from infra.kafka import admin, consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived, ServerProbed
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
-from streaming.app import TwinApplication
+from streaming.app import Ending, TwinApplication
 from tests.state.scenario import Org
 from tests.state.world import Crash, Mail, simulate
 
@@ -191,6 +191,28 @@ def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_quer
     assert {a.alert_id for a in got[topics.alerts]} == alerts
     assert [(d.original, d.key, d.reason) for d in got[topics.dead_letters]] == [
         (largest, b"mbx01", "bad magic: starts with 7878, expected c301")]
+
+
+def test_an_output_topic_deleted_while_the_twin_runs_is_created_again(settings, spark, kafka_bootstrap, topics,
+                                                                     tmp_path):
+    """An operator deletes the alerts topic under the running twin: its sink fails, and the query,
+    started again, creates the topic as the twin's start does (it used to fail until the twin gave up)."""
+    events = world_events()
+    alerts, _ = expected_ids(events)
+    conf = twin_settings(settings, kafka_bootstrap, topics, servers=world_servers())
+    # the sink gives up on a missing topic within seconds, not Kafka's 60
+    conf = dataclasses.replace(conf, kafka=dataclasses.replace(conf.kafka, spark_properties={"max.block.ms": "5000"}))
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=tmp_path / "checkpoint",
+                         say=lambda line: None) as twin:
+        client = admin(kafka_bootstrap)
+        client.delete_topics([topics.alerts])[topics.alerts].result(30)
+        publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+        got, deadline = {topics.alerts: []}, time.monotonic() + 150
+        while len(got[topics.alerts]) < len(alerts) and time.monotonic() < deadline:
+            assert twin.wait(seconds=5) is Ending.TIME_UP  # where a failed query is started again
+            got = collect(kafka_bootstrap, [topics.alerts], lambda g: len(g[topics.alerts]) >= len(alerts), 3)
+        assert twin.restarts >= 1 and twin.query.isActive
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
 
 
 def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_bootstrap, topics, tmp_path):
