@@ -5,7 +5,8 @@ what correctness depends on: the partition count (a primary server's events stay
 partition, in order, only while it does not change), LogAppendTime on the events topic (the
 clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
 compaction on the state topic (the latest summary per key: state/summary.py), room on the
-dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`), and the
+dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`) and on the
+alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
 """
 
@@ -22,10 +23,17 @@ from infra.settings import TopicSettings
 
 LOG_APPEND_TIME = "LogAppendTime"
 UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
-# Twice Kafka's default limit on a record batch (message.max.bytes, 1,048,588 bytes): a dead letter holds
-# the largest record the events topic takes with that limit, its key again, its topic and its reason.
-# The twin's sink may send records this large (streaming/twin.py).
-DEAD_LETTER_MAX_BYTES = 2 * 1_048_588
+KAFKA_DEFAULT_MAX_BYTES = 1_048_588  # Kafka's default limit on a record batch (message.max.bytes)
+# Twice that: a dead letter holds the largest record the events topic takes with that limit, its key
+# again, its topic and its reason.
+DEAD_LETTER_MAX_BYTES = 2 * KAFKA_DEFAULT_MAX_BYTES
+# An alert names every message it concerns: a shadow that promotes 100,000 copies says so in one alert
+# of about 4.5 MB (Avro; 13 MB as a JSON copy). Kafka's default would stop the twin's sink at some
+# 23,000 messages (8,000 as JSON).
+ALERT_MAX_BYTES = 16 * 1024 * 1024
+# The twin's sink writes every output topic: it may send the largest record any of them takes
+# (streaming/twin.py), under its producer's 32 MiB buffer.
+OUTPUT_MAX_BYTES = max(DEAD_LETTER_MAX_BYTES, ALERT_MAX_BYTES)
 # Kafka compacts only closed segments, and rolls one after 7 days (or 1 GiB) by default: the state
 # topic rolls hourly, so that its readers (`where`, `server`, the views) read the state and at most
 # about an hour of records it replaced, not a week of them.
@@ -66,7 +74,9 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}
     own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
            topics.state: {"cleanup.policy": "compact", "segment.ms": str(STATE_SEGMENT_MS)},
-           topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)}}
+           topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)},
+           topics.alerts: {"max.message.bytes": str(ALERT_MAX_BYTES)},
+           json_topic(topics.alerts): {"max.message.bytes": str(ALERT_MAX_BYTES)}}
     return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 
 
@@ -122,7 +132,7 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
     wanted_bytes = configs.get("max.message.bytes")
     if wanted_bytes and int(actual_configs.get("max.message.bytes", "0")) < int(wanted_bytes):
         found.append(f"max.message.bytes is {actual_configs.get('max.message.bytes')}, must be at least {wanted_bytes}"
-                     " (the dead letter of the largest event)")
+                     " (the largest record the twin writes there)")
     if int(actual_configs.get("min.insync.replicas", "1")) < int(configs["min.insync.replicas"]):
         found.append(f"min.insync.replicas {actual_configs.get('min.insync.replicas')},"
                      f" configured {configs['min.insync.replicas']}")

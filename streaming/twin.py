@@ -35,7 +35,7 @@ from pyspark.sql.streaming import StreamingQuery
 from infra.config import ConfigError
 from infra.kafka import spark_options
 from infra.settings import Settings
-from infra.topics import DEAD_LETTER_MAX_BYTES
+from infra.topics import OUTPUT_MAX_BYTES
 from schemas.events import Alert, RedeliveryCommand
 from streaming.decode import classify_events
 from streaming.json_copies import with_json_copies
@@ -127,7 +127,7 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
     return (
         transform(reader.load(), settings)
         .writeStream.format("kafka")
-        .option("kafka.max.request.size", str(DEAD_LETTER_MAX_BYTES))
+        .option("kafka.max.request.size", str(OUTPUT_MAX_BYTES))
         .options(**kafka)
         .option("checkpointLocation", str(checkpoint_dir))
         .trigger(processingTime=str(settings.spark.trigger_interval))

@@ -66,19 +66,22 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
                              f" e.{suffix} (recreate them, or change [topics])\n")
 
 
-def test_a_dead_letter_topic_too_small_for_the_largest_event_is_named(kafka_bootstrap):
+@pytest.mark.parametrize("which, limit", [("dead_letters", topics_module.DEAD_LETTER_MAX_BYTES),
+                                          ("alerts", topics_module.ALERT_MAX_BYTES)])
+def test_a_topic_too_small_for_the_largest_record_the_twin_writes_there_is_named(kafka_bootstrap, which, limit):
+    """The dead letter of the largest event; an alert about every message of a large queue."""
     from confluent_kafka.admin import NewTopic
 
     suffix = uuid.uuid4().hex[:8]
     wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
                            dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    small = getattr(wanted, which)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(wanted.dead_letters, 1, 1)])[wanted.dead_letters].result(30)  # the broker's limit
+    admin.create_topics([NewTopic(small, getattr(wanted, f"{which}_partitions"), 1)])[small].result(30)  # the broker's limit
     outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted)}
-    assert outcomes[wanted.dead_letters].differences == (
-        f"max.message.bytes is 1048588, must be at least {topics_module.DEAD_LETTER_MAX_BYTES}"
-        " (the dead letter of the largest event)",)
-    assert not any(o.differences for o in outcomes.values() if o.topic != wanted.dead_letters)
+    assert outcomes[small].differences == (
+        f"max.message.bytes is 1048588, must be at least {limit} (the largest record the twin writes there)",)
+    assert not any(o.differences for o in outcomes.values() if o.topic != small)
 
 
 class BrokerLearningOfTopics:

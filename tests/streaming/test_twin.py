@@ -193,6 +193,32 @@ def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_quer
         (largest, b"mbx01", "bad magic: starts with 7878, expected c301")]
 
 
+def test_an_alert_larger_than_kafkas_default_limit_is_published_and_the_query_runs_on(settings, spark,
+                                                                                     kafka_bootstrap, topics, tmp_path):
+    """A shadow promotes the copies of 4,000 messages with long ids after a heartbeat timeout: the alert
+    naming them all is larger than Kafka's default limit (1,048,588 bytes); it is published, with a
+    command per message (such an alert used to fail every batch until the twin gave up)."""
+    model = model_config_from({"shadow_resubmit_time_span": "10m"})
+    org = Org()
+    mids = [f"{n:04d}-" + "x" * 150 for n in range(4000)]
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for n, mid in enumerate(mids):
+        events += [*org.received("mbx01", mid, n / 8000), *org.shadowed("mbx01", "mbx02", mid, n / 8000)]
+    events += [*org.query_ok("mbx02", "mbx01", 0.6), *org.heartbeats_failing("mbx02", "mbx01", 1, 14, every=1)]
+    alerts, commands = expected_ids(events, model)
+    publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, model, servers=("mbx01", "mbx02")),
+                         spark=spark, ticks=False, checkpoint_dir=tmp_path / "checkpoint",
+                         say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands))
+        assert twin.restarts == 0 and twin.query.exception() is None
+    largest = max(got[topics.alerts], key=lambda a: len(a.messages))
+    assert len(largest.messages) == len(mids) and len(encode(largest)) > 1_048_588
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+
+
 def test_an_output_topic_deleted_while_the_twin_runs_is_created_again(settings, spark, kafka_bootstrap, topics,
                                                                      tmp_path):
     """An operator deletes the alerts topic under the running twin: its sink fails, and the query,
