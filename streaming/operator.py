@@ -318,7 +318,8 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
     if not (decoded or expired) and (due is None or due >= watermark):
         hold(primary, state, version)  # nothing to apply and nothing due (facts the group knows): as stored
         return letters, None
-    watch = StateWatch(state, due, watermark) if state_topic else None
+    own_events = [e for e, row in decoded if row.fact is None]
+    watch = StateWatch(state, due, watermark, own_events) if state_topic else None
     output, refused = apply_call(model, state, watermark, decoded)
     letters += [dead_letter(row, f"model refused the event: {type(exc).__name__}: {exc}") for row, exc in refused]
     call = (watermark, [(row.fact, event.event_time_ms, row.node, None if row.fact == FACT_SEEN else bytes(row.value))
@@ -326,7 +327,6 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
     deadline = model.next_deadline(state)
     # Spark fires a timer once the watermark reaches it; the model's deadlines fire strictly before it.
     store_call(primary, store, state, version, call, -1 if deadline is None else max(deadline, watermark, 1) + 1)
-    own_events = [e for e, row in decoded if row.fact is None]
     state_rows = watch.rows(state, own_events, output, state_topic) if watch is not None else None
     return [*output.alerts, *output.commands, *letters], state_rows
 

@@ -1,6 +1,7 @@
 """The twin's state as Kafka rows for the compacted state topic (what `where`, `server`, the
 metrics and the live page read): per operator call, the group's server summary and a record
-per message the call touched, a tombstone for one it no longer holds (state/summary.py).
+per message the call touched, a tombstone for one it no longer holds (state/summary.py). A
+message that came and went within one call gets no record at all: its key never had a value.
 
 Why a topic written by the operator, not Spark's state data source (`format("statestore")`):
 the operator already holds the group's state, decoded, when it has just changed, so a summary
@@ -26,14 +27,19 @@ class StateWatch:
     """One operator call's view of its group, taken before the call changes the state: the promoted
     messages it held (a promoted record may be forgotten without a decision, and its record must go),
     whether a deadline is due and which messages' own deadlines are (a deadline may change the state
-    without a decision: an expiry moved on to Safety Net's hold, say)."""
+    without a decision: an expiry moved on to Safety Net's hold, say), and which messages the call's
+    events name that the group does not hold yet."""
 
-    __slots__ = ("promoted", "fires", "due")
+    __slots__ = ("promoted", "fires", "due", "new")
 
-    def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int):
+    def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int,
+                 own_events: list[Event] = ()):
         self.promoted = set(state.promoted)
         self.fires = next_deadline is not None and next_deadline < watermark_ms
         self.due = due_message_deadlines(state, watermark_ms) if self.fires else set()
+        held, promoted = state.messages, self.promoted
+        self.new = {i for e in own_events if e.message is not None
+                    and (i := e.message.internal_id) not in held and i not in promoted}
 
     def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
         """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
@@ -42,6 +48,7 @@ class StateWatch:
         gone = self.promoted.difference(state.promoted)
         touched = touched_messages(own_events, output.alerts, output.commands,
                                    [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
+        touched -= {i for i in self.new if i not in state.messages and i not in state.promoted}  # came and went
         records = summary_records(state, touched)
         return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
                              "value": [to_json(record) for _, record in records]})

@@ -78,6 +78,7 @@ class OperatorHarness:
         self.dead_letters: list[DeadLetter] = []
         self.late_rows = 0
         self.view = TopologyView()
+        self.state_rows: list[tuple[str, bytes | None]] = []  # every (key, value) written to the state topic
         self._offsets = itertools.count()
 
     def batch(self, rows: list[dict]) -> None:
@@ -145,6 +146,7 @@ class OperatorHarness:
         for frame in outputs:
             for topic, key, value in zip(frame["topic"], frame["key"], frame["value"]):
                 if topic == TOPICS.state:  # as the compacted state topic holds it
+                    self.state_rows.append((key.decode(), value))
                     self.view.apply(key.decode(), None if value is None else json.loads(value))
                     continue
                 record = codec.decode(value)
