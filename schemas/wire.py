@@ -48,7 +48,8 @@ def split(data: bytes) -> tuple[bytes, memoryview]:
 # The detail texts, written once for both decoders (Spark builds the same strings in SQL).
 
 def bad_magic_detail(first_two_hex: str) -> str:
-    return f"starts with {first_two_hex or 'nothing'}, expected {MAGIC.hex()}"
+    return (f"starts with {first_two_hex or 'nothing'}, expected {MAGIC.hex()} (an event is Avro single-object"
+            " encoded: schemas/README.md)")
 
 
 def truncated_detail(length: int | str) -> str:

@@ -126,8 +126,9 @@ GOOD = codec.encode(sample_events()["MessageReceived"])
 
 
 @pytest.mark.parametrize("data, reason, detail", [
-    (b"", wire.BAD_MAGIC, "starts with nothing, expected c301"),
-    (b"{\"json\": 1}", wire.BAD_MAGIC, "starts with 7b22, expected c301"),
+    (b"", wire.BAD_MAGIC, wire.bad_magic_detail("")),
+    (b"{\"json\": 1}", wire.BAD_MAGIC,
+     "starts with 7b22, expected c301 (an event is Avro single-object encoded: schemas/README.md)"),
     (b"\xc3\x01\x00\x01", wire.TRUNCATED_HEADER, "4 bytes, the single-object header alone has 10"),
     (b"\xc3\x01" + bytes(range(8)) + GOOD[10:], wire.UNKNOWN_FINGERPRINT,
      "0001020304050607 is no catalogued writer schema"),

@@ -17,6 +17,7 @@ import pytest
 from infra.config import SparkInterval
 from infra.kafka import admin, consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
+from schemas import wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived, ServerProbed
@@ -190,7 +191,7 @@ def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_quer
         assert twin.restarts == 0 and twin.query.exception() is None
     assert {a.alert_id for a in got[topics.alerts]} == alerts
     assert [(d.original, d.key, d.reason) for d in got[topics.dead_letters]] == [
-        (largest, b"mbx01", "bad magic: starts with 7878, expected c301")]
+        (largest, b"mbx01", f"bad magic: {wire.bad_magic_detail('7878')}")]
 
 
 def test_an_alert_larger_than_kafkas_default_limit_is_published_and_the_query_runs_on(settings, spark,
