@@ -55,7 +55,7 @@ def test_the_processes_under_the_jvm_are_counted_apart(tmp_path):
 BUSY = """
 import os, time
 if os.fork() == 0:
-    end = time.process_time() + 0.6
+    end = time.process_time() + 1.0
     while time.process_time() < end:
         pass
     os._exit(0)
@@ -73,4 +73,5 @@ def test_the_cpu_time_of_the_processes_under_the_jvm_counts_their_ended_children
     finally:
         os.killpg(holder.pid, signal.SIGKILL)
     assert jvm == 0
-    assert 0.6 <= others < 5, others
+    # /proc counts in clock ticks, sampled: a second of the child's CPU may read a few ticks short
+    assert 0.8 <= others < 5, others
