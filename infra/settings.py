@@ -167,6 +167,10 @@ class TwinSettings:
     # Also publish every alert and command as JSON (schemas/jsonl.py) on `<topic>.json`, for
     # consumers without the contract's Avro framing (schemas/README.md).
     json_topics: bool = False
+    # After each batch, what it read is committed to this consumer group, for Kafka's own tools
+    # (streaming/consumer_group.py); the twin reads from its checkpoint, not from it. Empty: none.
+    consumer_group: str = field(default="shadowtwin-twin", metadata=matching(
+        r"|\S+", "a Kafka consumer group id, or empty to commit nothing"))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Everything the twin needs is started here and stopped here, in reverse order, an
 this object started is stopped: the embedded broker when no other broker answers at
 `kafka.bootstrap_servers`; the topics; the SparkSession (unless one is handed in, as the tests
 and the benchmark do); the query (`streaming.twin.start_query`); the clock ticks; the listener
-that prints one progress line per batch and raises LATE_EVENTS alerts; the HTTP server of the
+that prints one progress line per batch and raises LATE_EVENTS alerts; the one that commits
+what each batch read to `twin.consumer_group` for Kafka's tools; the HTTP server of the
 metrics and the live page (`[views]`, streaming/http_views.py). `twin run`, `demo`,
 `lab up --twin`, the benchmarks and the tests all start the twin through this class, with
 settings as typed objects (`infra.settings.Settings`).
@@ -33,6 +34,7 @@ from infra.signals import Stop, stop_on_signals
 from infra.topics import create_topics
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
+from streaming.consumer_group import GroupCommitter
 from streaming.progress import ProgressReporter
 from streaming.session import build_spark
 from streaming.ticker import Ticker
@@ -65,6 +67,7 @@ class TwinApplication:
         self.spark: SparkSession | None = spark
         self.query: StreamingQuery | None = None
         self.progress: ProgressReporter | None = None
+        self.group: GroupCommitter | None = None
         self._broker: EmbeddedKafka | None = None
         self._ticker: Ticker | None = None
         self._alerts_out = None
@@ -87,6 +90,9 @@ class TwinApplication:
             self.progress = ProgressReporter(self._say, self._publish_alert, settings.twin.late_alert_threshold,
                                              every_seconds=self._progress_every_s)
             self.spark.streams.addListener(self.progress)
+            if settings.twin.consumer_group:
+                self.group = GroupCommitter(settings.kafka, settings.twin.consumer_group, self._say)
+                self.spark.streams.addListener(self.group)
             self.query = start_query(self.spark, settings, self.checkpoint_dir, self._transform)
             topics = settings.topics
             self._say(f"twin running: {topics.events} -> {topics.alerts}, {topics.commands}, {topics.dead_letters};"
@@ -193,6 +199,11 @@ class TwinApplication:
             self._quietly("the query", lambda: self.query.isActive and stop_between_batches(self.query))
         if self.progress is not None and self.spark is not None:
             self._quietly("the progress listener", lambda: self.spark.streams.removeListener(self.progress))
+        if self.group is not None:
+            if self.spark is not None:
+                self._quietly("the consumer group's listener", lambda: self.spark.streams.removeListener(self.group))
+            self._quietly("the consumer group's commits", self.group.close)
+            self.group = None
         if self._alerts_out is not None:
             self._quietly("the alerts producer", lambda: self._alerts_out.flush(10))
             self._alerts_out = None

@@ -1,0 +1,99 @@
+"""What the twin has read, committed to a Kafka consumer group, so that Kafka's own tools see it.
+
+Spark's Kafka source keeps its offsets in the checkpoint and commits none to Kafka: without
+this, `kafka-consumer-groups --describe`, Burrow or a Kafka UI cannot show how far the twin
+trails its events topic. After each micro-batch, the offsets the batch read up to (its
+`endOffset`, the next record to read) are committed to `twin.consumer_group`:
+
+    kafka-consumer-groups.sh --bootstrap-server HOST:9092 --describe --group shadowtwin-twin
+
+The group has no members (the twin commits as a standalone consumer) and is only a reading:
+the twin starts again from its checkpoint, never from these offsets. Commits are asynchronous;
+one that fails is said once (and once more when they work again), and the twin decides on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Callable
+
+from confluent_kafka import KafkaError, TopicPartition
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from infra.kafka import Kafka, consumer
+
+
+def read_up_to(progress: dict) -> list[TopicPartition]:
+    """The offsets a batch's progress says its sources read up to, as Kafka commits them."""
+    offsets = []
+    for source in progress.get("sources") or ():
+        end = source.get("endOffset")
+        data = json.loads(end) if isinstance(end, str) else end
+        if not isinstance(data, dict):
+            continue
+        for topic, partitions in data.items():
+            if isinstance(partitions, dict):
+                offsets += [TopicPartition(topic, int(p), int(o)) for p, o in partitions.items() if int(o) >= 0]
+    return offsets
+
+
+class GroupCommitter(StreamingQueryListener):
+    """Commits each batch's read offsets to one consumer group."""
+
+    def __init__(self, kafka: Kafka, group_id: str, say: Callable[[str], None] = print):
+        self.group_id = group_id
+        self._say = say
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._failing = False
+        self.committed = 0  # commits the broker accepted
+        self._consumer = consumer(kafka, group_id, on_commit=self._on_commit)  # never subscribed: commits only
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        offsets = read_up_to(json.loads(event.progress.json))
+        with self._lock:
+            if offsets:
+                try:
+                    self._consumer.commit(offsets=offsets, asynchronous=True)
+                    self._pending += 1
+                except Exception as exc:  # noqa: BLE001 - a reading for Kafka's tools must not stop the twin
+                    self._failed(exc)
+            self._consumer.poll(0)  # delivers the outcomes of earlier commits
+
+    def onQueryIdle(self, event) -> None:
+        with self._lock:
+            self._consumer.poll(0)
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        self._pending -= 1
+        problem = error or next((p.error for p in partitions if p.error), None)
+        if problem is not None:
+            self._failed(problem)
+            return
+        self.committed += 1
+        if self._failing:
+            self._failing = False
+            self._say(f"read offsets committed to consumer group {self.group_id} again")
+
+    def _failed(self, problem: object) -> None:
+        if not self._failing:
+            self._failing = True
+            reason = problem.str() if isinstance(problem, KafkaError) else str(problem)
+            self._say(f"could not commit the read offsets to consumer group {self.group_id}: {reason};"
+                      " the twin decides on (Kafka's tools show its lag as last committed)")
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Wait for the commits under way (up to `timeout_s`), then leave."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while self._pending > 0 and time.monotonic() < deadline:
+                self._consumer.poll(0.1)
+            self._consumer.close()

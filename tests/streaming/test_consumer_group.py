@@ -1,0 +1,98 @@
+"""What the twin has read, committed to its consumer group for Kafka's tools (streaming/consumer_group.py):
+from the progress of a real twin run, and a commit the broker refuses said, not raised."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from types import SimpleNamespace
+
+from confluent_kafka import TopicPartition
+
+from infra.kafka import consumer
+from streaming.app import TwinApplication
+from streaming.consumer_group import GroupCommitter, read_up_to
+from tests.streaming.test_twin import (
+    collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
+)
+
+
+def progress_event(progress: dict) -> SimpleNamespace:
+    return SimpleNamespace(progress=SimpleNamespace(json=json.dumps(progress)))
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    client = consumer(bootstrap, group)
+    try:
+        found = client.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        client.close()
+
+
+def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    client = consumer(bootstrap, uuid.uuid4().hex)
+    try:
+        return {p: client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        client.close()
+
+
+def test_the_offsets_a_batch_read_up_to_are_those_of_its_end():
+    progress = {"sources": [{"startOffset": json.dumps({"events": {"0": 3, "1": 0}}),
+                             "endOffset": json.dumps({"events": {"0": 100, "1": 50}}),
+                             "latestOffset": json.dumps({"events": {"0": 130, "1": 60}})}]}
+    assert sorted((tp.topic, tp.partition, tp.offset) for tp in read_up_to(progress)) == [
+        ("events", 0, 100), ("events", 1, 50)]
+    assert read_up_to({"sources": [{"endOffset": None}]}) == []
+    assert read_up_to({}) == []
+
+
+def test_a_twin_run_leaves_its_group_at_the_end_of_the_events_it_decided_on(settings, spark, kafka_bootstrap,
+                                                                           topics, tmp_path):
+    events = world_events()
+    alerts, _ = expected_ids(events)
+    group = f"twin-{uuid.uuid4().hex[:8]}"
+    conf = twin_settings(settings, kafka_bootstrap, topics, servers=world_servers())
+    conf = dataclasses.replace(conf, twin=dataclasses.replace(conf.twin, consumer_group=group))
+    publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+    ends = log_ends(kafka_bootstrap, topics.events, topics.events_partitions)
+    assert sum(ends.values()) == len(events) + 1
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=tmp_path / "checkpoint",
+                         say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts], lambda g: len(g[topics.alerts]) >= len(alerts))
+        assert {a.alert_id for a in got[topics.alerts]} == alerts
+        deadline = time.monotonic() + 60
+        while committed(kafka_bootstrap, group, topics.events, topics.events_partitions) != ends \
+                and time.monotonic() < deadline:
+            twin.wait(seconds=1)
+    assert committed(kafka_bootstrap, group, topics.events, topics.events_partitions) == ends
+
+
+def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(kafka_bootstrap, topics):
+    said: list[str] = []
+    group = f"refused-{uuid.uuid4().hex[:8]}"
+    committer = GroupCommitter(kafka_bootstrap, group, said.append)
+    missing = {"sources": [{"endOffset": json.dumps({f"no.such.topic.{uuid.uuid4().hex}": {"0": 5}})}]}
+    present = {"sources": [{"endOffset": json.dumps({topics.events: {"0": 0, "1": 0}})}]}
+
+    def until(condition) -> None:
+        deadline = time.monotonic() + 30
+        while not condition() and time.monotonic() < deadline:
+            committer.onQueryIdle(None)  # where the outcomes are delivered between batches
+            time.sleep(0.1)
+
+    try:
+        committer.onQueryProgress(progress_event(missing))
+        until(lambda: said)
+        committer.onQueryProgress(progress_event(missing))
+        until(lambda: committer._pending == 0)
+        assert len(said) == 1 and said[0].startswith(f"could not commit the read offsets to consumer group {group}: ")
+        committer.onQueryProgress(progress_event(present))
+        until(lambda: committer.committed)
+    finally:
+        committer.close()
+    assert said[1:] == [f"read offsets committed to consumer group {group} again"]
+    assert committed(kafka_bootstrap, group, topics.events, 2) == {0: 0, 1: 0}
