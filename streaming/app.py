@@ -75,7 +75,7 @@ class TwinApplication:
         self._feed = None
         self.stop_signal: Stop = Stop()
         self.restarts = 0
-        self._batches_at_restart = 0
+        self._triggers_at_restart = 0
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -128,8 +128,8 @@ class TwinApplication:
                     self._restart_query(failures_in_a_row)
                     continue
                 if failures_in_a_row and self.progress is not None and \
-                        self.progress.batches > self._batches_at_restart + 1:
-                    failures_in_a_row = 0  # it works again
+                        self.progress.triggers > self._triggers_at_restart + 1:
+                    failures_in_a_row = 0  # it works again, busy or idle
                 if not self.query.isActive:
                     return Ending.QUERY_STOPPED
                 if deadline is not None and time.monotonic() >= deadline:
@@ -155,7 +155,7 @@ class TwinApplication:
             self.query = start_query(self.spark, self.settings, self.checkpoint_dir, self._transform)
         except Exception as exc:  # noqa: BLE001 - counted as one more failure; the old query's error stays
             self._say(f"the twin's query could not start again: {str(exc).splitlines()[0][:300]}")
-        self._batches_at_restart = self.progress.batches if self.progress else 0
+        self._triggers_at_restart = self.progress.triggers if self.progress else 0
 
     def _create_topics(self) -> None:
         settings = self.settings

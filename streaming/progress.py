@@ -52,6 +52,7 @@ class ProgressReporter(StreamingQueryListener):
         self.late_total = 0
         self.batches = 0
         self.input_rows_total = 0
+        self.idle_triggers = 0  # triggers that found no new data (Spark says so every 10 s at most)
         self.last_progress: dict | None = None  # for the metrics (streaming/metrics.py)
 
     def onQueryStarted(self, event) -> None:
@@ -72,7 +73,12 @@ class ProgressReporter(StreamingQueryListener):
             self._publish_alert(late_events_alert(progress, late))
 
     def onQueryIdle(self, event) -> None:
-        pass
+        self.idle_triggers += 1
+
+    @property
+    def triggers(self) -> int:
+        """Triggers the query got through, with or without data: it runs, the broker answers."""
+        return self.batches + self.idle_triggers
 
     def onQueryTerminated(self, event) -> None:
         self._say(f"twin query stopped{': ' + str(event.exception) if event.exception else ''}")

@@ -13,6 +13,7 @@ from pyspark.errors import StreamingQueryException
 
 import streaming.app
 from streaming.app import Ending, TwinApplication
+from streaming.progress import ProgressReporter
 
 
 class FailsWhileAwaited:
@@ -64,3 +65,34 @@ def test_a_query_that_keeps_failing_ends_the_wait_after_its_attempts(settings, m
     monkeypatch.setattr(streaming.app, "start_query", lambda *args: FailsWhileAwaited())
     assert app.wait(seconds=30) is Ending.QUERY_FAILED
     assert app.restarts == attempts
+
+
+class IdleThenFails:
+    """A query that gets through `idle` triggers without data (Spark's onQueryIdle), then fails."""
+
+    isActive = True
+
+    def __init__(self, app: TwinApplication, idle: int):
+        self._app, self._idle = app, idle
+        self._failing = FailsWhileAwaited()
+
+    def exception(self):
+        return self._failing.exception()
+
+    def awaitTermination(self, timeout: float) -> None:
+        if self._idle:
+            self._idle -= 1
+            self._app.progress.onQueryIdle(None)
+            return
+        self._failing.awaitTermination(timeout)
+
+
+def test_a_query_started_again_that_runs_idle_has_its_failures_forgotten(settings, monkeypatch):
+    """An idle twin (no ticks, quiet servers) gets no batch, only idle triggers: they show that it runs
+    again, so failures days apart do not add up to `restart_attempts`."""
+    app = twin(settings, attempts=1)
+    app.progress = ProgressReporter(lambda line: None)
+    app.query = FailsWhileAwaited()
+    monkeypatch.setattr(streaming.app, "start_query", lambda *args: IdleThenFails(app, idle=3))
+    assert app.wait(seconds=1) is Ending.TIME_UP
+    assert app.restarts >= 3 and app.progress.batches == 0
