@@ -117,6 +117,9 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
     kafka, twin = spark_options(settings.kafka), settings.twin
     reader = (
         spark.readStream.format("kafka")
+        # a transaction's records only once committed, as librdkafka's readers of the contract take them
+        # (the Java client's default reads aborted ones too); `kafka.spark_properties` may say otherwise
+        .option("kafka.isolation.level", "read_committed")
         .options(**kafka)
         .option("subscribe", settings.topics.events)
         .option("startingOffsets", twin.starting_offsets)

@@ -20,10 +20,11 @@ from infra.settings import Settings, TopicSettings
 from schemas import wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
-from schemas.events import AlertType, ClockTick, Event, MessageReceived, ServerProbed
+from schemas.events import AlertType, ClockTick, Event, MessageReceived, MessageRef, ServerProbed
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
 from streaming.app import Ending, TwinApplication
+from streaming.views import read_state
 from tests.state.scenario import Org
 from tests.state.world import Crash, Mail, simulate
 
@@ -240,6 +241,34 @@ def test_an_output_topic_deleted_while_the_twin_runs_is_created_again(settings, 
             got = collect(kafka_bootstrap, [topics.alerts], lambda g: len(g[topics.alerts]) >= len(alerts), 3)
         assert twin.restarts >= 1 and twin.query.isActive
     assert {a.alert_id for a in got[topics.alerts]} == alerts
+
+
+def test_records_of_an_aborted_transaction_are_not_read(settings, spark, kafka_bootstrap, topics, tmp_path):
+    """A node that publishes through Kafka transactions (a Connect worker or a Flink job with exactly-once
+    delivery) and aborts one: its records are in the topic but never happened; the twin reads committed
+    records only, as the contract's own consumers (librdkafka's default) do."""
+    events = world_events()
+    alerts, commands = expected_ids(events)
+    phantom = dataclasses.replace(next(e for e in events if isinstance(e, MessageReceived)), event_id="aborted",
+                                  message=MessageRef("<phantom@example.com>", "phantom"))
+    node = producer(kafka_bootstrap, **{"transactional.id": f"node-{uuid.uuid4().hex[:8]}"})
+    node.init_transactions(30)
+    node.begin_transaction()
+    node.produce(topics.events, key=kafka_key(phantom), value=encode(phantom))
+    node.produce(topics.events, key=b"mbx01", value=b"not an event")  # a dead letter, were it read
+    node.flush(30)
+    node.abort_transaction(30)
+    publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands))
+        assert twin.query.exception() is None
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+    assert got[topics.dead_letters] == []
+    held = read_state(kafka_bootstrap, topics.state)
+    assert held.where("<phantom@example.com>") == []
 
 
 def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_bootstrap, topics, tmp_path):
