@@ -18,6 +18,7 @@ with its reason (topic: the recording; offset: its 1-based position in the recor
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -75,13 +76,18 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     other = _assigned(base, compares, "--compare") if compares else None
     runs = [(label(sets), base)] + ([(label(compares), other)] if other is not None else [])
     folders = [out if index == 0 else out / "compare" for index in range(len(runs))] if out is not None else []
-    for folder in folders + ([report] if report is not None else []):  # before the replay: known at once
-        folder.mkdir(parents=True, exist_ok=True)
-    truth_records = _truth(truth) if truth is not None else None
-    progress = progress or StderrProgress(always=show_progress)
-    recorded, damage = load(check_name(file), lambda n: progress(f"read {n:,} events from {file}"))
-    progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
-    _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
+    made = _made_folders(folders + ([report] if report is not None else []))  # before the replay: known at once
+    try:
+        truth_records = _truth(truth) if truth is not None else None
+        progress = progress or StderrProgress(always=show_progress)
+        recorded, damage = load(check_name(file), lambda n: progress(f"read {n:,} events from {file}"))
+        progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
+        _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
+    except BaseException:
+        for folder in reversed(made):  # refused before writing anything: no empty folder left behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
     summaries, results = [], []
     for index, (name, config) in enumerate(runs):
@@ -115,6 +121,16 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     if damage is not None:
         raise damage
     return 0
+
+
+def _made_folders(folders: list[Path]) -> list[Path]:
+    """Create `folders`; the ones this call made (parents first), to remove if the run is refused."""
+    made: list[Path] = []
+    for folder in folders:
+        missing = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        made += [p for p in reversed(missing) if p not in made]
+    return made
 
 
 def _truth(path: Path) -> list[dict]:

@@ -173,6 +173,13 @@ def test_whatif_refuses_a_node_setting_for_a_server_neither_the_recording_nor_th
                     "did you mean 'mbx02'?")
 
 
+def test_whatif_refused_after_reading_leaves_no_empty_folder(recording, tmp_path):
+    out, report = tmp_path / "runs" / "out", tmp_path / "report"
+    one_line_naming(shadowtwin("whatif", recording, "--compare", "mbx2:ShadowResubmitTimeSpan=5m",
+                               "--out", str(out), "--report", str(report)), "no server 'mbx2'")
+    assert [p.name for p in tmp_path.iterdir()] == [recording.name]
+
+
 @pytest.mark.parametrize("command", [
     ["record", "shadowtwin.events", "r.avro", "--count", "0"],
     ["record", "shadowtwin.events", "r.avro", "--count", "-1"],
