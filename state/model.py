@@ -356,7 +356,9 @@ class _Transition:
         """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
         m.decided = True
         primary = self.s.primary
-        if self.config.for_node(primary).reject_message_on_shadow_failure:
+        # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
+        if self.config.for_node(primary).reject_message_on_shadow_failure \
+                and self.mode_of(primary) is not NodeMode.EXCHANGE_2010:
             self.alert(AlertType.REJECTED_NO_SHADOW, Severity.INFO, [primary], [m], t,
                        f"{primary} could not make a shadow copy and answered 451 4.4.0 Message failed to be"
                        " made redundant; the sender may retry")

@@ -587,6 +587,29 @@ def exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay() -> Tim
         Expected(AlertType.NOT_REDUNDANT, at(1.5), ("m2",)),))
 
 
+
+# ---- behaviours of the seeds a fourth review found decided otherwise -------------------------
+
+def exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says() -> Timeline:
+    """RejectMessageOnShadowFailure is $true for the organisation, but hub01 is an Exchange 2010 hub: "No
+    message is accepted or acknowledged by any Mailbox server in the organization until a shadow copy of
+    the message is successfully created" (003) is a Mailbox server's rule; a 2010 hub whose sender does
+    not support shadow redundancy "enviará un acuse de recibo al servidor de correo de
+    envío; esto no garantiza la redundancia del correo pero es la mejor opción (best effort)" (002). m1
+    has not reached hub02 after MaxAcknowledgementDelay (30 s): hub01 answers 250 at 1.5, not 451: m1 is
+    not redundant, and lost when hub01 comes back at 3 with a new, empty queue database."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"reject_message_on_shadow_failure": True}))
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m1", 1, sender_supports_shadow=False),
+              *org.sent("hub01", "m1", "hub02", 1.1),
+              ev.AcknowledgedToSender(**org._header("hub01", "hub01", 1.5, "m1"), redundant=False),
+              *org.started("hub01", "db-B", 3, mode=NodeMode.EXCHANGE_2010)]
+    return Timeline("Exchange 2010 answers 250 after MaxAcknowledgementDelay whatever RejectMessageOnShadowFailure says",
+                    events, config, alerts=(Expected(AlertType.NOT_REDUNDANT, at(1.5), ("m1",)),
+                                            Expected(AlertType.MESSAGE_LOST, at(3), ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -604,4 +627,5 @@ ALL = (
     a_sender_that_timed_out_resends_and_the_copies_are_unrelated,
     a_query_answered_exactly_at_the_span_keeps_the_primary,
     exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay,
+    exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says,
 )
