@@ -859,12 +859,16 @@ class _Transition:
 
     def remember_promoted(self, m: Message, holder: str, t: int, primary_db_id: str | None,
                           recipients: tuple[Recipient, ...] | None = None) -> None:
+        """Kept until the message would expire from the primary's queue (receipt + MessageExpirationTimeout):
+        back with that queue later, the primary expires it instead of delivering it."""
         s = self.s
+        expires = m.received_ms + self.config.timing(s.primary).expiration_ms
+        if expires <= t:
+            return
         record = Promoted(m.ref.whole(), holder, m.recipients if recipients is None else recipients,
                           primary_db_id or s.queue_db_id, t)
         s.promoted[m.ref.internal_id] = record
-        s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id,
-                        t + self.config.timing(s.primary).retention_ms)
+        s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id, expires)
 
     def predict_duplicates(self, records: list[Promoted], t: int, why: str) -> None:
         if not records:

@@ -610,6 +610,25 @@ def exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on
                                             Expected(AlertType.MESSAGE_LOST, at(3), ("m1",))))
 
 
+
+def primary_back_with_the_same_database_after_message_expiration_delivers_nothing_twice() -> Timeline:
+    """mbx01 fails after minute 1 and mbx02 promotes m1 (for bob@fabrikam.com) at ShadowResubmitTimeSpan.
+    mbx01 comes back with the SAME queue database, but three days later: MessageExpirationTimeout is "How
+    long a message can remain in a queue before it expires" (2 days), so m1 expires in its queue (FAIL)
+    instead of being among "the messages in its queues" it delivers: nothing is delivered twice."""
+    org = Org()
+    back = 3 * 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 0, recipients=(), external=("bob@fabrikam.com",)),
+              *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
+              *org.heartbeats_failing("mbx02", "mbx01", 3, 4 * 60),
+              *org.started("mbx01", "dbP1", back), *org.expired("mbx01", "m1", back + 0.1)]
+    promoted_at = at(1) + 3 * HOUR
+    return Timeline("primary back with the same database after MessageExpirationTimeout delivers nothing twice",
+                    events, alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, (), promoted_at),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -628,4 +647,5 @@ ALL = (
     a_query_answered_exactly_at_the_span_keeps_the_primary,
     exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay,
     exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says,
+    primary_back_with_the_same_database_after_message_expiration_delivers_nothing_twice,
 )
