@@ -801,7 +801,7 @@ class _Transition:
             held.remove(m)
         if forecast:
             processed = []
-        will_resubmit = [m for m in processed if m.shadow_alternate_route
+        will_resubmit = [m for m in processed if include_unrouted or m.shadow_alternate_route
                          or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
         if will_resubmit:
             self.predict_duplicates(
@@ -809,7 +809,9 @@ class _Transition:
                  for m in will_resubmit], t,
                 f"processed messages whose discard notifications never reached {pair.shadow}, which takes"
                 f" ownership of its copies ({reason.value}) and resubmits them on its own")
-        for m in processed:
+        # The others (2010, no alternate route) stay in the shadow queue with the unprocessed ones: released
+        # by their discard notification, resubmitted with the rest when the primary returns as a new route.
+        for m in will_resubmit:
             self.close(m, t, "delivered")
         # Only a 2010 shadow (the previous hop) can be without an alternate route: 2013 and later
         # transmit promoted messages to the next hop.

@@ -629,6 +629,33 @@ def primary_back_with_the_same_database_after_message_expiration_delivers_nothin
                     commands=(Command("mbx02", "mbx01", "m1", None, None, (), promoted_at),))
 
 
+
+def exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_the_new_database() -> Timeline:
+    """hub02 keeps the copies of hub01's m1 and m2 with no alternate route. hub01 delivers m1 at 3 and
+    dies before hub02 collects the discard notification; at 3 x 300 s hub01 is declared failed and "dicho
+    mensaje no se volverá a enviar pero permanecerá en la cola de instantáneas" (002): m1's copy too,
+    hub02 cannot know it was delivered. hub01 comes back at 60 with a new queue database: "los servidores
+    de instantánea detectan que hay una nueva base de datos y vuelven a enviar los mensajes que están en la
+    cola de instantáneas para Hub01" (002): m2, with a command, and m1, which arrives twice."""
+    org = Org()
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("hub02", "db-H2", 0, mode=NodeMode.EXCHANGE_2010)]
+    for mid in ("m1", "m2"):
+        events += [*org.received("hub01", mid, 1),
+                   *org.shadowed("hub01", "hub02", mid, 1, db="db-A", alternate_route=False)]
+    events += [*org.query_ok("hub02", "hub01", 2, db="db-A"),
+               *org.delivered("hub01", "m1", "hub03", 3),
+               *org.heartbeats_failing("hub02", "hub01", 7, 60, every=5),
+               *org.query_ok("hub02", "hub01", 60, db="db-B")]
+    return Timeline("Exchange 2010: a delivered copy held for want of a route is resubmitted with the new database",
+                    events, alerts=(
+                        Expected(AlertType.HELD_NO_ALTERNATE_ROUTE, at(17), ("m2",)),
+                        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(60), ("m1",)),
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(60), ("m2",)),
+                    ), commands=(Command("hub02", "hub01", "m2", None, None, (), at(60),
+                                         CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -648,4 +675,5 @@ ALL = (
     exchange_2010_next_hop_reached_exactly_at_the_acknowledgement_delay,
     exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says,
     primary_back_with_the_same_database_after_message_expiration_delivers_nothing_twice,
+    exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_the_new_database,
 )
