@@ -9,6 +9,8 @@
   primary's queue-db id and the discard notifications for the asking shadow.
 
 Failures are raised as `SessionFailed` with the contract's reason for the event to publish.
+A peer that hangs up at QUIT, or never answers it, after its 250 to DATA or its discard
+answer has done the work: the session counts as done (else the node would send it twice).
 No credential is ever put into an exception's text or a log line.
 """
 
@@ -102,6 +104,15 @@ def _data(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content
     return text.decode(errors="replace")
 
 
+def _quit(session: smtplib.SMTP) -> None:
+    """QUIT after the work is done: a peer that hangs up or never answers it changes nothing, since
+    its 250 to DATA (or its discard answer) was the hand-off; failing here would send it twice."""
+    try:
+        session.quit()
+    except (OSError, smtplib.SMTPException):
+        pass
+
+
 def send_shadow(host: str, port: int, me: str, credentials: Credentials, request: protocol.ShadowRequest,
                 mail_from: str, rcpts: tuple[str, ...], content: bytes, timeout: float, peer: str) -> None:
     try:
@@ -112,7 +123,7 @@ def send_shadow(host: str, port: int, me: str, credentials: Credentials, request
                 raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED,
                                     f"XSHADOW refused: {code} {text.decode(errors='replace')}")
             _data(session, mail_from, rcpts, content)
-            session.quit()
+            _quit(session)
         finally:
             session.close()
     except Exception as exc:  # noqa: BLE001 - every failure becomes a reason
@@ -126,7 +137,7 @@ def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...],
         session = _open(host, port, me, timeout)
         try:
             text = _data(session, mail_from, rcpts, content)
-            session.quit()
+            _quit(session)
             return text
         finally:
             session.close()
@@ -141,7 +152,7 @@ def query_discards(host: str, port: int, me: str, credentials: Credentials, quer
         try:
             code, text = session.docmd(protocol.XQDISCARD, query.argument())
             answer = protocol.parse_discard_reply(code, text.decode(errors="replace"))
-            session.quit()
+            _quit(session)
             return answer
         finally:
             session.close()
