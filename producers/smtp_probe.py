@@ -2,8 +2,9 @@
 
 A log-fed twin knows a server is alive from its own log lines (state/liveness.py); a server
 that is alive but idle logs little. The probe does what a shadow's heartbeat does, from
-outside: every round it opens SMTP to each server, sends EHLO and QUIT within a timeout, and
-publishes one `ServerProbed` per server, stamped with the prober's clock when the probe began:
+outside: every round it opens SMTP to each server, sends EHLO and QUIT within a timeout (one
+deadline for the whole conversation, producers/smtp_talk.py), and publishes one `ServerProbed`
+per server, stamped with the prober's clock when the probe began:
 
 - answered (EHLO got 250): `node` is the probed server, so the event counts as that server's
   activity (a `NodeSeen` fact, state/facts.py), as a line in its log would;
@@ -19,7 +20,6 @@ The model does nothing else with it. Servers are `NAME=HOST:PORT` or a TOML file
 
 from __future__ import annotations
 
-import smtplib
 import socket
 import time
 import tomllib
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from producers.smtp_talk import Conversation, NotSMTP
 from schemas.events import ServerProbed
 
 DEFAULT_PORT = 25
@@ -74,17 +75,20 @@ def load_targets(path: Path) -> list[Target]:
 
 
 def ehlo(target: Target, timeout_s: float, local_hostname: str | None = None) -> tuple[bool, str]:
-    """Open SMTP, EHLO, QUIT: (answered with 250, the answer's first line or why there was none)."""
+    """Open SMTP, EHLO, QUIT, all within `timeout_s`: (answered with 250, the answer's first line or
+    why there was none: a greeting other than 220 such as `421 ... busy`, a timeout, a refusal)."""
     try:
-        with smtplib.SMTP(target.host, target.port, local_hostname=local_hostname, timeout=timeout_s) as smtp:
-            code, text = smtp.ehlo()
-            reply = f"{code} {text.decode('utf-8', 'replace').splitlines()[0] if text else ''}".strip()
+        with Conversation(target.host, target.port, timeout_s) as smtp:
+            greeting = smtp.reply("greeting")
+            if greeting.code != 220:
+                return False, greeting.first()
+            answer = smtp.command(f"EHLO {local_hostname or socket.getfqdn()}")
             try:
-                smtp.quit()
-            except (OSError, smtplib.SMTPException):
+                smtp.command("QUIT")
+            except (OSError, NotSMTP):
                 pass  # the answer to EHLO is what was asked; a QUIT cut short changes nothing
-            return code == 250, reply
-    except (OSError, smtplib.SMTPException) as exc:
+            return answer.code == 250, answer.first()
+    except (OSError, NotSMTP) as exc:
         return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

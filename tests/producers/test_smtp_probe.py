@@ -5,6 +5,7 @@ import json
 import signal
 import socket
 import threading
+import time
 import uuid
 
 import pytest
@@ -58,6 +59,114 @@ def test_a_server_that_accepts_but_never_greets_fails_within_the_timeout():
                timeout_s=0.3).round()
     assert [(e.answered, e.node.startswith("probe@")) for e in events] == [(False, True)]
     assert "timed out" in events[0].reply
+
+
+class ScriptedServer:
+    """A real SMTP-ish server on a loopback socket that plays `script(connection, lines)` for each client:
+    `lines` yields the client's command lines; it records them in `heard`."""
+
+    def __init__(self, script, family=socket.AF_INET, host="127.0.0.1"):
+        self.script, self.heard = script, []
+        self.sock = socket.socket(family)
+        self.sock.bind((host, 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                connection, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._play, args=(connection,), daemon=True).start()
+
+    def _play(self, connection):
+        def lines():
+            for line in connection.makefile("rb"):
+                self.heard.append(line.decode().strip())
+                yield self.heard[-1].upper()  # verbs are case-insensitive
+        try:
+            self.script(connection, lines())
+        except OSError:
+            pass
+        finally:
+            connection.close()
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def start(script, **kwargs):
+        servers.append(ScriptedServer(script, **kwargs))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def _probe(port, timeout_s, host="127.0.0.1", prober="probe@ops01"):
+    """One probe; (its event, how long it took)."""
+    events, started = [], time.monotonic()
+    Prober([Target("mbx01", host, port)], events.append, every_s=60, timeout_s=timeout_s, prober=prober).round()
+    return events[0], time.monotonic() - started
+
+
+def test_a_probe_takes_at_most_its_timeout_even_if_the_server_is_slow_and_never_answers_quit(scripted):
+    def late_ehlo_and_mute_quit(connection, lines):
+        connection.sendall(b"220 mbx01 ESMTP\r\n")
+        for line in lines:
+            if line.startswith("EHLO"):
+                time.sleep(0.6)
+                connection.sendall(b"250-mbx01\r\n250 PIPELINING\r\n")
+            elif line == "QUIT":
+                time.sleep(5)  # never answers
+                return
+    server = scripted(late_ehlo_and_mute_quit)
+    event, took = _probe(server.port, timeout_s=1.0)
+    assert event.answered and event.reply == "250 mbx01"
+    assert took < 1.3, f"the probe took {took:.1f} s with a 1 s timeout"
+
+
+def test_a_server_that_drips_its_greeting_fails_within_the_timeout(scripted):
+    def drip(connection, lines):
+        for _ in range(50):  # a 220- line every 0.2 s, never the last one
+            connection.sendall(b"220-mbx01 still greeting\r\n")
+            time.sleep(0.2)
+    server = scripted(drip)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(_probe(server.port, timeout_s=1.0)), daemon=True)
+    worker.start()
+    worker.join(3)
+    assert done, "the probe was still waiting 3 s into a 1 s timeout"
+    event, took = done[0]
+    assert not event.answered and "timed out" in event.reply and took < 1.3
+
+
+def test_a_multi_line_greeting_is_read_whole_before_ehlo(scripted):
+    """Postfix's postscreen greets `220-` then `220 ` and takes a client that speaks in between for a bot."""
+    def postscreen(connection, lines):
+        connection.sendall(b"220-mbx01 ESMTP\r\n")
+        time.sleep(0.3)
+        connection.sendall(b"220 mbx01 ESMTP\r\n")
+        for line in lines:
+            connection.sendall(b"250 mbx01\r\n" if line.startswith("EHLO") else b"221 bye\r\n")
+    server = scripted(postscreen)
+    event, _ = _probe(server.port, timeout_s=2)
+    assert event.answered and [line.upper() for line in server.heard] == ["EHLO OPS01", "QUIT"]
+
+
+@pytest.mark.parametrize("greeting", [b"421 4.3.2 mbx01 busy, try later\r\n", b"554 5.7.1 no SMTP service here\r\n"])
+def test_a_busy_or_refusing_greeting_is_a_failed_probe_with_its_reply(scripted, greeting):
+    server = scripted(lambda connection, lines: connection.sendall(greeting))
+    event, _ = _probe(server.port, timeout_s=2)
+    assert not event.answered and event.node == "probe@ops01"
+    assert event.reply == greeting.decode().strip()
 
 
 def test_rounds_are_paced_by_every_and_stop_when_asked():
