@@ -6,8 +6,9 @@ outside: every round it opens SMTP to each server, sends EHLO and QUIT within a 
 deadline for the whole conversation, producers/smtp_talk.py), and publishes one `ServerProbed`
 per server, stamped with the prober's clock when the probe began:
 
-- answered (EHLO got 250): `node` is the probed server, so the event counts as that server's
-  activity (a `NodeSeen` fact, state/facts.py), as a line in its log would;
+- answered (EHLO got 250, or HELO did from a server without ESMTP, which refuses EHLO with
+  5xx): `node` is the probed server, so the event counts as that server's activity (a
+  `NodeSeen` fact, state/facts.py), as a line in its log would;
 - failed (refused, timed out, no 250): `node` is the prober, so it is no activity of the server.
 
 The model does nothing else with it. Servers are `NAME=HOST:PORT` or a TOML file:
@@ -75,19 +76,25 @@ def load_targets(path: Path) -> list[Target]:
 
 
 def ehlo(target: Target, timeout_s: float, local_hostname: str | None = None) -> tuple[bool, str]:
-    """Open SMTP, EHLO, QUIT, all within `timeout_s`: (answered with 250, the answer's first line or
-    why there was none: a greeting other than 220 such as `421 ... busy`, a timeout, a refusal)."""
+    """Open SMTP, EHLO (HELO if EHLO got 5xx), QUIT, all within `timeout_s`: (answered with 250, the
+    answer's first line or why there was none: a greeting other than 220 such as `421 ... busy`, a
+    timeout, a refusal)."""
     try:
         with Conversation(target.host, target.port, timeout_s) as smtp:
             greeting = smtp.reply("greeting")
             if greeting.code != 220:
                 return False, greeting.first()
-            answer = smtp.command(f"EHLO {local_hostname or socket.getfqdn()}")
+            me = local_hostname or socket.getfqdn()
+            answer = smtp.command(f"EHLO {me}")
+            reply = answer.first()
+            if 500 <= answer.code < 600:  # no ESMTP here: HELO, as RFC 5321 (3.2) has a client do
+                refused, answer = answer, smtp.command(f"HELO {me}")
+                reply = f"{answer.first()} (HELO, after EHLO got {refused.code})" if answer.code == 250 else reply
             try:
                 smtp.command("QUIT")
             except (OSError, NotSMTP):
                 pass  # the answer to EHLO is what was asked; a QUIT cut short changes nothing
-            return answer.code == 250, answer.first()
+            return answer.code == 250, reply
     except (OSError, NotSMTP) as exc:
         return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 

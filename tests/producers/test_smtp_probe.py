@@ -169,6 +169,36 @@ def test_a_busy_or_refusing_greeting_is_a_failed_probe_with_its_reply(scripted, 
     assert event.reply == greeting.decode().strip()
 
 
+def _helo_only(ehlo_reply):
+    def script(connection, lines):
+        connection.sendall(b"220 mbx01 ESMTP\r\n")
+        for line in lines:
+            if line.startswith("EHLO"):
+                connection.sendall(ehlo_reply)
+            elif line.startswith("HELO"):
+                connection.sendall(b"250 mbx01\r\n")
+            elif line == "QUIT":
+                connection.sendall(b"221 bye\r\n")
+                return
+    return script
+
+
+def test_a_server_that_refuses_ehlo_but_answers_helo_is_alive(scripted):
+    """A server without ESMTP answers EHLO 500/502; a client then says HELO (RFC 5321 3.2), and a 250
+    to it shows the SMTP service up just as well."""
+    server = scripted(_helo_only(b"502 5.5.1 EHLO not implemented\r\n"))
+    event, _ = _probe(server.port, timeout_s=2)
+    assert event.answered and event.node == "mbx01"
+    assert event.reply == "250 mbx01 (HELO, after EHLO got 502)"
+
+
+def test_a_server_that_closes_at_ehlo_with_421_is_not_asked_helo(scripted):
+    server = scripted(_helo_only(b"421 4.7.0 mbx01 closing connection\r\n"))
+    event, _ = _probe(server.port, timeout_s=2)
+    assert not event.answered and event.reply == "421 4.7.0 mbx01 closing connection"
+    assert not any(line.upper().startswith("HELO") for line in server.heard)
+
+
 def test_rounds_are_paced_by_every_and_stop_when_asked():
     stop, events = threading.Event(), []
     prober = Prober([Target("mbx03", "127.0.0.1", free_port())], events.append, every_s=60, timeout_s=0.5)
