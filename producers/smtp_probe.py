@@ -21,6 +21,8 @@ The model does nothing else with it. Servers are `NAME=HOST:PORT` or a TOML file
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import socket
 import time
 import tomllib
@@ -32,6 +34,7 @@ from producers.smtp_talk import Conversation, NotSMTP
 from schemas.events import ServerProbed
 
 DEFAULT_PORT = 25
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -75,16 +78,31 @@ def load_targets(path: Path) -> list[Target]:
     return targets
 
 
+def ehlo_name(wanted: str | None, sock: socket.socket) -> str:
+    """What EHLO says (RFC 5321 4.1.3): `wanted` if it is a host name (IDNA-encoded, as DNS has
+    it), else the address literal of our end of `sock` (`[10.0.0.5]`, `[IPv6:...]`): a name with
+    `_` or spaces gets `501` from Exim, and a reverse lookup of our own name could take longer
+    than the probe may."""
+    try:
+        name = (wanted or "").encode("idna").decode("ascii")
+    except UnicodeError:
+        name = ""
+    if _HOST_NAME.match(name):
+        return name
+    address = ipaddress.ip_address(sock.getsockname()[0].partition("%")[0])
+    return f"[IPv6:{address}]" if address.version == 6 else f"[{address}]"
+
+
 def ehlo(target: Target, timeout_s: float, local_hostname: str | None = None) -> tuple[bool, str]:
-    """Open SMTP, EHLO (HELO if EHLO got 5xx), QUIT, all within `timeout_s`: (answered with 250, the
-    answer's first line or why there was none: a greeting other than 220 such as `421 ... busy`, a
-    timeout, a refusal)."""
+    """Open SMTP, EHLO `local_hostname` (see `ehlo_name`; HELO if EHLO got 5xx), QUIT, all within
+    `timeout_s`: (answered with 250, the answer's first line or why there was none: a greeting
+    other than 220 such as `421 ... busy`, a timeout, a refusal)."""
     try:
         with Conversation(target.host, target.port, timeout_s) as smtp:
             greeting = smtp.reply("greeting")
             if greeting.code != 220:
                 return False, greeting.first()
-            me = local_hostname or socket.getfqdn()
+            me = ehlo_name(local_hostname, smtp.sock)
             answer = smtp.command(f"EHLO {me}")
             reply = answer.first()
             if 500 <= answer.code < 600:  # no ESMTP here: HELO, as RFC 5321 (3.2) has a client do

@@ -199,6 +199,30 @@ def test_a_server_that_closes_at_ehlo_with_421_is_not_asked_helo(scripted):
     assert not any(line.upper().startswith("HELO") for line in server.heard)
 
 
+def _answers_any_ehlo(connection, lines):
+    connection.sendall(b"220 mbx01 ESMTP\r\n")
+    for line in lines:
+        connection.sendall(b"221 bye\r\n" if line == "QUIT" else b"250 mbx01\r\n")
+
+
+@pytest.mark.parametrize("prober, said", [
+    ("probe@ops01.contoso.com", "EHLO ops01.contoso.com"),
+    ("probe@büro01", "EHLO xn--bro01-kva"),  # a host name in IDNA, as DNS has it
+    ("probe@ops_01", "EHLO [127.0.0.1]"),  # not a host name (Exim refuses it): the address literal
+    ("ops probe", "EHLO [127.0.0.1]"),  # no host part: the address literal, no reverse lookup
+])
+def test_ehlo_names_the_prober_as_a_host_name_or_its_address(scripted, prober, said):
+    server = scripted(_answers_any_ehlo)
+    event, _ = _probe(server.port, timeout_s=2, prober=prober)
+    assert event.answered and server.heard[0] == said
+
+
+def test_ehlo_over_ipv6_names_an_ipv6_address_literal(scripted):
+    server = scripted(_answers_any_ehlo, family=socket.AF_INET6, host="::1")
+    event, _ = _probe(server.port, timeout_s=2, host="::1", prober="probe@ops_01")
+    assert event.answered and server.heard[0] == "EHLO [IPv6:::1]"
+
+
 def test_rounds_are_paced_by_every_and_stop_when_asked():
     stop, events = threading.Event(), []
     prober = Prober([Target("mbx03", "127.0.0.1", free_port())], events.append, every_s=60, timeout_s=0.5)
