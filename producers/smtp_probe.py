@@ -11,7 +11,8 @@ per server, stamped with the prober's clock when the probe began:
   `NodeSeen` fact, state/facts.py), as a line in its log would;
 - failed (refused, timed out, no 250): `node` is the prober, so it is no activity of the server.
 
-The model does nothing else with it. Servers are `NAME=HOST:PORT` or a TOML file:
+The model does nothing else with it. Servers are `NAME=HOST:PORT` (`NAME=[2001:db8::11]:25` for
+an IPv6 address) or a TOML file:
 
     [[server]]
     name = "mbx01"
@@ -47,9 +48,18 @@ class Target:
 
 
 def parse_target(text: str) -> Target:
-    """`NAME=HOST:PORT` (or `NAME=HOST`, port 25); ValueError naming what is wrong."""
+    """`NAME=HOST:PORT` (or `NAME=HOST`, port 25; an IPv6 address in brackets, `NAME=[::1]:25`);
+    ValueError naming what is wrong."""
     name, sep, address = text.partition("=")
-    host, colon, port = address.rpartition(":") if ":" in address else (address, "", str(DEFAULT_PORT))
+    if address.startswith("["):
+        host, bracket, rest = address[1:].partition("]")
+        colon, port = rest[:1], rest[1:] if rest else str(DEFAULT_PORT)
+        if not bracket or (rest and colon != ":"):
+            raise ValueError(f"{text!r}: expected NAME=HOST:PORT (an IPv6 address as NAME=[2001:db8::11]:25)")
+    elif address.count(":") > 1:
+        raise ValueError(f"{text!r}: an IPv6 address goes in brackets, as NAME=[2001:db8::11]:25")
+    else:
+        host, _, port = address.partition(":") if ":" in address else (address, "", str(DEFAULT_PORT))
     if not sep or not name.strip() or not host.strip():
         raise ValueError(f"{text!r}: expected NAME=HOST:PORT")
     if not port.isdigit() or not 0 < int(port) < 65536:
@@ -74,7 +84,8 @@ def load_targets(path: Path) -> list[Target]:
         port = entry.get("port", DEFAULT_PORT)
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise ValueError(f"{path}: server {i} ({entry['name']}): the port {port!r} is not a number from 1 to 65535")
-        targets.append(Target(entry["name"], entry["host"], port))
+        host = entry["host"].strip()
+        targets.append(Target(entry["name"], host[1:-1] if host.startswith("[") and host.endswith("]") else host, port))
     return targets
 
 

@@ -26,7 +26,8 @@ def add_parser(commands) -> None:
                     " [shadow_redundancy] setting), and publish one ServerProbed event per probe: an answered"
                     " probe counts as the server's activity for a log-fed twin, a failed one does not.")
     probe.add_argument("--server", action="append", default=[], metavar="NAME=HOST:PORT",
-                       help="a transport server, named as its logs name it (repeatable)")
+                       help="a transport server, named as its logs name it (repeatable; an IPv6 address in"
+                            " brackets: NAME=[2001:db8::11]:25)")
     probe.add_argument("--servers", metavar="FILE", help="a TOML file of [[server]] tables (name, host, port)")
     probe.add_argument("--every", metavar="DURATION",
                        help="time between rounds (default: shadow_heartbeat_frequency, e.g. 2m, 00:02:00)")

@@ -223,6 +223,13 @@ def test_ehlo_over_ipv6_names_an_ipv6_address_literal(scripted):
     assert event.answered and server.heard[0] == "EHLO [IPv6:::1]"
 
 
+def test_an_ipv6_server_is_probed(scripted):
+    server = scripted(_answers_any_ehlo, family=socket.AF_INET6, host="::1")
+    events = []
+    Prober([parse_target(f"mbx01=[::1]:{server.port}")], events.append, every_s=60, timeout_s=2).round()
+    assert events[0].answered and events[0].node == "mbx01"
+
+
 def test_rounds_are_paced_by_every_and_stop_when_asked():
     stop, events = threading.Event(), []
     prober = Prober([Target("mbx03", "127.0.0.1", free_port())], events.append, every_s=60, timeout_s=0.5)
@@ -234,13 +241,18 @@ def test_rounds_are_paced_by_every_and_stop_when_asked():
 @pytest.mark.parametrize("text, target", [
     ("mbx01=10.0.0.11:2525", Target("mbx01", "10.0.0.11", 2525)),
     ("mbx01=mbx01.contoso.com", Target("mbx01", "mbx01.contoso.com", 25)),
+    ("mbx01=[2001:db8::11]:2525", Target("mbx01", "2001:db8::11", 2525)),  # IPv6 in brackets, as Postfix writes it
+    ("mbx01=[::1]", Target("mbx01", "::1", 25)),
 ])
 def test_a_server_argument_is_name_host_and_port(text, target):
     assert parse_target(text) == target
 
 
 @pytest.mark.parametrize("text, problem", [("mbx01", "expected NAME=HOST:PORT"), ("=h:25", "expected NAME=HOST:PORT"),
-                                           ("mbx01=h:99999", "not a number from 1 to 65535")])
+                                           ("mbx01=h:99999", "not a number from 1 to 65535"),
+                                           ("mbx01=2001:db8::11:25", r"an IPv6 address goes in brackets"),
+                                           ("mbx01=[2001:db8::11", "expected NAME=HOST:PORT"),
+                                           ("mbx01=[::1]x", "expected NAME=HOST:PORT")])
 def test_a_bad_server_argument_is_named(text, problem):
     with pytest.raises(ValueError, match=problem):
         parse_target(text)
@@ -249,7 +261,9 @@ def test_a_bad_server_argument_is_named(text, problem):
 def test_servers_come_from_a_toml_list_and_a_bad_entry_is_named(tmp_path):
     good = tmp_path / "servers.toml"
     good.write_text('[[server]]\nname = "mbx01"\nhost = "10.0.0.11"\n\n[[server]]\nname = "mbx02"\nhost = "h"\nport = 2525\n')
-    assert load_targets(good) == [Target("mbx01", "10.0.0.11", 25), Target("mbx02", "h", 2525)]
+    good.write_text(good.read_text() + '\n[[server]]\nname = "mbx03"\nhost = "[2001:db8::13]"\n')
+    assert load_targets(good) == [Target("mbx01", "10.0.0.11", 25), Target("mbx02", "h", 2525),
+                                  Target("mbx03", "2001:db8::13", 25)]
     bad = tmp_path / "bad.toml"
     bad.write_text('[[server]]\nname = "mbx01"\n')
     with pytest.raises(ValueError, match=r"bad.toml: server 1: needs a name and a host"):
