@@ -67,6 +67,15 @@ def parse_target(text: str) -> Target:
     return Target(name.strip(), host.strip(), int(port))
 
 
+def unresolved(target: Target) -> str | None:
+    """Why `target`'s host does not resolve (`the host 'x' does not resolve (...)`), or None if it does."""
+    try:
+        socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        return f"the host {target.host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})"
+    return None
+
+
 def load_targets(path: Path) -> list[Target]:
     """The `[[server]]` tables of a TOML file; ValueError naming the file and the entry."""
     try:
@@ -124,6 +133,8 @@ def ehlo(target: Target, timeout_s: float, local_hostname: str | None = None) ->
             except (OSError, NotSMTP):
                 pass  # the answer to EHLO is what was asked; a QUIT cut short changes nothing
             return answer.code == 250, reply
+    except socket.gaierror:  # resolved at start (`unresolved`), no longer: a DNS failure
+        return False, unresolved(target) or f"the host {target.host!r} did not resolve"
     except (OSError, NotSMTP) as exc:
         return False, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 

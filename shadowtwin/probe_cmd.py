@@ -11,7 +11,7 @@ from pathlib import Path
 from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Deliveries, flush, produce, reporting_producer
-from producers.smtp_probe import Prober, load_targets, parse_target
+from producers.smtp_probe import Prober, load_targets, parse_target, unresolved
 from shadowtwin.arguments import COUNT, duration_option
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
@@ -60,6 +60,17 @@ def _targets(servers: list[str], servers_file: str | None, options: tuple[str, .
     return targets
 
 
+def _resolved(targets, given: int, servers_file: str | None, options: tuple[str, ...]) -> None:
+    """Each host resolved once, at start (the first `given` targets are the options', the rest the
+    file's): a name that does not resolve is a person's mistake, said before any probe (UsageError
+    naming the option and the server); one that stops resolving later makes failed probes."""
+    for n, target in enumerate(targets):
+        problem = unresolved(target)
+        if problem:
+            where = options[0] if n < given else f"{options[1]} {servers_file}: server"
+            raise UsageError(f"{where} {target.name}: {problem}")
+
+
 def _prober(settings: Settings, servers: list[str], servers_file: str | None, every: str | None,
             timeout: str | None, name: str | None, options: tuple[str, ...] = PROBE_OPTIONS) -> Prober:
     """The prober the options describe (a person's mistake: UsageError naming the option); it
@@ -67,6 +78,7 @@ def _prober(settings: Settings, servers: list[str], servers_file: str | None, ev
     targets = _targets(servers, servers_file, options)
     every_s = duration_option(every, options[2]) if every else settings.shadow_redundancy.timing("").heartbeat_ms / 1000
     timeout_s = duration_option(timeout, options[3]) if timeout else min(DEFAULT_TIMEOUT_S, every_s)
+    _resolved(targets, len(servers), servers_file, options)
     return Prober(targets, lambda event: None, every_s=every_s, timeout_s=timeout_s, prober=name)
 
 

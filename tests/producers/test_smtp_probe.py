@@ -282,6 +282,18 @@ def test_a_persons_mistake_is_one_line_and_status_2(argv, message, capsys):
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
+def test_a_host_that_does_not_resolve_is_one_line_and_status_2(tmp_path, capsys):
+    """A typo in a host name is said at start, not published as a failed probe every round."""
+    servers = tmp_path / "servers.toml"
+    servers.write_text('[[server]]\nname = "mbx02"\nhost = "mbx02.no-such-domain.invalid"\n')
+    for argv, option in ((["--server", "mbx01=mbx01.no-such-domain.invalid:25"], "--server mbx01"),
+                         (["--servers", str(servers)], f"--servers {servers}: server mbx02")):
+        assert main(["probe", *argv, "--rounds", "1", "--bootstrap", "127.0.0.1:9"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"{option}: the host 'mbx0" in err and "does not resolve" in err, err
+
+
 def test_probe_publishes_answered_then_failed_events_on_the_broker(smtp_server, kafka_bootstrap, topics, capsys):
     command = ["probe", "--server", f"mbx01=127.0.0.1:{smtp_server.port}", "--rounds", "1", "--every", "1s",
                "--timeout", "2s", "--name", "probe@ops01", "--bootstrap", kafka_bootstrap, "--to", topics.events]
