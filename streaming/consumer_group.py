@@ -48,6 +48,7 @@ class GroupCommitter(StreamingQueryListener):
         self._lock = threading.Lock()
         self._pending = 0
         self._failing = False
+        self._closed = False  # Spark may still deliver a queued event once the listener is removed
         self.committed = 0  # commits the broker accepted
         self._consumer = consumer(kafka, group_id, on_commit=self._on_commit)  # never subscribed: commits only
 
@@ -57,6 +58,8 @@ class GroupCommitter(StreamingQueryListener):
     def onQueryProgress(self, event) -> None:
         offsets = read_up_to(json.loads(event.progress.json))
         with self._lock:
+            if self._closed:
+                return
             if offsets:
                 try:
                     self._consumer.commit(offsets=offsets, asynchronous=True)
@@ -67,7 +70,8 @@ class GroupCommitter(StreamingQueryListener):
 
     def onQueryIdle(self, event) -> None:
         with self._lock:
-            self._consumer.poll(0)
+            if not self._closed:
+                self._consumer.poll(0)
 
     def onQueryTerminated(self, event) -> None:
         pass
@@ -94,6 +98,9 @@ class GroupCommitter(StreamingQueryListener):
         """Wait for the commits under way (up to `timeout_s`), then leave."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
+            if self._closed:
+                return
             while self._pending > 0 and time.monotonic() < deadline:
                 self._consumer.poll(0.1)
+            self._closed = True
             self._consumer.close()
