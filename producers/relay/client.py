@@ -104,7 +104,7 @@ def _data(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content
     return text.decode(errors="replace")
 
 
-def _quit(session: smtplib.SMTP) -> None:
+def quit_quietly(session: smtplib.SMTP) -> None:
     """QUIT after the work is done: a peer that hangs up or never answers it changes nothing, since
     its 250 to DATA (or its discard answer) was the hand-off; failing here would send it twice."""
     try:
@@ -123,7 +123,7 @@ def send_shadow(host: str, port: int, me: str, credentials: Credentials, request
                 raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED,
                                     f"XSHADOW refused: {code} {text.decode(errors='replace')}")
             _data(session, mail_from, rcpts, content)
-            _quit(session)
+            quit_quietly(session)
         finally:
             session.close()
     except Exception as exc:  # noqa: BLE001 - every failure becomes a reason
@@ -137,7 +137,7 @@ def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...],
         session = _open(host, port, me, timeout)
         try:
             text = _data(session, mail_from, rcpts, content)
-            _quit(session)
+            quit_quietly(session)
             return text
         finally:
             session.close()
@@ -152,7 +152,7 @@ def query_discards(host: str, port: int, me: str, credentials: Credentials, quer
         try:
             code, text = session.docmd(protocol.XQDISCARD, query.argument())
             answer = protocol.parse_discard_reply(code, text.decode(errors="replace"))
-            _quit(session)
+            quit_quietly(session)
             return answer
         finally:
             session.close()

@@ -14,6 +14,7 @@ only while /proc shows it running `producers.relay` with our run folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 from producers.relay import queue_db
+from producers.relay.client import quit_quietly
 from producers.relay.sink import read_deliveries
 from producers.relay.tls import ensure_certificates
 from producers.relay.topology import LabTopology, ensure_secrets
@@ -359,9 +361,10 @@ class Lab:
                 node = names[(i + attempt) % len(names)]
                 port = self.topology.node(node).port
                 try:
-                    with smtplib.SMTP(self.topology.host, port, timeout=timeout_s,
-                                      local_hostname="sender.fabrikam.example") as smtp:
+                    with contextlib.closing(smtplib.SMTP(self.topology.host, port, timeout=timeout_s,
+                                                         local_hostname="sender.fabrikam.example")) as smtp:
                         smtp.send_message(message)
+                        quit_quietly(smtp)  # accepted at the 250 to DATA: a lost QUIT must not send it twice
                     outcome = ("accepted", node, "")
                 except smtplib.SMTPResponseException as exc:
                     reply = f"{exc.smtp_code} {exc.smtp_error.decode(errors='replace')}"

@@ -3,18 +3,32 @@ what real ones do, and not what smtplib hopes."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
+from infra.settings import TopicSettings
 from producers.relay import client
+from producers.relay.lab import Lab
+from producers.relay.topology import load_topology
 from tests.conftest import free_port
+from tests.producers.relay.conftest import topology_text
 
 
 class _HangsUpAtQuit(SMTP):
     """Answers DATA with 250, then hangs up at QUIT without a 221, as some servers do."""
 
     async def smtp_QUIT(self, arg: str) -> None:
+        self.transport.close()
+
+
+class _ClosingAtQuit(SMTP):
+    """Answers DATA with 250, then QUIT with 421, as a server shutting down answers any command."""
+
+    async def smtp_QUIT(self, arg: str) -> None:
+        await self.push("421 4.3.2 Service shutting down")
         self.transport.close()
 
 
@@ -27,14 +41,26 @@ class _Recorder:
         return "250 2.0.0 queued as Q1"
 
 
-@pytest.fixture
-def hangs_up_at_quit():
+def serving(session: type[SMTP]):
     class Server(Controller):
         def factory(self):
-            return _HangsUpAtQuit(self.handler, **self.SMTP_kwargs)
+            return session(self.handler, **self.SMTP_kwargs)
 
     server = Server(_Recorder(), hostname="127.0.0.1", port=free_port())
     server.start()
+    return server
+
+
+@pytest.fixture
+def hangs_up_at_quit():
+    server = serving(_HangsUpAtQuit)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def closing_at_quit():
+    server = serving(_ClosingAtQuit)
     yield server
     server.stop()
 
@@ -45,3 +71,15 @@ def test_a_message_the_next_hop_accepted_is_relayed_even_if_it_hangs_up_at_quit(
                          b"Subject: x\r\n\r\nhi\r\n", timeout=3)
     assert reply == "2.0.0 queued as Q1"
     assert len(hangs_up_at_quit.handler.messages) == 1
+
+
+def test_lab_send_counts_a_message_accepted_at_data_even_if_quit_is_answered_421(closing_at_quit, tmp_path):
+    """`lab send`'s client: the 250 to DATA is the acceptance; a 421 to QUIT (smtplib raises it on leaving
+    its `with`) must not turn it into a temporary failure the sender would send again."""
+    text = topology_text(tmp_path / "lab", {"ex01": "dag1", "ex02": "dag1"})
+    text = re.sub(r'(name = "ex01"\nport = )\d+', rf"\g<1>{closing_at_quit.port}", text)
+    (tmp_path / "lab.toml").write_text(text)
+    lab = Lab(load_topology(tmp_path / "lab.toml"), tmp_path / "lab.toml", "127.0.0.1:1", TopicSettings())
+    result = lab.send(1, nodes=["ex01", "ex02"], timeout_s=1)
+    assert [node for _, node in result.accepted] == ["ex01"]
+    assert result.temporary == [] and result.unreached == {} and len(closing_at_quit.handler.messages) == 1
