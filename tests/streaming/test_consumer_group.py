@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from confluent_kafka import TopicPartition
 
 from infra.kafka import consumer
+from producers.topic_reader import watermarks
 from streaming.app import TwinApplication
 from streaming.consumer_group import GroupCommitter, read_up_to
 from tests.streaming.test_twin import (
@@ -35,7 +36,7 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
 def log_ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     client = consumer(bootstrap, uuid.uuid4().hex)
     try:
-        return {p: client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        return {p: watermarks(client, topic, p)[1] for p in range(partitions)}
     finally:
         client.close()
 
