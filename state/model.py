@@ -30,7 +30,7 @@ from state import liveness, restart
 from state.facts import NodeSeen
 from state.parameters import ModelConfig, ShadowMessagePreference
 from state.records import (
-    DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy, shared,
+    DeadlineKind, Fork, Message, NodeFact, Pair, PrimaryState, Promoted, Redundancy, forget_front, shared,
     shared_recipients,
 )
 
@@ -179,7 +179,7 @@ class ShadowRedundancyModel:
 class _Transition:
     """One call's worth of work on one group's state."""
 
-    __slots__ = ("model", "config", "s", "out", "spans")
+    __slots__ = ("model", "config", "s", "out", "spans", "closed_bucket_end")
 
     def __init__(self, model: ShadowRedundancyModel, state: PrimaryState, output: Output | None = None):
         self.model = model
@@ -189,6 +189,7 @@ class _Transition:
         # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
         # servers' modes, which only a NodeStarted changes (it empties this).
         self.spans: dict[str, tuple[int, int, int]] = {}
+        self.closed_bucket_end = 0  # the end of the bucket of closing times whose deadline is set
 
     # ---- time -------------------------------------------------------------------------
 
@@ -1029,8 +1030,13 @@ class _Transition:
     def fire_forget_promoted(self, internal_id: str, at_ms: int) -> None:
         self.s.promoted.pop(internal_id, None)
 
-    def fire_forget_closed(self, internal_id: str, at_ms: int) -> None:
-        self.s.closed.pop(internal_id, None)
+    def fire_forget_closed(self, bucket: str, at_ms: int) -> None:
+        """Forget the messages closed a clock-skew allowance before `at_ms` or earlier. They are in
+        the order they were closed, which is the order of their closing times but for a message a
+        slower clock's event closed late: it waits for the ones closed before it (a bucket and the
+        allowance after the event time the group had reached at most)."""
+        self.closed_bucket_end = 0  # the deadline that closings were counting on has fired
+        forget_front(self.s.closed, at_ms - self.config.clock_skew_allowance_ms)
 
     def fire_forget_seen(self, bucket: str, at_ms: int) -> None:
         s = self.s
@@ -1141,9 +1147,13 @@ class _Transition:
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:
                 child.parent = None
-        if self.config.clock_skew_allowance_ms > 0:
+        allowance = self.config.clock_skew_allowance_ms
+        if allowance > 0:
             s.closed[internal_id] = t
-            s.deadlines.set(DeadlineKind.FORGET_CLOSED, internal_id, t + self.config.clock_skew_allowance_ms)
+            if t >= self.closed_bucket_end:  # one deadline per bucket of closing times (fire_forget_closed)
+                bucket = t // SEEN_BUCKET_MS
+                self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
+                s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
         processed = m.primary_done_ms if m.primary_done_ms is not None else t
         self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
                                          m.redundancy is Redundancy.REDUNDANT))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+from itertools import islice, takewhile
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 from types import MappingProxyType
@@ -60,6 +61,14 @@ def shared_recipients(recipients: tuple[Recipient, ...]) -> tuple[Recipient, ...
             return found
         held.append(found[0])
     return tuple(held)
+
+
+def forget_front(memory: dict[str, int], until: int) -> None:
+    """Remove the entries at the front of `memory` (in the order added) whose value is `until` or
+    less, up to the first that is not."""
+    front = list(islice(memory, len(list(takewhile(until.__ge__, memory.values())))))
+    for key in front:
+        del memory[key]
 
 
 class Redundancy(enum.Enum):
@@ -267,7 +276,8 @@ class PrimaryState:
     pairs: dict[str, Pair] = field(default_factory=dict)
     promoted: dict[str, Promoted] = field(default_factory=dict)
     # Messages it stopped tracking, remembered for the clock-skew allowance: an event stamped by a
-    # slower clock that arrives after the message was closed must not open it again.
+    # slower clock that arrives after the message was closed must not open it again. Internal id ->
+    # closing time, in the order closed (one deadline per bucket forgets the ids at the front).
     closed: dict[str, int] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
@@ -279,7 +289,9 @@ class PrimaryState:
     # Same-site shadow copies waiting to be reported together: shadow -> internal ids.
     same_site: dict[str, list[MessageRef]] = field(default_factory=dict)
     # Event ids already applied, remembered for the clock-skew allowance (a repeat changes
-    # nothing): id -> bucket, and bucket -> ids, so that one deadline forgets a whole bucket.
+    # nothing): id -> bucket, and bucket -> ids, so that one deadline forgets a whole bucket (not
+    # from the front as `closed`: a NodeSeen's id is kept from its liveness bucket's end, and would
+    # hold back every id applied after it that long).
     seen_ids: dict[str, int] = field(default_factory=dict)
     seen_buckets: dict[int, list[str]] = field(default_factory=dict)
     feed_stopped_ms: int | None = None  # the last event time of a whole-topology silence already reported
