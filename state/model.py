@@ -339,7 +339,7 @@ class _Transition:
         else:
             m.local_failures += 1
         if not m.decided and (e.reason is ev.ShadowFailureReason.NO_PEER or self.retries_exhausted(m)):
-            self.no_shadow(m, e.event_time_ms, rejected_by_node=False)
+            self.no_shadow(m, e.event_time_ms)
 
     def retries_exhausted(self, m: Message) -> bool:
         p = self.config.for_node(self.s.primary)
@@ -353,23 +353,25 @@ class _Transition:
         local_budget = 0 if preference is ShadowMessagePreference.REMOTE_ONLY else p.max_retries_for_local_site_shadow
         return m.remote_failures >= remote_budget and m.local_failures >= local_budget
 
-    def no_shadow(self, m: Message, t: int, rejected_by_node: bool) -> None:
+    def no_shadow(self, m: Message, t: int) -> None:
         """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
         m.decided = True
         primary = self.s.primary
         # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
         if self.config.for_node(primary).reject_message_on_shadow_failure \
                 and self.mode_of(primary) is not NodeMode.EXCHANGE_2010:
-            self.alert(AlertType.REJECTED_NO_SHADOW, Severity.INFO, [primary], [m], t,
-                       f"{primary} could not make a shadow copy and answered 451 4.4.0 Message failed to be"
-                       " made redundant; the sender may retry")
-            self.close(m, t, "rejected")
+            self.rejected_no_shadow(m, t)
             return
         m.redundancy = Redundancy.NOT_REDUNDANT
         self.alert(AlertType.NOT_REDUNDANT, Severity.WARNING, [primary], [m], t,
                    f"{primary} accepted the message without a shadow copy: it is not redundantly persisted")
-        if rejected_by_node:  # the node really rejected it: nothing of it remains to track
-            self.close(m, t, "rejected")
+
+    def rejected_no_shadow(self, m: Message, t: int) -> None:
+        primary = self.s.primary
+        self.alert(AlertType.REJECTED_NO_SHADOW, Severity.INFO, [primary], [m], t,
+                   f"{primary} could not make a shadow copy and answered 451 4.4.0 Message failed to be"
+                   " made redundant; the sender may retry")
+        self.close(m, t, "rejected")
 
     def shadow_copy_acknowledged(self, e: ev.ShadowCopyAcknowledged) -> None:
         m = self.known(e)
@@ -452,16 +454,19 @@ class _Transition:
     def acknowledged_to_sender(self, e: ev.AcknowledgedToSender) -> None:
         m = self.known(e)
         if m is not None and not e.redundant and not m.decided:
-            self.no_shadow(m, e.event_time_ms, rejected_by_node=False)
+            self.no_shadow(m, e.event_time_ms)
 
     def rejected_to_sender(self, e: ev.RejectedToSender) -> None:
+        """The node answered 451 4.4.0: its RejectMessageOnShadowFailure is $true, whatever the twin's
+        configuration says (as its unredundant 250 is believed)."""
         m = self.known(e)
         if m is None:
             return
-        if not m.decided:
-            self.no_shadow(m, e.event_time_ms, rejected_by_node=True)
-        elif m.ref.internal_id in self.s.messages:
+        if m.redundancy is Redundancy.REDUNDANT:
             self.close(m, e.event_time_ms, "rejected")
+        else:
+            m.decided = True
+            self.rejected_no_shadow(m, e.event_time_ms)
 
     def sent_to_next_hop(self, e: ev.SentToNextHop | ev.DeliveryDeferred) -> None:
         m = self.known(e)

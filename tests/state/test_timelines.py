@@ -18,3 +18,10 @@ def test_the_twin_decides_exactly_what_the_timeline_expects(make):
     for expected, observed in zip(timeline.alerts, with_recipients):
         if expected.recipients is not None:
             assert observed.recipients == expected.recipients, expected.type
+
+
+@pytest.mark.parametrize("make", timelines.SETTLED, ids=lambda f: f.__name__)
+def test_nothing_is_held_once_every_copy_is_released(make):
+    timeline = make()
+    result = replay(timeline.events, timeline.config)
+    assert all(result.settles(primary) for primary in result.states)

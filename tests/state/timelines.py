@@ -656,6 +656,29 @@ def exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_
                                          CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE),))
 
 
+# ---- behaviours of the seeds a fifth review found decided otherwise --------------------------
+
+def a_primary_that_answered_451_is_believed() -> Timeline:
+    """The twin's configuration says RejectMessageOnShadowFailure is $false (the default), but mbx01
+    answers the sender 451 4.4.0 (RejectedToSender): "If the value of this parameter is $true the primary
+    message is rejected with the transient error 451 4.4.0" (003), so mbx01's is $true and its word
+    decides, as a node's unredundant 250 is believed. m1: one attempt at a copy failed, the next is never
+    made: REJECTED_NO_SHADOW at the 451, not NOT_REDUNDANT ("accepted the message without a shadow
+    copy"). m2: no peer at all, so the twin took m2 to be accepted (NOT_REDUNDANT) until the node's 451
+    says it was not: REJECTED_NO_SHADOW then. Nothing of either is held afterwards."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadow_failed("mbx01", "m1", 1.1, locality=SiteLocality.LOCAL),
+              ev.RejectedToSender(**org._header("mbx01", "mbx01", 1.2, "m1")),
+              *org.received("mbx01", "m2", 2),
+              *org.shadow_failed("mbx01", "m2", 2.1, reason=ev.ShadowFailureReason.NO_PEER, candidate=""),
+              ev.RejectedToSender(**org._header("mbx01", "mbx01", 2.2, "m2"))]
+    return Timeline("a primary that answered 451 is believed", events, alerts=(
+        Expected(AlertType.REJECTED_NO_SHADOW, at(1.2), ("m1",)),
+        Expected(AlertType.NOT_REDUNDANT, at(2.1), ("m2",)),
+        Expected(AlertType.REJECTED_NO_SHADOW, at(2.2), ("m2",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -676,4 +699,8 @@ ALL = (
     exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says,
     primary_back_with_the_same_database_after_message_expiration_delivers_nothing_twice,
     exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_the_new_database,
+    a_primary_that_answered_451_is_believed,
 )
+
+# The fifth review's timelines end with every copy released: nothing may be held afterwards.
+SETTLED = (a_primary_that_answered_451_is_believed,)
