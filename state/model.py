@@ -262,13 +262,19 @@ class _Transition:
             self.lost_with_the_database(lost, t, "came back")
 
     def lost_with_the_database(self, lost: list[Message], t: int, how: str) -> None:
-        """The primary `how` (came back, restarted) with a new, empty database: what it held alone is lost."""
+        """The primary `how` (came back, restarted) with a new, empty database: what it held alone is lost
+        (a side effect is held with its parent's shadow copy, and goes where it goes)."""
+        lost = [m for m in lost if m.ref.internal_id in self.s.messages and not self.parent_shadowed(m)]
         if lost:
             self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary], lost, t,
                        f"{self.s.primary} {how} with a new, empty queue database; {len(lost)} message(s)"
                        " it held had no shadow copy anywhere and are lost")
             for m in lost:
                 self.close(m, t, "lost")
+
+    def parent_shadowed(self, m: Message) -> bool:
+        """A side effect whose parent's shadow copy still protects it."""
+        return m.parent is not None and (parent := self.s.messages.get(m.parent)) is not None and parent.shadow_held
 
     def promote_if_primary_db_changed(self, pair: Pair, t: int) -> None:
         """Promote the copies made with another queue database of the primary than its current one.
@@ -1003,6 +1009,11 @@ class _Transition:
         if m is None:
             return
         pair = s.pairs.get(m.shadow_server) if m.shadow_server is not None else None
+        if m.primary_done_ms is None and self.parent_shadowed(m):
+            due = s.deadlines.get(DeadlineKind.EXPIRE, m.parent)
+            if due is not None and due >= at_ms:  # its parent's copy is kept longer: it shares its fate
+                s.deadlines.set(DeadlineKind.EXPIRE, internal_id, due + 1)
+                return
         if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
             # Still in a primary that is not known to have failed, past MessageExpirationTimeout.
             self.expired_in_queue(m, at_ms)
@@ -1152,6 +1163,8 @@ class _Transition:
         for child_id in list(m.side_effects):
             if (child := s.messages.get(child_id)) is not None:
                 child.parent = None
+                if result == "lost" and child.primary_done_ms is None:  # it had no other copy
+                    self.close(child, t, "lost")
         allowance = self.config.clock_skew_allowance_ms
         if allowance > 0:
             s.closed[internal_id] = t

@@ -679,6 +679,50 @@ def a_primary_that_answered_451_is_believed() -> Timeline:
         Expected(AlertType.REJECTED_NO_SHADOW, at(2.2), ("m2",))))
 
 
+def _side_effect_of_a_copy_on_a_silent_shadow(org) -> list:
+    """m1 (for a and b) is shadowed on mbx02; mbx01 delivers a's fork and generates a DSN, d1, still pending;
+    mbx02 falls silent after its query of minute 8 (mbx04 goes on working: the feed is alive); mbx01 comes
+    back at 30 with a new, empty queue database."""
+    return [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+            *org.received("mbx01", "m1", 0, recipients=("a@contoso.com", "b@contoso.com")),
+            *org.shadowed("mbx01", "mbx02", "m1", 0),
+            *org.sent("mbx01", "m1", "mbx03", 0.5, fork="f1", recipients=("a@contoso.com",)),
+            *org.acked("mbx01", "m1", "mbx03", 0.6, fork="f1"), *org.dsn("mbx01", "d1", "m1", 0.7),
+            *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10), *org.busy("mbx04", 0, 200),
+            *org.started("mbx01", "dbP2", 30)]
+
+
+def a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow() -> Timeline:
+    """The Shadow Redundancy Manager tracks "side-effect messages like delivery status notifications ...
+    to verify that the redundant copy of the message isn't released until all forks of the message are
+    fully processed" (003): d1, mbx01's DSN for m1, is protected by m1's copy on mbx02. mbx01 comes back
+    with a new database while mbx02 is silent: m1 is at risk (its copy is on a server that is down), and
+    d1 with it, not MESSAGE_LOST at once; mbx02 comes back at 50 with its queue database and promotes m1:
+    a command for b's fork and one for d1."""
+    org = Org()
+    events = [*_side_effect_of_a_copy_on_a_silent_shadow(org), *org.started("mbx02", "dbS1", 50)]
+    return Timeline("a side effect is protected by its parent's copy on a silent shadow", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(14), ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(30), ("m1",)),
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(50), ("m1",)),
+    ), commands=(
+        Command("mbx02", "mbx01", "m1", None, None, ("b@contoso.com",), at(50),
+                CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),
+        Command("mbx02", "mbx01", "d1", None, None, (), at(50), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)))
+
+
+def a_side_effect_is_lost_with_its_parents_only_copy() -> Timeline:
+    """As above, but mbx02 never comes back: m1's copy expires at SafetyNetHoldTime + MessageExpirationTimeout
+    and m1 is lost; d1, protected only by that copy, is lost with it, not expired "in mbx01's queue" two
+    days after it was made (that queue is gone)."""
+    org = Org()
+    events = [*_side_effect_of_a_copy_on_a_silent_shadow(org), *org.tick(5 * 24 * 60)]
+    return Timeline("a side effect is lost with its parent's only copy", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(14), ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(30), ("m1",)),
+        Expected(AlertType.MESSAGE_LOST, at(0) + 4 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -699,8 +743,10 @@ ALL = (
     exchange_2010_answers_250_after_the_acknowledgement_delay_whatever_reject_on_shadow_failure_says,
     primary_back_with_the_same_database_after_message_expiration_delivers_nothing_twice,
     exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_the_new_database,
-    a_primary_that_answered_451_is_believed,
+    a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
+    a_side_effect_is_lost_with_its_parents_only_copy,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
-SETTLED = (a_primary_that_answered_451_is_believed,)
+SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
+           a_side_effect_is_lost_with_its_parents_only_copy)
