@@ -230,6 +230,15 @@ class _Transition:
         s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
         self.primary_seen_with_db(e.queue_db_id, e.event_time_ms, previous_db=previous)
+        t = e.event_time_ms
+        for pair in s.pairs.values():
+            if pair.heartbeats and pair.held and pair.primary_failed_ms is None and not self.shadow_silent(pair, t):
+                # Back before the span ran out: the shadow's next heartbeat, at most one away, reaches it.
+                timing = self.config.timing(pair.shadow)
+                beat = timing.heartbeat_timeout_ms if self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010 \
+                    else timing.heartbeat_ms
+                due = max(pair.last_contact_ms + self.promotion_span(pair), t + beat)
+                s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
 
     def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None,
                              back_after: int | None = None) -> None:

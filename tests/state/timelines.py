@@ -723,6 +723,23 @@ def a_side_effect_is_lost_with_its_parents_only_copy() -> Timeline:
         Expected(AlertType.MESSAGE_LOST, at(0) + 4 * DAY, ("m1",))))
 
 
+def primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat() -> Timeline:
+    """mbx02's last answer from mbx01 is at minute 1; its queries fail every 2 minutes from 2.5 to 180.5.
+    mbx01 comes back with the SAME queue database at 180.7, before ShadowResubmitTimeSpan has passed (181);
+    mbx02's next heartbeat, at 182.5, is answered. mbx02 promotes only "If the shadow server can't open an
+    SMTP session with the primary server after ... ShadowResubmitTimeSpan" (003), and it can: nothing is
+    promoted, and the duplicates of "Mailbox01 comes back online with the same database after the value of
+    the ShadowResubmitTimeSpan parameter has passed" (003) do not happen; mbx01 delivers m1, mbx02 discards."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.query_ok("mbx02", "mbx01", 1), *org.heartbeats_failing("mbx02", "mbx01", 2.5, 181),
+              *org.started("mbx01", "dbP1", 180.7), *org.query_ok("mbx02", "mbx01", 182.5),
+              *org.delivered("mbx01", "m1", "mbx03", 183), *org.query_ok("mbx02", "mbx01", 184.5, discarded=("m1",))]
+    return Timeline("primary back with the same database just before the span is reached by the next heartbeat",
+                    events)
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -745,8 +762,10 @@ ALL = (
     exchange_2010_a_delivered_copy_held_for_want_of_a_route_is_resubmitted_with_the_new_database,
     a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
     a_side_effect_is_lost_with_its_parents_only_copy,
+    primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
 SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
-           a_side_effect_is_lost_with_its_parents_only_copy)
+           a_side_effect_is_lost_with_its_parents_only_copy,
+           primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat)
