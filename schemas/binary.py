@@ -25,7 +25,7 @@ import functools
 import linecache
 from typing import Any, Callable
 
-from schemas.events import EVENT_TYPES, Event, slot_setters
+from schemas.events import EVENT_TYPES, Event, init_parameters, slot_setters
 from schemas.shape import (
     Array, EnumType, FieldShape, Nullable, RecordType, Scalar, Shape, Timestamp, body_fields, fields_of, header_fields,
     record_types,
@@ -82,6 +82,43 @@ def record_writer(record_type: type) -> Write:
     return compiler.compile(f"write_{record_type.__name__}", lines)
 
 
+@functools.cache
+def arguments_encoder(record_type: type) -> Callable[..., bytes]:
+    """For an event kind (or an output record class): a function that takes what the class takes (the same
+    parameters and defaults) and returns the Avro body of the record those arguments make, the
+    bytes `record_writer(record_type)` writes for it, without making the record: what the
+    simulator writes its file with. Arguments that do not fit the contract raise ValidationError
+    naming the field, as `schemas.codec` does."""
+    from schemas.validate import explain
+
+    name = record_type.__name__
+    compiler = _WriterCompiler(name)
+    parameters, defaults = init_parameters(record_type)
+    taken = [f.name for f in dataclasses.fields(record_type) if f.name in _GENERATED or f.name in compiler.namespace]
+    if taken:
+        raise TypeError(f"{name}: the generated encoder cannot take a field named {', '.join(taken)}")
+    compiler.namespace.update(defaults, RECORD=record_type, explain=explain)
+    arguments = ", ".join(f"{f.name}={f.name}" for f in dataclasses.fields(record_type))
+    lines = [f"def encode_{name}({parameters}):", "    out = bytearray()", "    try:"]
+    if not issubclass(record_type, Event):
+        compiler.fields(fields_of(record_type), None, lines, "        ")
+    else:
+        compiler.fields(header_fields(), None, lines, "        ")
+        lines.append(f"        out += {compiler.name(varint(list(EVENT_TYPES.values()).index(record_type)), 'MEMBER')}")
+        compiler.fields(body_fields(record_type), None, lines, "        ")
+    lines += ["    except (TypeError, OverflowError, UnicodeError):",
+              f"        explain(RECORD({arguments}))  # raises ValidationError naming the field",
+              "        raise",
+              "    return bytes(out)"]
+    return compiler.compile(f"encode_{name}", lines)
+
+
+# Names the generated source uses for itself: `arguments_encoder` refuses a class with a field so named
+# (an Alert's `type`).
+_GENERATED = frozenset({"out", "bytes", "len", "type", "explain", "RECORD", "TypeError", "OverflowError",
+                        "UnicodeError"})
+
+
 class _WriterCompiler:
     """Writes the source of one record class's writer function, and the names it uses."""
 
@@ -101,10 +138,13 @@ class _WriterCompiler:
         self._count += 1
         return f"{prefix}{self._count}"
 
-    def fields(self, fields: tuple[FieldShape, ...], record: str, lines: list[str], indent: str) -> None:
+    def fields(self, fields: tuple[FieldShape, ...], record: str | None, lines: list[str], indent: str) -> None:
+        """The lines that write `fields` of the local `record`, or, when None, the parameters named so."""
         for f in fields:
-            value = self.local("v")
-            lines.append(f"{indent}{value} = {record}.{f.name}")
+            value = f.name
+            if record is not None:
+                value = self.local("v")
+                lines.append(f"{indent}{value} = {record}.{f.name}")
             self.emit(f.shape, value, lines, indent)
 
     def emit(self, shape: Shape, value: str, lines: list[str], indent: str) -> None:

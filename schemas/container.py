@@ -1,6 +1,7 @@
 """Avro object container files (`.avro`): the one writer and the one reader of them in the project.
 
     count = write(out, "Event", events)                 # header, then deflate blocks, each ending in the sync marker
+    count = write_encoded(out, "Event", bodies)         # the same, from each record's Avro body
     for record in read(Path("day.avro"), "Event"): ...  # lazily, in file order, into the current schema
 
 A file holds the records of one top-level schema (`Event`, `Alert`, ...) and carries its writer
@@ -67,15 +68,8 @@ def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | No
     """Write `records` (all of the top-level schema `name`) as a container file; returns how many.
     The sync marker is random unless `sync` (16 bytes) is given: then the same records give the same bytes.
     With `timestamps`, the items are (record, Kafka timestamp in ms or None) pairs."""
-    if codec not in CODECS:
-        raise ValueError(f"codec {codec!r}: one of {', '.join(CODECS)}")
-    sync = sync or os.urandom(SYNC_SIZE)
-    if len(sync) != SYNC_SIZE:
-        raise ValueError(f"an Avro sync marker is {SYNC_SIZE} bytes, not {len(sync)}")
+    sync = _write_header(out, name, sync, codec, timestamps)
     encoder = default_codec()
-    current = catalogue.default().current(name)
-    schema = json.dumps(stamped(current.schema), separators=(",", ":")) if timestamps else current.json
-    out.write(MAGIC + _metadata({"avro.schema": schema.encode(), "avro.codec": codec.encode()}) + sync)
     block, in_block, count = bytearray(), 0, 0
     with _BlockWriter(out, sync, codec) as blocks:
         for count, item in enumerate(records, start=1):
@@ -97,6 +91,38 @@ def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | No
         if in_block:
             blocks.put(block, in_block)
     return count
+
+
+def write_encoded(out: IO[bytes], name: str, bodies: Iterable[bytes], *, sync: bytes | None = None,
+                  codec: str = "deflate") -> int:
+    """`write` for records encoded already: each item is the Avro body of one record of `name` (what
+    `binary.arguments_encoder` returns, trusted as it is). The same blocks, the same bytes."""
+    sync = _write_header(out, name, sync, codec, timestamps=False)
+    block, in_block, count = bytearray(), 0, 0
+    with _BlockWriter(out, sync, codec) as blocks:
+        for body in bodies:
+            block += body
+            in_block += 1
+            if len(block) >= BLOCK_BYTES:
+                blocks.put(block, in_block)
+                count += in_block
+                block, in_block = bytearray(), 0
+        if in_block:
+            blocks.put(block, in_block)
+    return count + in_block
+
+
+def _write_header(out: IO[bytes], name: str, sync: bytes | None, codec: str, timestamps: bool) -> bytes:
+    """Write the file's header; returns its sync marker (random unless `sync`)."""
+    if codec not in CODECS:
+        raise ValueError(f"codec {codec!r}: one of {', '.join(CODECS)}")
+    sync = sync or os.urandom(SYNC_SIZE)
+    if len(sync) != SYNC_SIZE:
+        raise ValueError(f"an Avro sync marker is {SYNC_SIZE} bytes, not {len(sync)}")
+    current = catalogue.default().current(name)
+    schema = json.dumps(stamped(current.schema), separators=(",", ":")) if timestamps else current.json
+    out.write(MAGIC + _metadata({"avro.schema": schema.encode(), "avro.codec": codec.encode()}) + sync)
+    return sync
 
 
 def _metadata(entries: dict[str, bytes]) -> bytes:

@@ -44,6 +44,17 @@ def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...] | None:
     return tuple(setters)
 
 
+def init_parameters(cls) -> tuple[str, dict[str, Any]]:
+    """The parameters of a dataclass's generated `__init__` as source (`a, b=_d1, *, c`, without
+    `self`), and the defaults it names (`_d1`): for functions that take what the class takes."""
+    positional, keywords, defaults = [], [], {}
+    for i, f in enumerate(dataclasses.fields(cls)):
+        parameter = f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{i}"
+        defaults[f"_d{i}"] = f.default
+        (keywords if f.kw_only else positional).append(parameter)
+    return ", ".join([*positional, *(["*", *keywords] if keywords else [])]), defaults
+
+
 def stored_through_slots(cls):
     """`cls` (a frozen, slotted dataclass) with an `__init__` that stores each field through its
     slot, as the generated one does through `object.__setattr__` by name, in 60 % of the time:
@@ -52,14 +63,12 @@ def stored_through_slots(cls):
     fields, setters = dataclasses.fields(cls), slot_setters(cls)
     if setters is None or any(f.default_factory is not dataclasses.MISSING for f in fields):
         return cls
-    namespace: dict = {}
-    positional, keywords, body = [], [], []
+    parameters, namespace = init_parameters(cls)
+    body = []
     for i, (f, setter) in enumerate(zip(fields, setters)):
-        parameter = f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{i}"
-        namespace[f"_d{i}"], namespace[f"_s{i}"] = f.default, setter
-        (keywords if f.kw_only else positional).append(parameter)
+        namespace[f"_s{i}"] = setter
         body.append(f"    _s{i}(self, {f.name})")
-    signature = ", ".join(["self", *positional, *(["*", *keywords] if keywords else [])])
+    signature = ", ".join(["self", parameters] if parameters else ["self"])
     exec(f"def __init__({signature}):\n" + "\n".join(body or ["    pass"]) + "\n", namespace)  # noqa: S102
     init = namespace["__init__"]
     init.__qualname__, init.__doc__ = f"{cls.__qualname__}.__init__", cls.__init__.__doc__

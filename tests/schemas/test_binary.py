@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from schemas import binary, catalogue, codec, wire
 from schemas.codec import Codec, DecodeError
-from schemas.events import EVENT_TYPES, AcknowledgedToSender, ShadowFailureReason, doc
+from schemas.events import EVENT_TYPES, AcknowledgedToSender, Event, NodeStopping, ShadowFailureReason, doc
+from schemas.validate import ValidationError
 from schemas.shape import TOP_LEVEL_NAMES
 from tests.schemas.samples import all_samples, sample_events
 from tests.schemas.strategies import any_record
@@ -234,3 +235,47 @@ def test_the_reader_source_is_inspectable_and_named_in_tracebacks():
     read = binary.top_level_reader("Event")
     assert read.__code__.co_filename == "<schemas.binary: Event reader read_Event>"
     assert "def read_Event(data, p):" in read.source
+
+
+def arguments_of(record) -> dict:
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+
+
+def body_of(record) -> bytes:
+    out = bytearray()
+    codec.default_codec().write_body(record, out)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("kind", list(sample_events()))
+def test_the_arguments_encoder_writes_the_body_of_the_event_they_make(kind):
+    event = sample_events()[kind]
+    assert binary.arguments_encoder(type(event))(**arguments_of(event)) == body_of(event)
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_record())
+def test_any_valid_event_encodes_from_its_arguments_as_it_encodes(record):
+    if isinstance(record, Event):
+        assert binary.arguments_encoder(type(record))(**arguments_of(record)) == body_of(record)
+
+
+def test_the_arguments_encoder_takes_the_defaults_and_refuses_as_the_codec_does():
+    encode = binary.arguments_encoder(NodeStopping)
+    header = dict(event_id="e", event_time_ms=1, node="n", primary_server="p")
+    assert encode(**header) == body_of(NodeStopping(**header))  # message None, reason "": the defaults
+    with pytest.raises(ValidationError, match=r"^NodeStopping\.reason: expected str, got int 1$"):
+        encode(**header, reason=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'typo'"):
+        encode(**header, typo=1)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'node'"):
+        encode(event_id="e", event_time_ms=1, primary_server="p")
+
+
+def test_a_record_with_a_field_named_as_the_generated_source_names_its_own_is_refused():
+    @dataclass(frozen=True)
+    class Clash:
+        out: str = doc("a field the generated encoder could not take")
+
+    with pytest.raises(TypeError, match="cannot take a field named out"):
+        binary.arguments_encoder(Clash)

@@ -7,6 +7,7 @@ import pytest
 
 from producers.synthetic import Workload, generate
 from schemas import container
+from schemas.codec import default_codec
 from schemas.container import ContainerError
 from tests.schemas.samples import sample_alert
 
@@ -127,3 +128,18 @@ def test_a_huge_block_size_is_damage_not_an_allocation(tmp_path):
     path.write_bytes(data.getvalue()[:header_end] + b"\x06" + b"\xfe\xff\xff\xff\xff\xff\xff\xff\x7f" + b"xx")
     with pytest.raises(ContainerError, match="cut short"):
         list(container.read(path, "Event"))
+
+
+def test_a_file_written_from_the_bodies_is_the_file_written_from_the_records():
+    bodies = []
+    for event in EVENTS:
+        body = bytearray()
+        default_codec().write_body(event, body)
+        bodies.append(bytes(body))
+    sync = bytes(range(16))
+    from_records, from_bodies = io.BytesIO(), io.BytesIO()
+    assert container.write(from_records, "Event", EVENTS, sync=sync) == len(EVENTS)
+    assert container.write_encoded(from_bodies, "Event", iter(bodies), sync=sync) == len(EVENTS)
+    assert len(blocks_of(from_bodies.getvalue())) > 2
+    assert from_bodies.getvalue() == from_records.getvalue()
+    assert container.write_encoded(io.BytesIO(), "Event", []) == 0
