@@ -12,7 +12,8 @@ servers, cut links, slow or refuse next hops, skew clocks and refuse shadow copi
 Every SMTP-level event is stamped with the emitting server's own (possibly skewed) clock
 and comes out in true-time order; `GroundTruth` records what really happened. One seed
 gives one run, event for event. `command()` lets a live run obey the twin's redelivery
-commands.
+commands. An encoded run (`encoded=True`, what `to_file` writes) yields each event's Avro body
+instead of the event, encoded from the arguments it would have been made of.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Callable, Iterator
 from producers.simulator.nodes import Copy, Mail, Node
 from producers.simulator.topology import Fault, Topology
 from producers.simulator.truth import GroundTruth
+from schemas import binary
 from schemas import events as ev
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
 from state.parameters import ShadowMessagePreference, ms
@@ -54,7 +56,9 @@ class Fork:
 
 
 class Simulation:
-    def __init__(self, topology: Topology, seed: int = 7, start_ms: int | None = None):
+    def __init__(self, topology: Topology, seed: int = 7, start_ms: int | None = None, *, encoded: bool = False):
+        """`encoded`: `events()` yields the Avro body of each event (`binary.arguments_encoder`), the
+        same bytes as encoding the event, without making it."""
         self.topology = topology
         self.seed = seed
         self.rng = random.Random(seed)
@@ -63,7 +67,8 @@ class Simulation:
         self.truth = GroundTruth()
         self.now = self.start_ms
         self.model = topology.model_config()
-        self.nodes = {s.name: Node(s, self.model.for_node(s.name), self.model.timing(s.name), self._emit)
+        self._make = {kind: binary.arguments_encoder(kind) if encoded else kind for kind in ev.EVENT_TYPES.values()}
+        self.nodes = {s.name: Node(s, self.model.for_node(s.name), self.model.timing(s.name), self._emit, self._make)
                       for s in topology.servers}
         self.boundaries = {b: [self.nodes[s.name] for s in members] for b, members in topology.boundaries().items()}
         self.databases = {d.name: d.dag for d in topology.mailbox_databases}
@@ -88,8 +93,8 @@ class Simulation:
 
     # ---- running --------------------------------------------------------------------
 
-    def events(self, drain_ms: int | None = None) -> Iterator[ev.Event]:
-        """Every event of the run in true-time order. After the workload ends the servers keep
+    def events(self, drain_ms: int | None = None) -> Iterator[ev.Event | bytes]:
+        """Every event of the run in true-time order (or its body, `encoded`). After the workload ends the servers keep
         working (up to `drain_ms`, by default the longest resubmit span plus an hour) until
         nothing is queued or held anywhere."""
         if drain_ms is None:
@@ -117,8 +122,8 @@ class Simulation:
         self.truth.still_queued(self._queued_message_ids())
         last = max(self.now, self.end_ms)
         self.events_emitted += 1
-        yield ev.ClockTick(event_id=f"simulator-end-{self.seed}", event_time_ms=last + 1, node="simulator",
-                           primary_server="")
+        yield self._make[ev.ClockTick](event_id=f"simulator-end-{self.seed}", event_time_ms=last + 1,
+                                       node="simulator", primary_server="")
 
     def _take_commands(self) -> None:
         """Live mode: the commands that came in since the last action, acted on at the current time."""
@@ -147,7 +152,7 @@ class Simulation:
     def _at(self, t: int, action: Callable, *args) -> None:
         heapq.heappush(self._actions, (t, next(self._sequence), action, args))
 
-    def _emit(self, true_ms: int, event: ev.Event) -> None:
+    def _emit(self, true_ms: int, event: ev.Event | bytes) -> None:
         heapq.heappush(self._out, (true_ms, next(self._sequence), event))
         self.events_emitted += 1
 

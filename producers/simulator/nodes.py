@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from producers.simulator.topology import Server
 from schemas import events as ev
@@ -56,7 +56,9 @@ class Destroyed:
 
 class Node:
     def __init__(self, server: Server, params: ShadowRedundancyParameters, timing: Timing,
-                 emit: Callable[[int, ev.Event], None]):
+                 emit: Callable[[int, Any], None], make: Mapping[type[ev.Event], Callable[..., Any]] | None = None):
+        """`make` gives, per event kind, what makes what the node emits from the event's arguments:
+        the class itself (the default), or the encoder of its Avro body."""
         self.server = server
         self.name = server.name
         self.params = params
@@ -64,6 +66,7 @@ class Node:
         self.mode = server.mode
         self.heartbeat_ms = timing.heartbeat_timeout_ms if self.mode is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
         self._emit = emit
+        self._make = make or {kind: kind for kind in ev.EVENT_TYPES.values()}
         self._event_ids = itertools.count(1)
         self._internal_ids = itertools.count(1)
         self._databases = itertools.count(1)
@@ -79,9 +82,9 @@ class Node:
         self.failures: dict[str, int] = {}  # primary -> consecutive failed queries
 
     def event(self, kind: type[ev.Event], true_ms: int, primary: str, ref: MessageRef | None, **fields) -> None:
-        self._emit(true_ms, kind(event_id=f"{self.name}-{next(self._event_ids)}",
-                                 event_time_ms=true_ms + self.offset_ms, node=self.name, primary_server=primary,
-                                 message=ref, **fields))
+        self._emit(true_ms, self._make[kind](event_id=f"{self.name}-{next(self._event_ids)}",
+                                            event_time_ms=true_ms + self.offset_ms, node=self.name,
+                                            primary_server=primary, message=ref, **fields))
 
     def skew(self, delta_ms: int) -> None:
         self.offset_ms += delta_ms

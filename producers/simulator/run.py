@@ -5,8 +5,10 @@
     outcome = live(topology, seed=7, bootstrap=..., topic=..., commands_topic=...)
 
 A file run is reproducible byte for byte: the events come from the seed alone and the Avro
-sync marker is derived from it. A live run starts at the wall clock's now, paces events in
-real time (or `speed` times faster) and lets the nodes obey the twin's redelivery commands.
+sync marker is derived from it. An Avro file is written from the events' bodies, which the
+simulation encodes as it goes (`Simulation(encoded=True)`), without making the events. A live
+run starts at the wall clock's now, paces events in real time (or `speed` times faster) and
+lets the nodes obey the twin's redelivery commands.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Callable
 
 from infra.kafka import consumer
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
-from producers.recording import write_events
+from producers.recording import check_name, write_events
 from producers.replayer import publish
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
+from schemas import container
+from schemas.convert import AVRO_SUFFIXES
 
 
 @dataclass
@@ -65,11 +69,16 @@ def sync_marker(seed: int) -> bytes:
 def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None = None, *,
             stop: threading.Event | None = None) -> SimulationOutcome:
     """Write the simulation's events; setting `stop` ends the file early, still a valid recording."""
-    simulation = Simulation(topology, seed)
+    avro = check_name(path).suffix in AVRO_SUFFIXES
+    simulation = Simulation(topology, seed, encoded=avro)
     stop = stop or threading.Event()
     started = time.perf_counter()
     events = itertools.takewhile(lambda _: not stop.is_set(), simulation.events())
-    count = write_events(path, events, sync=sync_marker(seed))
+    if avro:
+        with open(path, "wb") as out:
+            count = container.write_encoded(out, "Event", events, sync=sync_marker(seed))
+    else:
+        count = write_events(path, events, sync=sync_marker(seed))
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)

@@ -1,0 +1,38 @@
+"""A simulation to a file: the events the engine yields, encoded as it goes."""
+
+from __future__ import annotations
+
+from producers.recording import read_events
+from producers.simulator import run
+from producers.simulator.engine import Simulation
+from schemas.codec import default_codec
+from tests.producers.simulator.scenarios import topology
+
+FAULTS = [{"kind": "crash", "server": "mbx02", "at": "00:05:00", "duration": "00:05:00", "restart": "new_database"},
+          {"kind": "clock_skew", "server": "mbx03", "at": "00:02:00", "duration": "00:10:00", "offset": "00:00:05"}]
+TOPOLOGY = topology(FAULTS, duration="00:15:00", rate=0.5, hubs=True)
+
+
+def body_of(event) -> bytes:
+    out = bytearray()
+    default_codec().write_body(event, out)
+    return bytes(out)
+
+
+def test_an_encoded_run_yields_the_bodies_of_the_events_of_a_run():
+    events = list(Simulation(TOPOLOGY, 5).events())
+    bodies = list(Simulation(TOPOLOGY, 5, encoded=True).events())
+    assert len({type(e) for e in events}) > 10
+    assert bodies == [body_of(e) for e in events]
+
+
+def test_a_file_holds_the_events_of_the_run_and_its_truth(tmp_path):
+    simulation = Simulation(TOPOLOGY, 5)
+    events = list(simulation.events())
+    outcome = run.to_file(TOPOLOGY, 5, tmp_path / "run.avro")
+    assert outcome.events == len(events)
+    assert list(read_events(tmp_path / "run.avro")) == events
+    assert outcome.results == simulation.truth.counts()
+    jsonl = run.to_file(TOPOLOGY, 5, tmp_path / "run.jsonl")  # made of events, as before
+    assert list(read_events(tmp_path / "run.jsonl")) == events and jsonl.events == len(events)
+    assert (tmp_path / "run.truth.jsonl").read_bytes() == outcome.truth_path.read_bytes()
