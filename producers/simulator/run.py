@@ -6,9 +6,10 @@
 
 A file run is reproducible byte for byte: the events come from the seed alone and the Avro
 sync marker is derived from it. An Avro file is written from the events' bodies, which the
-simulation encodes as it goes (`Simulation(encoded=True)`), without making the events. A live
-run starts at the wall clock's now, paces events in real time (or `speed` times faster) and
-lets the nodes obey the twin's redelivery commands.
+simulation encodes as it goes (`Simulation(encoded=True)`), without making the events, and
+with the cyclic garbage collector paused (the simulation makes no cycles: what it drops is
+freed by reference counting). A live run starts at the wall clock's now, paces events in real
+time (or `speed` times faster) and lets the nodes obey the twin's redelivery commands.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from producers.recording import check_name, write_events
 from producers.replayer import publish
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
+from state import collector
 from schemas import container
 from schemas.convert import AVRO_SUFFIXES
 
@@ -74,11 +76,12 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     stop = stop or threading.Event()
     started = time.perf_counter()
     events = itertools.takewhile(lambda _: not stop.is_set(), simulation.events())
-    if avro:
-        with open(path, "wb") as out:
-            count = container.write_encoded(out, "Event", events, sync=sync_marker(seed))
-    else:
-        count = write_events(path, events, sync=sync_marker(seed))
+    with collector.paused():
+        if avro:
+            with open(path, "wb") as out:
+                count = container.write_encoded(out, "Event", events, sync=sync_marker(seed))
+        else:
+            count = write_events(path, events, sync=sync_marker(seed))
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)

@@ -1,6 +1,8 @@
-"""A simulation to a file: the events the engine yields, encoded as it goes."""
+"""A simulation to a file: the events the engine yields, encoded as it goes, with the collector paused."""
 
 from __future__ import annotations
+
+import gc
 
 from producers.recording import read_events
 from producers.simulator import run
@@ -36,3 +38,19 @@ def test_a_file_holds_the_events_of_the_run_and_its_truth(tmp_path):
     jsonl = run.to_file(TOPOLOGY, 5, tmp_path / "run.jsonl")  # made of events, as before
     assert list(read_events(tmp_path / "run.jsonl")) == events and jsonl.events == len(events)
     assert (tmp_path / "run.truth.jsonl").read_bytes() == outcome.truth_path.read_bytes()
+
+
+def test_the_collector_is_paused_while_simulating_and_running_after(tmp_path, monkeypatch):
+    seen = []
+
+    class Watched(Simulation):
+        def events(self, drain_ms=None):
+            for event in super().events(drain_ms):
+                seen.append(gc.isenabled())
+                yield event
+
+    monkeypatch.setattr(run, "Simulation", Watched)
+    assert gc.isenabled()
+    run.to_file(TOPOLOGY, 5, tmp_path / "run.avro")
+    assert seen and not any(seen)
+    assert gc.isenabled()
