@@ -1142,6 +1142,11 @@ class _Transition:
         s = self.s
         if s.deadlines.by_kind[_SETTLE_RESTART]:
             restart.mentioned(self, e)
+        if s.unreachable_ms is not None and e.event_time_ms > s.unreachable_ms and e.node == s.primary \
+                and restart.held_before(self, ref.internal_id, s.unreachable_ms):
+            # It handles a message of the queue it had when that query failed: it came back with that
+            # database, and a new one learned later came with a later restart.
+            s.unreachable_ms = None
         m = s.messages.get(ref.internal_id)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
             record = s.promoted[ref.internal_id]

@@ -740,6 +740,34 @@ def primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_n
                     events)
 
 
+def primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between() -> Timeline:
+    """mbx02's queries to mbx01 fail from 3 to 181: it promotes m1 (ShadowResubmitTimeSpan) and, holding
+    nothing more, stops querying. mbx01 comes back with its SAME queue database (the feed has no NodeStarted)
+    and delivers m1 from its queue at 200, as "After Mailbox01 comes back online, it will deliver the messages
+    in its queues" (003) says of a primary back with the same database. It takes m5 alone (no peer) at 210,
+    then restarts with a new database, learned only from mbx03's answer naming dbP2 at 232: m5 was in the
+    database "unrecoverable due to data corruption or hardware failure" (003) and had no shadow copy: it is
+    MESSAGE_LOST at 232 (not MESSAGE_EXPIRED two days later "in mbx01's queue", as if mbx01 had come back
+    with dbP2 right after mbx02's last failed query of 181: its delivery of m1 at 200 shows dbP1)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.query_ok("mbx02", "mbx01", 1), *org.heartbeats_failing("mbx02", "mbx01", 3, 183),
+              *org.delivered("mbx01", "m1", "mbx04", 200),
+              *org.received("mbx01", "m5", 210),
+              *org.shadow_failed("mbx01", "m5", 210.1, reason=ev.ShadowFailureReason.NO_PEER, candidate=""),
+              *org.received("mbx01", "m6", 230), *org.shadowed("mbx01", "mbx03", "m6", 230, db="dbP2"),
+              *org.query_ok("mbx03", "mbx01", 232, db="dbP2"), *org.delivered("mbx01", "m6", "mbx04", 233),
+              *org.query_ok("mbx03", "mbx01", 234, db="dbP2", discarded=("m6",))]
+    return Timeline("primary back with its database, then restarted with a new one, loses what it took between",
+                    events, alerts=(
+                        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(181), ("m1",)),
+                        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(200), ("m1",)),
+                        Expected(AlertType.NOT_REDUNDANT, at(210.1), ("m5",)),
+                        Expected(AlertType.MESSAGE_LOST, at(232), ("m5",))),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(181)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -763,9 +791,11 @@ ALL = (
     a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
     a_side_effect_is_lost_with_its_parents_only_copy,
     primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
+    primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
 SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
            a_side_effect_is_lost_with_its_parents_only_copy,
-           primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat)
+           primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
+           primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between)
