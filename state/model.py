@@ -503,9 +503,14 @@ class _Transition:
         hop = e.mailbox_server if isinstance(e, ev.DeliveredToMailbox) else e.next_hop
         key = e.message.fork_id or hop
         fork = m.forks.get(key)
+        served = getattr(e, "recipients", ())
         if fork is None:
             hop = shared(hop)
-            fork = m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(getattr(e, "recipients", ())))
+            fork = m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(served))
+        elif served and fork.recipients and fork.recipients != served:
+            # Another delivery to the same hop (a mailbox server's other database): it serves its own
+            # recipients, and those of the fork's earlier delivery stay served; a pending fork's others wait.
+            fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *served)) if fork.done else served))
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 
@@ -613,13 +618,16 @@ class _Transition:
         routes: list[tuple[MessageRef, str | None, tuple[str, ...]]] = []
         covered: set[str] = set()
         covers_all = False
+        served = {r.lower() for f in m.forks.values() if f.done for r in f.recipients}
         for key, fork in sorted(m.forks.items()):
             if not fork.recipients:
                 covers_all = True
             covered.update(r.lower() for r in fork.recipients)
             if not fork.done:
-                routes.append((MessageRef(m.ref.message_id, m.ref.internal_id, key), fork.next_hop or None,
-                               fork.recipients))
+                pending = tuple(r for r in fork.recipients if r.lower() not in served)  # not served by another fork
+                if pending or not fork.recipients:
+                    routes.append((MessageRef(m.ref.message_id, m.ref.internal_id, key), fork.next_hop or None,
+                                   pending))
         if not m.forks:
             routes.append((m.ref, None, ()))
         elif not covers_all:

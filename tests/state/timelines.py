@@ -768,6 +768,39 @@ def primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_t
                     commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(181)),))
 
 
+def deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients() -> Timeline:
+    """Exchange keeps a message until "all of the next hops for that message have completed delivery" (004),
+    and releases the copy when "all forks of the message are fully processed" (003). m2, taken alone (no
+    peer), is for a@ and b@, whose mailboxes are in two databases of mbx05: two DELIVER lines to mbx05, one
+    per recipient. m1 (copy on mbx02) is for a@, b@ and c@: mbx01 defers b@ and c@ (a DEFER that names no
+    next hop), delivers a@ and then b@ to mbx05, and dies with c@ pending; m3 (copy on mbx02 too), for a@
+    and b@, deferred at mbx05, was delivered to a@ only. m2 is delivered (before: the second delivery to
+    mbx05 served nobody, and m2 was MESSAGE_EXPIRED two days later); mbx02 promotes m1 and m3 at 181, with
+    one command each: m1 for c@ only (before: for b@ and c@, b@'s delivery forgotten), m3 for b@ (before:
+    none, and m3 was taken as delivered, a duplicate forecast: a@'s delivery had served the whole fork)."""
+    org = Org()
+    both, three = ("a@contoso.com", "b@contoso.com"), ("a@contoso.com", "b@contoso.com", "c@contoso.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m2", 0, recipients=both),
+              *org.shadow_failed("mbx01", "m2", 0.1, reason=ev.ShadowFailureReason.NO_PEER, candidate=""),
+              *org.delivered_to_mailbox("mbx01", "m2", "mbx05", 0.5, recipients=both[:1]),
+              *org.delivered_to_mailbox("mbx01", "m2", "mbx05", 0.6, recipients=both[1:]),
+              *org.received("mbx01", "m1", 0, recipients=three), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.deferred("mbx01", "m1", "", 0.5, recipients=three[1:]),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 0.7, recipients=three[:1]),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 0.8, recipients=three[1:2]),
+              *org.received("mbx01", "m3", 0, recipients=both), *org.shadowed("mbx01", "mbx02", "m3", 0),
+              *org.deferred("mbx01", "m3", "mbx05", 0.5, recipients=both),
+              *org.delivered_to_mailbox("mbx01", "m3", "mbx05", 0.7, recipients=both[:1]),
+              *org.query_ok("mbx02", "mbx01", 1), *org.heartbeats_failing("mbx02", "mbx01", 3, 183),
+              *org.tick(3 * 24 * 60)]
+    return Timeline("deliveries to two databases of one mailbox server serve both recipients", events, alerts=(
+        Expected(AlertType.NOT_REDUNDANT, at(0.1), ("m2",)),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(181), ("m1", "m3"))),
+        commands=(Command("mbx02", "mbx01", "m1", "", None, ("c@contoso.com",), at(181)),
+                  Command("mbx02", "mbx01", "m3", None, None, ("b@contoso.com",), at(181))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -792,10 +825,12 @@ ALL = (
     a_side_effect_is_lost_with_its_parents_only_copy,
     primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
     primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
+    deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
 SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
            a_side_effect_is_lost_with_its_parents_only_copy,
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
-           primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between)
+           primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
+           deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients)
