@@ -349,7 +349,10 @@ class _Transition:
         m = self.known(e)
         if m is None:
             return
-        if e.locality is ev.SiteLocality.REMOTE:
+        locality = e.locality
+        if locality is ev.SiteLocality.UNKNOWN and e.candidate:  # the line does not say: the servers' sites do
+            locality = self.locality_of(e.candidate)
+        if locality is ev.SiteLocality.REMOTE:
             m.remote_failures += 1
         else:
             m.local_failures += 1

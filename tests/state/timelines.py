@@ -801,6 +801,33 @@ def deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients() ->
                   Command("mbx02", "mbx01", "m3", None, None, ("b@contoso.com",), at(181))))
 
 
+def prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say() -> Timeline:
+    """dag1 spans site1 (mbx01, mbx02) and site2 (mbx03); the failed attempts do not say in which site their
+    candidate is (a message-tracking HAREDIRECTFAIL), the servers' NodeStarted do. "PreferRemote: Try to make
+    a shadow copy of the message on a DAG member in a different Active Directory site based on the number of
+    attempts specified by the MaxRetriesForRemoteSiteShadow parameter. If the operation fails, try make a
+    shadow copy of the message on a DAG member in the local Active Directory site based on the number of
+    attempts specified by the MaxRetriesForLocalSiteShadow parameter" (003). m1: two attempts on mbx03 fail,
+    the third makes the copy there: redundant (before: NOT_REDUNDANT at the second failure, counted against
+    the local budget of 2). m2: four attempts on mbx03 and two on mbx02 fail: NOT_REDUNDANT at the sixth,
+    not before."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+              *org.started("mbx03", "dbX1", 0, site="site2"), *org.received("mbx01", "m1", 1)]
+    unsaid = SiteLocality.UNKNOWN
+    for attempt in (1, 2):
+        events += org.shadow_failed("mbx01", "m1", 1 + attempt * 0.01, locality=unsaid, attempt=attempt,
+                                    candidate="mbx03")
+    events += [*org.shadowed("mbx01", "mbx03", "m1", 1.05), *org.received("mbx01", "m2", 2)]
+    for attempt, candidate in enumerate(("mbx03",) * 4 + ("mbx02",) * 2, start=1):
+        events += org.shadow_failed("mbx01", "m2", 2 + attempt * 0.01, locality=unsaid, attempt=attempt,
+                                    candidate=candidate)
+    events += [*org.delivered("mbx01", "m1", "mbx09", 4), *org.delivered("mbx01", "m2", "mbx09", 4),
+               *org.query_ok("mbx03", "mbx01", 5, discarded=("m1",))]
+    return Timeline("PreferRemote counts failures by the candidate's site when the line does not say", events,
+                    alerts=(Expected(AlertType.NOT_REDUNDANT, at(2.06), ("m2",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -826,6 +853,7 @@ ALL = (
     primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
     primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
     deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
+    prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -833,4 +861,5 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_side_effect_is_lost_with_its_parents_only_copy,
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
            primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
-           deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients)
+           deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
+           prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say)
