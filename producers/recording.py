@@ -59,14 +59,20 @@ def check_name(path: Path) -> Path:
 
 
 def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, timestamps: bool = False,
-                 schema: str = "Event") -> int:
+                 schema: str = "Event", encoded: bool = False) -> int:
     """Write `events` to `path`; an Avro file's sync marker is random unless `sync` (16 bytes) is
     given, which makes the file the same byte for byte for the same events. With `timestamps`,
     the items are (event, Kafka timestamp in ms or None) pairs. `schema` names the records'
-    top-level schema (Alert, RedeliveryCommand, DeadLetter: a recording of an output topic)."""
+    top-level schema (Alert, RedeliveryCommand, DeadLetter: a recording of an output topic).
+    `encoded`: the items are the records' Avro bodies already (`schemas.binary.arguments_encoder`),
+    for an Avro file only."""
     check_name(path)
     if path.suffix in JSONL_SUFFIXES:
+        if encoded:
+            raise ValueError(f"{path}: Avro bodies go to an Avro file, not JSON Lines")
         with open(path, "w", encoding="utf-8") as out:
             return jsonl.write(events, out, timestamps=timestamps)
     with open(path, "wb") as out:
+        if encoded:
+            return container.write_encoded(out, schema, events, sync=sync)
         return container.write(out, schema, events, sync=sync, timestamps=timestamps)

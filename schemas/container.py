@@ -31,7 +31,7 @@ import queue
 import threading
 import zlib
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import fastavro
 
@@ -70,27 +70,21 @@ def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | No
     With `timestamps`, the items are (record, Kafka timestamp in ms or None) pairs."""
     sync = _write_header(out, name, sync, codec, timestamps)
     encoder = default_codec()
-    block, in_block, count = bytearray(), 0, 0
-    with _BlockWriter(out, sync, codec) as blocks:
-        for count, item in enumerate(records, start=1):
-            record, at_ms = item if timestamps else (item, None)
-            if top_level_name(type(record)) != name:
-                raise TypeError(f"record {count} is {type(record).__name__}, not "
-                                + ("an event" if name == "Event" else name))
-            encoder.write_body(record, block)
-            if timestamps:
-                if at_ms is None:
-                    block.append(0)
-                else:
-                    block.append(2)  # the union's second branch, long
-                    binary.write_long(at_ms, block)
-            in_block += 1
-            if len(block) >= BLOCK_BYTES:
-                blocks.put(block, in_block)
-                block, in_block = bytearray(), 0
-        if in_block:
-            blocks.put(block, in_block)
-    return count
+
+    def append(block: bytearray, item: Any, number: int) -> None:
+        record, at_ms = item if timestamps else (item, None)
+        if top_level_name(type(record)) != name:
+            raise TypeError(f"record {number} is {type(record).__name__}, not "
+                            + ("an event" if name == "Event" else name))
+        encoder.write_body(record, block)
+        if timestamps:
+            if at_ms is None:
+                block.append(0)
+            else:
+                block.append(2)  # the union's second branch, long
+                binary.write_long(at_ms, block)
+
+    return _write_blocks(out, sync, codec, records, append)
 
 
 def write_encoded(out: IO[bytes], name: str, bodies: Iterable[bytes], *, sync: bytes | None = None,
@@ -98,18 +92,28 @@ def write_encoded(out: IO[bytes], name: str, bodies: Iterable[bytes], *, sync: b
     """`write` for records encoded already: each item is the Avro body of one record of `name` (what
     `binary.arguments_encoder` returns, trusted as it is). The same blocks, the same bytes."""
     sync = _write_header(out, name, sync, codec, timestamps=False)
+    return _write_blocks(out, sync, codec, bodies, _append_body)
+
+
+def _append_body(block: bytearray, body: bytes, number: int) -> None:
+    block.extend(body)
+
+
+def _write_blocks(out: IO[bytes], sync: bytes, codec: str, items: Iterable[Any],
+                  append: Callable[[bytearray, Any, int], None]) -> int:
+    """Write the items, each appended to the current block by `append(block, item, its number)`, in
+    blocks of about BLOCK_BYTES; returns how many."""
     block, in_block, count = bytearray(), 0, 0
     with _BlockWriter(out, sync, codec) as blocks:
-        for body in bodies:
-            block += body
+        for count, item in enumerate(items, start=1):
+            append(block, item, count)
             in_block += 1
             if len(block) >= BLOCK_BYTES:
                 blocks.put(block, in_block)
-                count += in_block
                 block, in_block = bytearray(), 0
         if in_block:
             blocks.put(block, in_block)
-    return count + in_block
+    return count
 
 
 def _write_header(out: IO[bytes], name: str, sync: bytes | None, codec: str, timestamps: bool) -> bytes:

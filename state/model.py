@@ -234,10 +234,7 @@ class _Transition:
         for pair in s.pairs.values():
             if pair.heartbeats and pair.held and pair.primary_failed_ms is None and not self.shadow_silent(pair, t):
                 # Back before the span ran out: the shadow's next heartbeat, at most one away, reaches it.
-                timing = self.config.timing(pair.shadow)
-                beat = timing.heartbeat_timeout_ms if self.mode_of(pair.shadow) is NodeMode.EXCHANGE_2010 \
-                    else timing.heartbeat_ms
-                due = max(pair.last_contact_ms + self.promotion_span(pair), t + beat)
+                due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
                 s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
 
     def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None,
@@ -483,7 +480,6 @@ class _Transition:
         if m.redundancy is Redundancy.REDUNDANT:
             self.close(m, e.event_time_ms, "rejected")
         else:
-            m.decided = True
             self.rejected_no_shadow(m, e.event_time_ms)
 
     def sent_to_next_hop(self, e: ev.SentToNextHop | ev.DeliveryDeferred) -> None:
@@ -810,12 +806,17 @@ class _Transition:
         timing = self.config.timing(shadow)
         if self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
             promotion = timing.heartbeat_timeout_ms * self.config.for_node(shadow).shadow_heartbeat_retry_count
-            beat = timing.heartbeat_timeout_ms
         else:
-            promotion, beat = timing.resubmit_ms, timing.heartbeat_ms
-        spans = self.spans[shadow] = (promotion, beat * self.config.shadow_silence_heartbeats,
+            promotion = timing.resubmit_ms
+        spans = self.spans[shadow] = (promotion, self.heartbeat_of(shadow) * self.config.shadow_silence_heartbeats,
                                       self.config.timing(self.s.primary).auto_discard_ms)
         return spans
+
+    def heartbeat_of(self, shadow: str) -> int:
+        """How often the shadow queries its primary: ShadowHeartbeatFrequency, or in 2010 mode
+        ShadowHeartbeatTimeoutInterval."""
+        timing = self.config.timing(shadow)
+        return timing.heartbeat_timeout_ms if self.mode_of(shadow) is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
 
     def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
                 forecast: bool = False, only: set[str] | None = None) -> None:

@@ -30,7 +30,6 @@ from producers.replayer import publish
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 from state import collector
-from schemas import container
 from schemas.convert import AVRO_SUFFIXES
 
 
@@ -77,11 +76,7 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     started = time.perf_counter()
     events = itertools.takewhile(lambda _: not stop.is_set(), simulation.events())
     with collector.paused():
-        if avro:
-            with open(path, "wb") as out:
-                count = container.write_encoded(out, "Event", events, sync=sync_marker(seed))
-        else:
-            count = write_events(path, events, sync=sync_marker(seed))
+        count = write_events(path, events, sync=sync_marker(seed), encoded=avro)
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)

@@ -141,3 +141,14 @@ def test_a_recording_is_named_by_its_format(tmp_path, name):
         write_events(tmp_path / name, SAMPLES)
     with pytest.raises(ValueError, match="a recording ends in .jsonl, .ndjson, .avro"):
         next(read_events(tmp_path / name))
+
+
+def test_events_encoded_already_are_written_as_the_same_avro_file_and_refused_for_json_lines(tmp_path):
+    events = list(sample_events().values())
+    write_events(tmp_path / "made.avro", events, sync=bytes(16))
+    bodies = [binary.arguments_encoder(type(e))(**{f.name: getattr(e, f.name) for f in dataclasses.fields(e)})
+              for e in events]
+    write_events(tmp_path / "encoded.avro", bodies, sync=bytes(16), encoded=True)
+    assert (tmp_path / "encoded.avro").read_bytes() == (tmp_path / "made.avro").read_bytes()
+    with pytest.raises(ValueError, match="Avro bodies go to an Avro file"):
+        write_events(tmp_path / "encoded.jsonl", bodies, encoded=True)
