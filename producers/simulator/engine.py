@@ -88,7 +88,6 @@ class Simulation:
         # clock in the simulation's time (start = now, real time).
         self.inbox: queue.SimpleQueue | None = None
         self.clock: Callable[[], int] | None = None
-        self.events_emitted = 0
         self.drained = False
 
     # ---- running --------------------------------------------------------------------
@@ -121,7 +120,6 @@ class Simulation:
             yield heapq.heappop(out)[2]
         self.truth.still_queued(self._queued_message_ids())
         last = max(self.now, self.end_ms)
-        self.events_emitted += 1
         yield self._make[ev.ClockTick](event_id=f"simulator-end-{self.seed}", event_time_ms=last + 1,
                                        node="simulator", primary_server="")
 
@@ -154,7 +152,6 @@ class Simulation:
 
     def _emit(self, true_ms: int, event: ev.Event | bytes) -> None:
         heapq.heappush(self._out, (true_ms, next(self._sequence), event))
-        self.events_emitted += 1
 
     def _idle(self) -> bool:
         return not any(n.queue or any(n.shadows.values()) for n in self.nodes.values())
