@@ -228,6 +228,7 @@ class _Transition:
         if e.mode is not NodeMode.UNKNOWN:
             s.mode = e.mode
         s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
+        s.primary_started_ms = e.event_time_ms
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
         self.primary_seen_with_db(e.queue_db_id, e.event_time_ms, previous_db=previous)
         t = e.event_time_ms
@@ -717,8 +718,10 @@ class _Transition:
             if pair.shadow in s.pairs:  # once for all the copies released
                 self.schedule_pair(pair)
         if e.primary_queue_db_id != s.queue_db_id:
-            previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
-            self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous, back_after=s.unreachable_ms)
+            if not self.answered_before_the_restart(e):
+                previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
+                self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous,
+                                          back_after=s.unreachable_ms)
         elif s.promoted:
             self.primary_seen_with_db(e.primary_queue_db_id, t)
         s.unreachable_ms = None
@@ -727,6 +730,16 @@ class _Transition:
             # now): a later outage is judged afresh
             pair.primary_failed_ms = None
             self.schedule_pair(pair)
+
+    def answered_before_the_restart(self, e: ev.DiscardQueryAnswered) -> bool:
+        """Whether an answer naming another queue database than the primary's latest NodeStarted was given
+        before that restart: stamped before it (a late event) or less than the clock-skew allowance after it
+        (a shadow's clock ahead of the primary's). The primary's own NodeStarted says its database, so the
+        answer's is stale (the rest of it counts); a change seen later is a restart the feed did not show."""
+        s = self.s
+        started, fact = s.primary_started_ms, s.nodes.get(s.primary)
+        return started is not None and fact is not None and fact.queue_db_id != e.primary_queue_db_id \
+            and e.event_time_ms - started < self.config.clock_skew_allowance_ms
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)

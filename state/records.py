@@ -298,6 +298,9 @@ class PrimaryState:
     # The latest failed discard query to the primary since it last answered one: had it restarted since,
     # it came back after that.
     unreachable_ms: int | None = None
+    # The event time of the primary's latest NodeStarted, whose queue database (`nodes[primary]`) is its own
+    # word: a shadow's answer naming another one within the clock-skew allowance was given before it.
+    primary_started_ms: int | None = None
     dag_spans_sites: bool = False  # the primary's DAG has members in another site (derived from `nodes`)
 
     def nodes_span_sites(self) -> bool:

@@ -5,10 +5,10 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3, 4 and 5 are still read, a checkpoint may hold them: 5
-has no `unreachable_ms`, and a pair's values hold after its `shadow_db_id` a count the model no
-longer keeps (2010's failed queries); 4 is 5 without a message's `primary_db`, which then falls
-back to its pair's; 3 is 4 without a token).
+refused rather than misread (formats 3 to 6 are still read, a checkpoint may hold them: 6 has no
+`primary_started_ms`, which is then unknown; 5 is 6 without `unreachable_ms`, and a pair's values
+hold after its `shadow_db_id` a count the model no longer keeps (2010's failed queries); 4 is 5
+without a message's `primary_db`, which then falls back to its pair's; 3 is 4 without a token).
 
 Each snapshot carries a random token near its start (`token_of` finds it without unpickling
 anything), so an engine that keeps the loaded state in memory between calls can tell whether
@@ -27,8 +27,8 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 6
-PREVIOUS_FORMATS = (5, 4, 3)  # 5: see above; 4: 5 without a message's `primary_db`; 3: 4 without a token
+FORMAT = 7
+PREVIOUS_FORMATS = (6, 5, 4, 3)  # 6: without `primary_started_ms`; 5, 4 and 3: see above
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -58,7 +58,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
-              state.unreachable_ms)
+              state.unreachable_ms, state.primary_started_ms)
     closed = tuple(state.closed.items())
     facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
              tuple(state.last_seen.items()),
@@ -77,12 +77,16 @@ def load(data: bytes) -> PrimaryState:
     version = header[0]
     if version != 3:
         header = (version, *header[2:])  # the token is not state
-    if version != FORMAT:
+    if version < 6:
         header = (*header, None)  # no `unreachable_ms` before 6
-    _, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms, unreachable_ms = header
+    if version < 7:
+        header = (*header, None)  # no `primary_started_ms` before 7: unknown
+    (_, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms, unreachable_ms,
+     primary_started_ms) = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
                          shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
-                         feed_stopped_ms=feed_stopped_ms, unreachable_ms=unreachable_ms)
+                         feed_stopped_ms=feed_stopped_ms, unreachable_ms=unreachable_ms,
+                         primary_started_ms=primary_started_ms)
     redundancy = {r.value: r for r in Redundancy}
     locality = {x.value: x for x in SiteLocality}
     for ref, recipients, level, forks, side_effects, flat, where in messages:
@@ -97,7 +101,7 @@ def load(data: bytes) -> PrimaryState:
         )
         state.messages[message.ref.internal_id] = message
     for flat, held, pending in pairs:
-        if version != FORMAT:
+        if version < 6:
             flat = flat[:_COUNT_BEFORE_6] + flat[_COUNT_BEFORE_6 + 1:]
         pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
         state.pairs[pair.shadow] = pair

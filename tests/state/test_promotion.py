@@ -137,6 +137,68 @@ def test_node_started_with_a_new_database_promotes_before_any_heartbeat():
     assert [c.decided_at_ms for c in replay(events).commands] == [at(10)]
 
 
+def restarted_with_dbP2_at_10(org):
+    """mbx01 restarts with dbP2 at 10 (its NodeStarted; m1, dbP1's copy on mbx02, promoted then), shadows m5
+    on mbx02 with dbP2 at 10.2 and takes m6 alone at 10.3; mbx02's heartbeats go on."""
+    return [*org.started("mbx01", "dbP1", 0),
+            *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db="dbP1"),
+            *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx02", "mbx01", 6),
+            *org.started("mbx01", "dbP2", 10),
+            *org.received("mbx01", "m5", 10.2), *org.shadowed("mbx01", "mbx02", "m5", 10.2, db="dbP2"),
+            *org.received("mbx01", "m6", 10.3),
+            *org.shadow_failed("mbx01", "m6", 10.3, reason=ShadowFailureReason.NO_PEER, candidate="")]
+
+
+def test_an_answer_naming_another_database_than_the_primarys_node_started_within_the_allowance_is_stale():
+    """The primary's own NodeStarted says its database. mbx02's clock is ahead: its answer naming another
+    database, stamped up to the clock-skew allowance after mbx01's NodeStarted, was given before it. Its
+    database is ignored: m5 (dbP2's copy) is not promoted, m6 (taken after the restart) is not MESSAGE_LOST;
+    its contact still counts. A change seen at the allowance or later is a restart of its own (below)."""
+    allowance = ModelConfig().clock_skew_allowance_ms
+    for db in ("dbP1", "dbP3"):
+        org = Org()
+        answered_ms = at(10) + allowance - 1
+        late = org.query_ok("mbx02", "mbx01", (answered_ms - at(0)) / MINUTE, db=db)
+        result = replay([*restarted_with_dbP2_at_10(org), *late])
+        assert [(c.message.internal_id, c.decided_at_ms) for c in result.commands] == [("m1", at(10))], db
+        assert AlertType.MESSAGE_LOST not in {a.type for a in result.alerts}
+        state = result.states["mbx01"]
+        assert state.queue_db_id == "dbP2" and state.pairs["mbx02"].last_contact_ms == late[-1].event_time_ms
+
+
+def test_an_answer_naming_a_new_database_the_allowance_after_the_primarys_node_started_still_promotes():
+    """mbx01 restarted again, with dbP3, and the feed shows no NodeStarted for it: mbx02's answer naming dbP3
+    a clock-skew allowance after the NodeStarted of dbP2, or later, promotes the copies of dbP2 (m5) and m6,
+    which dbP2 held alone, is lost."""
+    for config in (ModelConfig(), ModelConfig(clock_skew_allowance_ms=MINUTE)):
+        org = Org()
+        answered_ms = at(10) + config.clock_skew_allowance_ms
+        later = org.query_ok("mbx02", "mbx01", (answered_ms - at(0)) / MINUTE, db="dbP3")
+        result = replay([*restarted_with_dbP2_at_10(org), *later], config)
+        assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+            ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(10)),
+            ("m5", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, answered_ms)]
+        assert [(a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in result.alerts
+                if a.type is AlertType.MESSAGE_LOST] == [(answered_ms, ["m6"])]
+        assert result.states["mbx01"].queue_db_id == "dbP3"
+
+
+def test_an_answer_stamped_before_the_primarys_node_started_and_applied_after_it_is_stale():
+    """The symmetric case: mbx02's answer naming dbP1, stamped 9.9, reaches the model after mbx01's NodeStarted
+    of 10 (a late event, as the streaming twin may apply one): it was given before the restart, however far
+    before, and changes no database; its contact counts."""
+    org = Org()
+    events = restarted_with_dbP2_at_10(org)
+    model = ShadowRedundancyModel()
+    state = model.new_state("mbx01")
+    model.on_events(state, events)
+    for stamped in (9.9, 9.9 - 2 * ModelConfig().clock_skew_allowance_ms / MINUTE):
+        late = org.query_ok("mbx02", "mbx01", stamped, db="dbP1")
+        out = model.on_events(state, late)
+        assert out.commands == [] and out.alerts == [], stamped
+        assert state.queue_db_id == "dbP2" and set(state.pairs["mbx02"].held) == {"m5"} and "m6" in state.messages
+
+
 def test_messages_the_primary_already_processed_are_not_resubmitted():
     org = Org()
     events = [

@@ -12,7 +12,7 @@ from state.model import ShadowRedundancyModel, _Transition
 from state.records import Message, Pair
 from state.replay import replay
 from tests.state import timelines
-from tests.state.scenario import Org
+from tests.state.scenario import Org, at
 from tests.state.world import simulate, worlds
 
 
@@ -61,13 +61,42 @@ def test_another_format_is_refused():
         snapshot.load(stale)
 
 
+def as_format_6(state) -> tuple:
+    """`state`'s snapshot as format 6 wrote it: no `primary_started_ms`, the header's last value."""
+    header, *rest = pickle.loads(snapshot.dump(state))
+    assert header[-1] == state.primary_started_ms
+    return ((6, *header[1:-1]), *rest)
+
+
 def as_format_5(state) -> tuple:
-    """`state`'s snapshot as format 5 wrote it: no `unreachable_ms`, and a pair's count of failed queries
-    after its `shadow_db_id`."""
-    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 5 wrote it: format 6 without `unreachable_ms`, and with a pair's count of
+    failed queries after its `shadow_db_id`."""
+    header, messages, pairs, *rest = as_format_6(state)
     assert snapshot.PAIR_FLAT[4] == "shadow_db_id"
     counted = [((*flat[:5], 3, *flat[5:]), held, pending) for flat, held, pending in pairs]
     return ((5, *header[1:-1]), messages, counted, *rest)
+
+
+def restarted_with_a_new_database(org):
+    """mbx01's NodeStarted with dbP2 at 10 (m1's copy on mbx02 promoted then), m2 shadowed on mbx02 since."""
+    return [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+            *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+            *org.query_ok("mbx02", "mbx01", 8), *org.started("mbx01", "dbP2", 10), *org.received("mbx01", "m2", 10.2),
+            *org.shadowed("mbx01", "mbx02", "m2", 10.2, db="dbP2")]
+
+
+def test_a_format_6_snapshot_loads_with_the_primarys_start_unknown():
+    """Format 6 had no `primary_started_ms`: unknown, a shadow's answer naming another database changes it
+    whenever it comes, as the model did then."""
+    org = Org()
+    state = replay(restarted_with_a_new_database(org)).states["mbx01"]
+    assert state.primary_started_ms == at(10)
+    loaded = snapshot.load(pickle.dumps(as_format_6(state)))
+    assert loaded == dataclasses.replace(state, primary_started_ms=None)
+    stale = org.query_ok("mbx02", "mbx01", 10.5, db="dbP1")
+    model = ShadowRedundancyModel()
+    assert model.on_events(state, stale).commands == []
+    assert [c.message.internal_id for c in model.on_events(loaded, stale).commands] == ["m2"]
 
 
 def test_a_format_5_snapshot_loads_without_its_pairs_count_of_failed_queries():
@@ -79,6 +108,12 @@ def test_a_format_5_snapshot_loads_without_its_pairs_count_of_failed_queries():
     assert state.pairs and state.unreachable_ms is not None
     loaded = snapshot.load(pickle.dumps(as_format_5(state)))
     assert loaded == dataclasses.replace(state, unreachable_ms=None)
+
+
+def test_a_format_5_snapshot_loads_with_the_primarys_start_unknown():
+    state = replay(restarted_with_a_new_database(Org())).states["mbx01"]
+    loaded = snapshot.load(pickle.dumps(as_format_5(state)))
+    assert loaded == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None)
 
 
 def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():

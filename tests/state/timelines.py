@@ -828,6 +828,35 @@ def prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_
                     alerts=(Expected(AlertType.NOT_REDUNDANT, at(2.06), ("m2",)),))
 
 
+def a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database() -> Timeline:
+    """mbx01 restarts with a new queue database at minute 10: its NodeStarted names dbP2. mbx03, its shadow,
+    has a clock 30 s fast: its answer naming dbP1, given just before the restart, is stamped 10.5, after the
+    NodeStarted but within the clock-skew allowance. "A shadow server detects that the queue database ID of
+    the primary server has changed" (003) from the primary, whose own NodeStarted says its database: the
+    answer's dbP1 is stale (its contact counts). m1, the copy of dbP1, is promoted once, at 10; m2 (taken
+    alone at 10.2) and m3 (shadowed on mbx03 with dbP2 at 10.3) are dbP2's and are delivered. Before, the
+    stale answer set dbP1 back at 10.5 (m2 MESSAGE_LOST, m3 promoted with a command) and the next answer,
+    naming dbP2, set it again at 12.5."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx03", "dbS3", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx03", "m1", 1),
+              *_heartbeats_ok(org, "mbx03", "mbx01", 2.5, 10, shadow_db="dbS3"),
+              *org.started("mbx01", "dbP2", 10),
+              *org.received("mbx01", "m2", 10.2),
+              *org.shadow_failed("mbx01", "m2", 10.2, reason=ev.ShadowFailureReason.NO_PEER, candidate=""),
+              *org.received("mbx01", "m3", 10.3), *org.shadowed("mbx01", "mbx03", "m3", 10.3, db="dbP2"),
+              *org.query_ok("mbx03", "mbx01", 10.5, db="dbP1", shadow_db="dbS3"),  # given at 10.0 by mbx01's clock
+              *org.delivered("mbx01", "m2", "mbx09", 11), *org.delivered("mbx01", "m3", "mbx09", 11),
+              *org.query_ok("mbx03", "mbx01", 12.5, db="dbP2", shadow_db="dbS3", discarded=("m3",)),
+              *org.query_ok("mbx03", "mbx01", 14.5, db="dbP2", shadow_db="dbS3")]
+    return Timeline("a shadow's stale answer within the clock-skew allowance does not undo the primary's new"
+                    " database", events, alerts=(
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(10), ("m1",)),
+                        Expected(AlertType.NOT_REDUNDANT, at(10.2), ("m2",))),
+                    commands=(Command("mbx03", "mbx01", "m1", None, None, (), at(10),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -854,6 +883,7 @@ ALL = (
     primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
     deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
     prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
+    a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -862,4 +892,5 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
            primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
            deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
-           prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say)
+           prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
+           a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database)

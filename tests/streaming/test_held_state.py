@@ -168,7 +168,8 @@ def test_a_snapshot_of_the_previous_format_is_still_loaded():
     state = snapshot.load(harness.states["mbx01"][0])
     header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
     counted = [((*flat[:5], 0, *flat[5:]), held, pending) for flat, held, pending in pairs]
-    # format 3: no token, no `unreachable_ms`, a pair's count of failed queries after its `shadow_db_id`
-    previous = pickle.dumps(((3, *header[2:-1]), messages, counted, *rest))
+    # format 3: no token, no `unreachable_ms` nor `primary_started_ms`, a pair's count of failed queries after
+    # its `shadow_db_id`
+    previous = pickle.dumps(((3, *header[2:-2]), messages, counted, *rest))
     assert snapshot.token_of(previous) is None
-    assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None)
+    assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None)
