@@ -230,13 +230,32 @@ class _Transition:
         s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
         s.primary_started_ms = e.event_time_ms
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
-        self.primary_seen_with_db(e.queue_db_id, e.event_time_ms, previous_db=previous)
         t = e.event_time_ms
+        self.unacknowledged_at_restart(t, t, new_database=previous is not None and previous != e.queue_db_id)
+        self.primary_seen_with_db(e.queue_db_id, t, previous_db=previous)
         for pair in s.pairs.values():
             if pair.heartbeats and pair.held and pair.primary_failed_ms is None and not self.shadow_silent(pair, t):
                 # Back before the span ran out: the shadow's next heartbeat, at most one away, reaches it.
                 due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
                 s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
+
+    def unacknowledged_at_restart(self, since: int, t: int, new_database: bool) -> None:
+        """The primary restarted (it was down at `since`) before it answered 250 to the senders of what it had
+        received by then (Exchange 2010's delayed acknowledgement still pending, or no shadow copy made or
+        given up yet): no 250 follows, and "el
+        servidor de correo que realiza el envío dará por hecho que el mensaje nunca llegó a Exchange y tratará
+        de entregarlo de nuevo" (002). Back with a new, empty database, the message is its sender's alone."""
+        s = self.s
+        pending_ack = s.deadlines.by_kind[DeadlineKind.ACK_DELAY]
+        for m in list(s.messages.values()):
+            if m.received_ms >= since or m.primary_done_ms is not None:
+                continue
+            if m.ref.internal_id in pending_ack:
+                s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
+            elif m.decided:
+                continue
+            if new_database:
+                self.close(m, t, "rejected")
 
     def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None,
                              back_after: int | None = None) -> None:
@@ -262,6 +281,8 @@ class _Transition:
                     # two servers of these messages' redundancy failed together
                     self.put_at_risk(pair, t, "came back with a new, empty queue database", current_db=db_id)
         if previous_db is not None and previous_db != db_id:
+            if back_after is not None:  # down then: what it had not acknowledged by then never was
+                self.unacknowledged_at_restart(back_after, t, new_database=True)
             # What it took after it came back, or whose shadow copy is still being made, may be the new
             # database's: not lost.
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None and m.decided
@@ -735,11 +756,13 @@ class _Transition:
         """Whether an answer naming another queue database than the primary's latest NodeStarted was given
         before that restart: stamped before it (a late event) or less than the clock-skew allowance after it
         (a shadow's clock ahead of the primary's). The primary's own NodeStarted says its database, so the
-        answer's is stale (the rest of it counts); a change seen later is a restart the feed did not show."""
+        answer's is stale (the rest of it counts); a change seen later, or after a query that failed to reach
+        it since that NodeStarted, is a restart the feed did not show."""
         s = self.s
         started, fact = s.primary_started_ms, s.nodes.get(s.primary)
         return started is not None and fact is not None and fact.queue_db_id != e.primary_queue_db_id \
-            and e.event_time_ms - started < self.config.clock_skew_allowance_ms
+            and e.event_time_ms - started < self.config.clock_skew_allowance_ms \
+            and (s.unreachable_ms is None or s.unreachable_ms <= started)
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)

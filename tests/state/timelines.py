@@ -857,6 +857,66 @@ def a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_pri
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+# ---- behaviours of the seeds a seventh review found decided otherwise ------------------------
+
+def exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
+    """hub01 (Exchange 2010) delays its acknowledgement of m1 and m2, whose senders do not support shadow
+    redundancy, until they reach their next hops. It fails 12 s after m1 arrived and comes back at once with a
+    new, empty queue database: "si se produce un error en el servidor de Exchange 2010, el servidor de correo
+    que realiza el envío dará por hecho que el mensaje nunca llegó a Exchange y tratará de entregarlo de
+    nuevo" (002): no 250 went to m1's sender (no NOT_REDUNDANT at 30 s), and m1 is not lost, nor expired two
+    days later from a queue it is not in: its sender has it. m2, whose 250 went at MaxAcknowledgementDelay
+    before the failure, is lost with the database (002's Edge example: acknowledged, then the server fails).
+    hub02 fails the same way 12 s after m3 arrived but comes back with the same database, and delivers m3:
+    no 250 went before the failure either, so no NOT_REDUNDANT."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010"}))
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("hub02", "db-C", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m2", 0, sender_supports_shadow=False), *org.sent("hub01", "m2", "hub03", 0.1),
+              *org.received("hub01", "m1", 1, sender_supports_shadow=False), *org.sent("hub01", "m1", "hub03", 1.1),
+              *org.started("hub01", "db-B", 1.2, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub02", "m3", 1, sender_supports_shadow=False), *org.sent("hub02", "m3", "hub03", 1.1),
+              *org.started("hub02", "db-C", 1.2, mode=NodeMode.EXCHANGE_2010),
+              *org.delivered("hub02", "m3", "hub03", 2), *org.tick(3 * 24 * 60)]
+    return Timeline("Exchange 2010: a hub that fails during its delayed acknowledgement acknowledged nothing",
+                    events, config, alerts=(Expected(AlertType.NOT_REDUNDANT, at(0.5), ("m2",)),
+                                            Expected(AlertType.MESSAGE_LOST, at(1.2), ("m2",))))
+
+
+def a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing() -> Timeline:
+    """mbx01 received m1 and opened its session to mbx02 for the shadow copy, but failed before mbx02
+    acknowledged it, and came back with a new, empty queue database: "After the primary server receives
+    acknowledgment from the shadow server, the primary server acknowledges the receipt of the primary message
+    to the original messaging server": no 250 went, and "The sending server will re-deliver the unacknowledged
+    message" (003). m1 is not lost, and not expired two days later from a queue it is not in. m2, accepted
+    without a shadow copy (mbx02 refused, mbx03 timed out: MaxRetriesForLocalSiteShadow), is lost. The same
+    for mbx05, which fails before mbx06 acknowledged m3's copy, and whose new database the twin learns only
+    from mbx06's answer at 3 (its query at 1.5 failed): m4, whose copy mbx06 holds, is promoted then; m3 is
+    its sender's."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m2", 0),
+              *org.shadow_failed("mbx01", "m2", 0.1, locality=SiteLocality.LOCAL, candidate="mbx02",
+                                 reason=ev.ShadowFailureReason.REFUSED),
+              *org.shadow_failed("mbx01", "m2", 0.2, locality=SiteLocality.LOCAL, attempt=2, candidate="mbx03"),
+              *org.received("mbx01", "m1", 1),
+              ev.ShadowCopyRequested(**org._header("mbx01", "mbx01", 1, "m1"), candidate="mbx02",
+                                     locality=SiteLocality.LOCAL, attempt=1),
+              *org.started("mbx01", "dbP2", 1.5),
+              *org.started("mbx05", "dbP5", 0), *org.received("mbx05", "m4", 0),
+              *org.shadowed("mbx05", "mbx06", "m4", 0, db="dbP5"),
+              *org.received("mbx05", "m3", 1),
+              ev.ShadowCopyRequested(**org._header("mbx05", "mbx05", 1, "m3"), candidate="mbx06",
+                                     locality=SiteLocality.LOCAL, attempt=1),
+              *org.query_failed("mbx06", "mbx05", 1.5, shadow_db="dbS6"),
+              *org.query_ok("mbx06", "mbx05", 3, db="dbP5b", shadow_db="dbS6"), *org.tick(3 * 24 * 60)]
+    return Timeline("a primary that fails before its shadow copy is made acknowledged nothing", events, alerts=(
+        Expected(AlertType.NOT_REDUNDANT, at(0.2), ("m2",)), Expected(AlertType.MESSAGE_LOST, at(1.5), ("m2",)),
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(3), ("m4",))),
+        commands=(Command("mbx06", "mbx05", "m4", None, None, (), at(3), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -884,6 +944,8 @@ ALL = (
     deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
     prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
     a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
+    exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
+    a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -893,4 +955,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
            deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
            prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
-           a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database)
+           a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
+           exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
+           a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing)
