@@ -9,7 +9,8 @@ without it, the first record that decodes decides, and records of any other sche
 counted as `wrong schema`. Records are read by `producers.topic_reader` and written as they
 arrive, through `producers.recording.write_events` (nothing is held in memory), each with its
 Kafka timestamp (what a replay's clock-skew guard compares its event time against); a record
-that does not decode is counted by reason and left out. Recording stops at `count` records,
+that does not decode is counted by reason and left out. A file that cannot be written (its
+folder missing, say) is refused before anything is read. Recording stops at `count` records,
 after `seconds`, when `stop` is set (Ctrl-C), and, with `from_beginning`, when every
 partition has been read up to where it ended when recording began. Without it, recording
 starts at the end of each partition: only what is published from then on.
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.kafka import Kafka
-from producers.recording import write_events
+from producers.recording import check_writable, write_events
 from producers.topic_reader import ReadOutcome, read_topic
 
 
@@ -54,7 +55,7 @@ class RecordOutcome:
 
 def record(bootstrap: Kafka, topic: str, path: Path, *, from_beginning: bool = False, seconds: float | None = None,
            count: int | None = None, stop: threading.Event | None = None, schema: str | None = "Event") -> RecordOutcome:
-    outcome = RecordOutcome(path)
+    outcome = RecordOutcome(check_writable(path))  # before the wait for a first record, which may be long
     items = read_topic(bootstrap, topic, outcome.read, expected=schema, from_beginning=from_beginning,
                        until_end=from_beginning, seconds=seconds, count=count, stop=stop, group="shadowtwin-record")
     first = list(itertools.islice(items, 1))  # decides the file's schema when none was named

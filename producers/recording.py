@@ -18,6 +18,8 @@ compares event times against. A recording without it (written by hand, or older)
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -55,6 +57,25 @@ def check_name(path: Path) -> Path:
     """`path` when its suffix names a recording format; else RecordingNameError (before anything is written)."""
     if path.suffix not in SUFFIXES:
         raise RecordingNameError(path)
+    return path
+
+
+def check_writable(path: Path) -> Path:
+    """`path` when its suffix names a recording format and a file can be written there; else the
+    error writing it would raise (RecordingNameError, or an OSError naming the path), without
+    creating anything: `record` says so before it waits for its first record, not after."""
+    check_name(path)
+    def refused(code: int) -> OSError:
+        return OSError(code, os.strerror(code), str(path))
+    if path.is_dir():
+        raise refused(errno.EISDIR)
+    folder = path.parent
+    if not folder.exists():
+        raise refused(errno.ENOENT)
+    if not folder.is_dir():
+        raise refused(errno.ENOTDIR)
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise refused(errno.EACCES)
     return path
 
 

@@ -69,6 +69,17 @@ def test_record_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("record", "shadowtwin.events", tmp_path / "out.csv"), "out.csv", "a recording ends in")
 
 
+@pytest.mark.parametrize("where, why", [("gone/out.jsonl", "No such file or directory"),
+                                        ("folder.avro", "Is a directory")])
+def test_record_to_a_file_that_cannot_be_written_says_so_before_it_waits_for_records(tmp_path, where, why):
+    """It used to wait for the topic's first record (for good, on a quiet topic) and only then say it;
+    here the broker does not even answer: the file is named first, nothing is created."""
+    (tmp_path / "folder.avro").mkdir()
+    path = tmp_path / where
+    one_line_naming(shadowtwin("record", "shadowtwin.events", path, "--bootstrap", "127.0.0.1:1"), path, why)
+    assert not (tmp_path / "gone").exists()
+
+
 def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
     assert not (tmp_path / "x.txt").exists()
