@@ -18,7 +18,6 @@ with `timestamps=True`, a line without it gives None.
 from __future__ import annotations
 
 import base64
-import binascii
 import datetime
 import json
 from typing import IO, Any, Iterable, Iterator
@@ -233,5 +232,5 @@ def _base64(value: Any, path: str) -> bytes:
         raise ValidationError(path, f"expected base64 text, got {type(value).__name__}")
     try:
         return base64.b64decode(value, validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or a letter beyond ASCII (a ValueError of its own)
         raise ValidationError(path, f"not base64: {exc}") from None

@@ -158,3 +158,11 @@ def test_bad_base64_is_named():
     line = json.loads(jsonl.dumps(sample_dead_letter()))
     assert error_of(json.dumps({**line, "original": "not base64!"})).startswith(
         "day.jsonl:1: DeadLetter.original: not base64")
+
+
+@pytest.mark.parametrize("text", ["é", "wwIA/25vdCBhdnJv€"])
+def test_base64_with_a_letter_beyond_ascii_is_named_too(text):
+    """base64 says so with a ValueError of its own, not binascii.Error: it escaped as a traceback."""
+    line = json.loads(jsonl.dumps(sample_dead_letter()))
+    assert error_of(json.dumps({**line, "original": text}, ensure_ascii=False)).startswith(
+        "day.jsonl:1: DeadLetter.original: not base64")
