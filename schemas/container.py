@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 import fastavro
+from fastavro.schema import SchemaParseException
 
 from schemas import binary, catalogue
 from schemas.codec import default_codec, without_logical_types
@@ -285,7 +286,12 @@ class _Header:
         if name not in TOP_LEVEL_NAMES:
             raise ContainerError(source, stream.offset,
                                  f"records named {name or '?'!r} are none of {', '.join(TOP_LEVEL_NAMES)}")
-        return cls(source, name, codec, sync, writer)
+        try:
+            return cls(source, name, codec, sync, writer)
+        except (ValueError, KeyError, TypeError, SchemaParseException) as exc:  # fastavro's refusals of a schema
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+            raise ContainerError(source, stream.offset, "damaged header: the writer schema is no valid Avro schema"
+                                                        f" ({detail[:200]})") from None
 
     def decode(self, body: bytes, count: int, start: int) -> list[tuple[Any, int | None]]:
         """The `count` records of a block's decompressed `body`, each with its Kafka timestamp (or None)."""

@@ -120,6 +120,17 @@ def test_not_a_container_and_the_wrong_records_are_named(tmp_path):
         list(container.read(tmp_path / "alerts.avro", "Event"))
 
 
+@pytest.mark.parametrize("was, now", [(b'"long"', b'"lxng"'), (b'"name":"event_id"', b'"nbme":"event_id"'),
+                                      (b'"type"', b'"typf"'), (b'"symbols"', b'"symbolt"')])
+def test_a_writer_schema_damaged_in_the_header_is_named(recording, was, now):
+    """One byte changed in the header's schema, still JSON and still named Event: fastavro refused it
+    with its own errors (UnknownType, SchemaParseException, KeyError), which escaped as tracebacks."""
+    data = recording.read_bytes()
+    recording.write_bytes(data.replace(was, now, 1))
+    with pytest.raises(ContainerError, match=r"day.avro: damaged header: the writer schema is no valid Avro schema"):
+        list(container.read(recording, "Event"))
+
+
 def test_a_huge_block_size_is_damage_not_an_allocation(tmp_path):
     data = io.BytesIO()
     container.write(data, "Event", EVENTS[:3], codec="null")
