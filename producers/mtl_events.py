@@ -47,6 +47,7 @@ from typing import Any
 from producers.mtl_log import Row, split_statuses
 from schemas import events as ev
 from schemas.events import MessageRef, Recipient
+from schemas.validate import LONG_MAX
 
 INTRA_ORG_CONNECTOR = "intra-organization"
 
@@ -242,8 +243,10 @@ class MtlMapper:
 
     def _size(self, row: Row) -> int:
         text = row.get("total-bytes") or "0"
-        if not text.isdigit():
-            raise Unmappable(f"total-bytes {text!r} is not a whole number")
+        # ASCII digits only (str.isdigit also takes '²', which int() refuses), and a size the
+        # contract's long can carry (else the event could not be published, and the ingester stopped)
+        if not (text.isascii() and text.isdigit()) or int(text) > LONG_MAX:
+            raise Unmappable(f"total-bytes {text!r} is not a whole number from 0 to 2^63 - 1")
         return int(text)
 
     def _recipient(self, address: str) -> Recipient:

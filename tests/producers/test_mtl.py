@@ -4,10 +4,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from producers.mtl_events import MtlMapper, Skip, server
 from producers.mtl_ingest import IngestCounts, ingest, line_id
 from producers.mtl_log import BadLine, MtlReader, Row, parse_time
 from schemas import events as ev
+from schemas.codec import encode
 
 DATA = Path(__file__).parent / "data"
 EX01 = DATA / "EX01" / "MSGTRK20261122-1.LOG"
@@ -135,6 +138,23 @@ def test_garbled_lines_become_dead_letters_with_file_line_and_reason():
     assert [(d.topic, d.partition, d.offset, d.reason) for d in sink.dead_letters] == [
         (str(EX01), -1, n, reason) for n, reason in GARBLED.items()]
     assert [d.original for d in sink.dead_letters] == [lines[n - 1] for n in GARBLED]
+
+
+@pytest.mark.parametrize("size", ["99999999999999999999", "²", "٣"])
+def test_a_size_no_event_can_carry_is_a_dead_letter_and_the_lines_after_it_are_ingested(tmp_path, size):
+    """A total-bytes beyond a 64-bit long made an event the producer refused, and a digit that is not
+    ASCII (str.isdigit takes '²') one int() refused: either ended the ingester (the --follow
+    service too) with a traceback at that line."""
+    lines = EX01.read_bytes().split(b"\r\n")
+    at = next(n for n, line in enumerate(lines, start=1) if b",48211," in line)
+    log = tmp_path / EX01.name
+    log.write_bytes(b"\r\n".join(line.replace(b",48211,", f",{size},".encode()) if n == at else line
+                                  for n, line in enumerate(lines, start=1)))
+    sink, counts = run([log])
+    letter = next(d for d in sink.dead_letters if d.offset == at)
+    assert letter.reason == f"total-bytes {size!r} is not a whole number from 0 to 2^63 - 1"
+    assert all(encode(e) for e in sink.events)
+    assert counts.dead_letters == len(GARBLED) + 1 and max(d.offset for d in sink.dead_letters) > at
 
 
 def test_event_ids_are_the_same_when_the_lines_are_ingested_again_and_unique():
