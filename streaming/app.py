@@ -38,7 +38,7 @@ from streaming.consumer_group import GroupCommitter
 from streaming.progress import ProgressReporter
 from streaming.session import build_spark
 from streaming.ticker import Ticker
-from streaming.twin import start_query, stop_between_batches, twin_output
+from streaming.twin import refuse_checkpoint_in_a_file, start_query, stop_between_batches, twin_output
 
 
 class Ending(enum.Enum):
@@ -81,6 +81,7 @@ class TwinApplication:
 
     def start(self) -> "TwinApplication":
         settings = self.settings
+        refuse_checkpoint_in_a_file(self.checkpoint_dir)
         try:
             self._broker = start_if_needed(settings, self._say)
             self._create_topics()

@@ -139,6 +139,16 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
     )
 
 
+def refuse_checkpoint_in_a_file(checkpoint_dir: Path) -> None:
+    """A checkpoint folder that is a file, or lies under one (a mistyped `--checkpoint`): said in one
+    line before anything starts, not by Spark's stack trace when the query starts."""
+    for place in (checkpoint_dir, *checkpoint_dir.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise ConfigError(f"checkpoint {checkpoint_dir}: {place} is a file, not a folder")
+            return
+
+
 def refuse_previous_operator(checkpoint_dir: Path) -> None:
     """A checkpoint written by the twin's previous operator (`applyInPandasWithState`, one snapshot
     per group) cannot be resumed by this one (a base and a log per group, streaming/held_state.py):

@@ -80,6 +80,14 @@ def test_record_to_a_file_that_cannot_be_written_says_so_before_it_waits_for_rec
     assert not (tmp_path / "gone").exists()
 
 
+@pytest.mark.parametrize("where", ["twin.ckpt", "twin.ckpt/under"])
+def test_twin_run_with_a_checkpoint_that_is_a_file_says_so_before_it_starts_anything(tmp_path, where):
+    """It used to start Spark and fail in the query's start, with 180 lines of Java stack trace, exit 1."""
+    (tmp_path / "twin.ckpt").write_text("")
+    one_line_naming(shadowtwin("twin", "run", "--checkpoint", tmp_path / where, "--bootstrap", "127.0.0.1:1"),
+                    tmp_path / "twin.ckpt", "not a folder")
+
+
 def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
     assert not (tmp_path / "x.txt").exists()

@@ -1,5 +1,5 @@
-"""A checkpoint of the twin's previous operator (applyInPandasWithState) is refused in one line; one of the
-current operator whose groups hold snapshots of the previous format goes on."""
+"""A checkpoint of the twin's previous operator (applyInPandasWithState), or one in a file, is refused in one
+line; one of the current operator whose groups hold snapshots of the previous format goes on."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from infra.config import ConfigError
 from state import snapshot
 from streaming import held_state
 from streaming.held_state import Version
-from streaming.twin import refuse_previous_operator
+from streaming.twin import refuse_checkpoint_in_a_file, refuse_previous_operator
 from tests.state.scenario import Org
 from tests.streaming.harness import OperatorHarness
 
@@ -78,3 +78,12 @@ def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(mon
     assert [(a.alert_id, a.type) for a in previous.alerts] == [(a.alert_id, a.type) for a in current.alerts]
     assert [c.command_id for c in previous.commands] == [c.command_id for c in current.commands]
     assert current.commands, "m3 is promoted when mbx02 stops hearing from mbx01"
+
+
+def test_a_checkpoint_that_is_a_file_or_under_one_is_refused_and_a_new_folder_is_not(tmp_path):
+    (tmp_path / "file").write_text("")
+    for checkpoint in (tmp_path / "file", tmp_path / "file" / "twin"):
+        with pytest.raises(ConfigError, match=f"{tmp_path / 'file'} is a file, not a folder"):
+            refuse_checkpoint_in_a_file(checkpoint)
+    refuse_checkpoint_in_a_file(tmp_path / "new" / "twin")
+    refuse_checkpoint_in_a_file(tmp_path)
