@@ -49,6 +49,20 @@ OWN_VARIABLES = ("SHADOWTWIN_CONF", "SHADOWTWIN_HOME")  # the prefix's variables
 _MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
 _TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
 _LOG_LEVELS = one_of("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+# The master URLs Spark 4 takes (SparkContext: local forms, standalone; yarn and k8s:// by their
+# cluster managers): another fails Spark's start with a Java gateway stack trace.
+_N = r"[1-9]\d*"
+SPARK_MASTER = matching(rf"local(\[(\*|{_N})(\s*,\s*{_N})?\])?|local-cluster\[{_N}\s*,\s*{_N}\s*,\s*{_N}\]"
+                        r"|spark://\S+|yarn|k8s://\S+",
+                        "a Spark master URL: local, local[N], local[*], local[N,F], local-cluster[N,C,M],"
+                        " spark://HOST:PORT, yarn or k8s://HOST:PORT")
+
+
+def spark_master(text: str, option: str = "--master") -> str:
+    """`text` when it is a master URL Spark takes (`--master` of `twin run`); else ConfigError naming it."""
+    if not SPARK_MASTER["test"](text):
+        raise ConfigError(f"{option} {text!r}: expected {SPARK_MASTER['allowed']}")
+    return text
 
 
 @dataclass(frozen=True)
@@ -129,7 +143,7 @@ class TopicSettings:
 
 @dataclass(frozen=True)
 class SparkSettings:
-    master: str = field(default="local[2]", metadata=matching(r"\S+", "a Spark master URL"))
+    master: str = field(default="local[2]", metadata=SPARK_MASTER)
     app_name: str = "shadowtwin"
     shuffle_partitions: int = field(default=1, metadata=at_least(1))
     driver_memory: str = field(default="1g", metadata=_MEMORY)

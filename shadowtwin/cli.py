@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
 from infra.kafka import NoSuchTopic, bootstrap_of
-from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, ingest
@@ -112,7 +112,8 @@ def _twin(settings: Settings, args: argparse.Namespace) -> int:
     from streaming.app import TwinApplication
 
     if args.master:
-        settings = dataclasses.replace(settings, spark=dataclasses.replace(settings.spark, master=args.master))
+        settings = dataclasses.replace(settings, spark=dataclasses.replace(settings.spark,
+                                                                           master=spark_master(args.master)))
     if args.lab_topology:
         settings = dataclasses.replace(settings, shadow_redundancy=load_topology(args.lab_topology).shadow_redundancy)
     twin = TwinApplication(settings, ticks=False if args.no_ticks else None,

@@ -48,6 +48,12 @@ def test_environment_names_the_bootstrap_servers(tmp_path):
     assert settings.kafka.bootstrap_servers == "k1:9092,k2:9092"
 
 
+@pytest.mark.parametrize("master", ["local", "local[*]", "local[4, 2]", "local-cluster[2,1,1024]", "spark://h1:7077,h2:7077",
+                                    "yarn", "k8s://https://h:6443"])
+def test_every_form_of_master_url_spark_takes_is_taken(tmp_path, master):
+    assert load_settings(write(tmp_path, f'[spark]\nmaster = "{master}"\n'), env={}).spark.master == master
+
+
 def test_environment_names_the_file(tmp_path):
     path = write(tmp_path, '[spark]\nmaster = "spark://h:7077"\n')
     assert load_settings(env={"SHADOWTWIN_CONF": str(path)}).spark.master == "spark://h:7077"
@@ -126,6 +132,8 @@ def test_whole_numbers_pass_for_floats_but_booleans_are_not_numbers(tmp_path):
     ("[kafka]\ndelivery_timeout_seconds = 0\n", "kafka.delivery_timeout_seconds = 0: expected a number > 0"),
     ("[kafka]\ndelivery_timeout_seconds = -5\n", "kafka.delivery_timeout_seconds = -5: expected a number > 0"),
     ("[kafka]\ndelivery_timeout_seconds = 1e9\n", "kafka.delivery_timeout_seconds = 1000000000.0: expected a number"),
+    ('[spark]\nmaster = "local[two]"\n', "spark.master = 'local[two]': expected a Spark master URL: local, local[N]"),
+    ('[spark]\nmaster = "sprak://h:7077"\n', "spark.master = 'sprak://h:7077': expected a Spark master URL"),
 ])
 def test_values_outside_what_is_allowed_are_refused_in_one_line(tmp_path, text, named):
     assert named in refusal(tmp_path, text)

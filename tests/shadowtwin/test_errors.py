@@ -88,6 +88,12 @@ def test_twin_run_with_a_checkpoint_that_is_a_file_says_so_before_it_starts_anyt
                     tmp_path / "twin.ckpt", "not a folder")
 
 
+def test_twin_run_with_a_master_url_spark_does_not_take_says_so_before_it_starts_anything():
+    """It used to start the broker's topics and Spark, whose Java gateway died: a Python stack trace, exit 1."""
+    one_line_naming(shadowtwin("twin", "run", "--master", "sprak://h:7077", "--bootstrap", "127.0.0.1:1"),
+                    "--master 'sprak://h:7077'", "expected a Spark master URL")
+
+
 def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
     assert not (tmp_path / "x.txt").exists()
