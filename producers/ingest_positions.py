@@ -67,6 +67,21 @@ class _Progress:
         return end <= self.offset or end in self.beyond
 
 
+# What each field of a saved entry must be (as `_Progress.entry` writes it): a hand-edited state file
+# of other types is refused when read, not by a TypeError in the middle of a run.
+_WHOLE = (lambda v: type(v) is int and v >= 0, "a whole number >= 0")
+_ENTRY = {"path": (lambda v: isinstance(v, str), "a path"), "device": _WHOLE, "inode": _WHOLE, "head_len": _WHOLE,
+          "head_sha256": (lambda v: isinstance(v, str), "a SHA-256 in hex"), "offset": _WHOLE,
+          "beyond": (lambda v: isinstance(v, list) and all(_WHOLE[0](n) for n in v), "a list of whole numbers >= 0")}
+
+
+def _checked(entry: dict, n: int) -> dict:
+    for key, (test, allowed) in _ENTRY.items():
+        if not test(entry[key]):
+            raise ValueError(f"files[{n}].{key}: expected {allowed}, got {entry[key]!r}")
+    return entry
+
+
 class Positions:
     def __init__(self, path: Path):
         self.path = path
@@ -78,7 +93,7 @@ class Positions:
             try:
                 state = json.loads(path.read_text(encoding="utf-8"))
                 entries = state["files"] if state.get("version") == VERSION else []
-                self._saved = {(e["device"], e["inode"]): e for e in entries}
+                self._saved = {(e["device"], e["inode"]): _checked(e, n) for n, e in enumerate(entries)}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path}: not a state file of ingest positions ({exc})") from None
 

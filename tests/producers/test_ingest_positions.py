@@ -7,6 +7,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from producers.ingest_positions import Positions
 from producers.mtl_ingest import ingest
 from producers.log_tail import LogTail
@@ -55,6 +57,17 @@ def copy_of_ex01(tmp_path, lines=None):
     return log
 
 
+def all_acknowledged(tmp_path):
+    """A copy of EX01 ingested, every record acknowledged, the positions saved: (log, state file)."""
+    log, state = copy_of_ex01(tmp_path), tmp_path / "positions.json"
+    sink = AckingSink()
+    ingest([str(log)], sink, positions=(positions := Positions(state)))
+    for _, done in sink.callbacks:
+        done(None)
+    positions.save()
+    return log, state
+
+
 def everything(tmp_path):
     return {e.event_id for e in run([copy_of_ex01(tmp_path)])[0].events}
 
@@ -72,6 +85,18 @@ def test_a_restart_sends_only_what_was_not_acknowledged(tmp_path):
     counts = ingest([str(log)], second, positions=Positions(state))
     assert counts.published_before >= half
     assert ids(by_line(second)) == ids(lines[half:]), "nothing acknowledged is sent again, nothing else left out"
+
+
+@pytest.mark.parametrize("field, value", [("offset", "abc"), ("offset", -5), ("head_len", "x"), ("path", None),
+                                          ("beyond", ["a"]), ("device", 1.5), ("head_sha256", 5)])
+def test_a_state_file_entry_of_the_wrong_type_is_refused_naming_it(tmp_path, field, value):
+    """A hand-edited state file, still JSON: it was taken, and the ingester ended in a TypeError."""
+    _, state = all_acknowledged(tmp_path)
+    saved = json.loads(state.read_text())
+    saved["files"][0][field] = value
+    state.write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=rf"{state}: not a state file of ingest positions \(files\[0\]\.{field}: "):
+        Positions(state)
 
 
 def test_a_position_does_not_pass_a_line_in_flight_or_refused(tmp_path):
@@ -93,12 +118,7 @@ def test_a_position_does_not_pass_a_line_in_flight_or_refused(tmp_path):
 
 
 def test_a_file_with_the_same_inode_but_other_first_bytes_starts_from_its_start(tmp_path):
-    log, state = copy_of_ex01(tmp_path), tmp_path / "positions.json"
-    sink = AckingSink()
-    ingest([str(log)], sink, positions=(positions := Positions(state)))
-    for _, done in sink.callbacks:
-        done(None)
-    positions.save()
+    log, state = all_acknowledged(tmp_path)
     with open(log, "r+b") as rewrite:  # the same inode, other content
         rewrite.write(b"#Software: another server's log\r\n")
     again = AckingSink()
