@@ -52,8 +52,9 @@ def node_seen(run: "_Transition", e: NodeSeen) -> None:
         if e.node == s.primary and t > pair.last_contact_ms:
             pair.last_contact_ms, pair.contact_via = t, ""
         elif e.node == pair.shadow and t > pair.last_query_ms:
-            pair.last_query_ms = t
-            pair.silent_alerted = pair.awaiting_shadow = False
+            # as a discard query: back after the span ran out, its first query decides, up to a heartbeat on
+            run.shadow_alive(pair, t, query=False)
+            continue
         else:
             continue
         run.schedule_pair(pair)

@@ -713,17 +713,26 @@ class _Transition:
         elif pair.shadow in s.pairs:
             self.schedule_pair(pair)
 
-    def shadow_alive(self, pair: Pair, t: int) -> None:
-        """The shadow showed life (it sent a discard query)."""
-        returning = pair.awaiting_shadow
+    def shadow_alive(self, pair: Pair, t: int, query: bool = True) -> None:
+        """The shadow showed life: it sent a discard query (`query`), or logged a line."""
+        # silent past the span, or querying once the span has run out
+        returning = pair.awaiting_shadow or (query and pair.primary_failed_ms is None
+                                             and t >= pair.last_contact_ms + self.promotion_span(pair))
+        waiting = self.s.deadlines.get(DeadlineKind.PROMOTE, pair.shadow)
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
         self.schedule_pair(pair)
-        if returning and pair.held and pair.primary_failed_ms is None and pair.shadow in self.s.pairs:
+        if pair.held and pair.primary_failed_ms is None and pair.shadow in self.s.pairs:
             # Silent past the span, it speaks again: the answer to this very query decides (a
-            # failure promotes at once, an answer is contact), so wait for it up to a heartbeat.
-            due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.config.timing(pair.shadow).heartbeat_ms)
-            self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
+            # failure promotes at once, an answer is contact), so wait for it up to a heartbeat;
+            # its next line or query meanwhile does not cut the wait short.
+            due = self.s.deadlines.get(DeadlineKind.PROMOTE, pair.shadow)
+            if returning:
+                due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
+            if waiting is not None and waiting > t and due is not None and due < waiting:
+                due = waiting
+            if due is not None:
+                self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
 
     def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
         s, t = self.s, e.event_time_ms

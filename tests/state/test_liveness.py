@@ -1,10 +1,11 @@
 """Liveness without heartbeats (state/liveness.py): a log-fed twin promotes a primary that stops
 logging while its shadow goes on, at the deadline failed heartbeats would give, and says so."""
 
+from schemas import events as ev
 from schemas.events import AlertType, CommandReason
 from state.liveness import EVIDENCE, INFERRED
 from state.replay import replay
-from tests.state.scenario import HOUR, MINUTE, Org, at
+from tests.state.scenario import HOUR, MINUTE, Org, at, ref
 from tests.streaming.harness import OperatorHarness
 
 
@@ -114,3 +115,40 @@ def test_without_facts_a_primary_that_stops_logging_is_promoted_from_its_own_las
 def test_without_facts_a_primary_that_goes_on_logging_is_never_promoted():
     harness = without_facts(logged_only(Org(), primary_until=5 * 60, shadow_until=5 * 60))
     assert harness.commands == [] and harness.alerts == []
+
+
+
+def shadow_back_after_the_span(org, discards, answered=False):
+    """mbx01 takes m1, m2 (processed at minute 3) and m3 (never processed) with shadows on mbx02 and
+    logs until minute 31; mbx02 stops logging at 41 and is back at 240, past mbx01's last event (29) +
+    ShadowResubmitTimeSpan, and logs every 30 s; it logs the discards of `discards` at 241 (`answered`: its first discard
+    query, sent at 241, answered 60 ms later with them)."""
+    if answered:
+        back = [ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 241), shadow_queue_db_id="dbS1"),
+                ev.DiscardQueryAnswered(**org._header("mbx02", "mbx01", 241.001), primary_queue_db_id="dbP1",
+                                        discarded=tuple(ref(m) for m in discards))]
+    else:
+        back = [ev.ShadowDiscarded(**org._header("mbx02", "mbx01", 241, mid)) for mid in discards]
+    return [
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 2), *org.shadowed("mbx01", "mbx02", "m2", 2),
+        *org.received("mbx01", "m3", 2), *org.shadowed("mbx01", "mbx02", "m3", 2),
+        *org.delivered("mbx01", "m1", "smtp.fabrikam.com", 3), *org.delivered("mbx01", "m2", "smtp.fabrikam.com", 3),
+        *org.busy("mbx01", 4, 31), *org.busy("mbx02", 4, 41), *org.busy("mbx02", 240, 300, every=0.5),
+        *org.busy("mbx03", 4, 300),
+        *back, *org.tick(300)]
+
+
+def test_a_shadow_back_in_the_log_after_the_span_ran_out_promotes_at_its_first_query_a_heartbeat_on():
+    """Back, mbx02 promotes only when its first query fails, at most a heartbeat on (as after a silence
+    with heartbeats): its discards of m1 and m2 at 241 say mbx01 had answered, so no duplicates are
+    forecast for them at 240; before, its first line at 240 promoted at once."""
+    for answered in (False, True):  # a query sent once the span ran out waits for its answer too
+        result = replay(shadow_back_after_the_span(Org(), discards=("m1", "m2"), answered=answered))
+        assert not [a for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED], answered
+        assert all(c.message.internal_id == "m3" and c.decided_at_ms > at(240) for c in result.commands)
+    silent = replay(shadow_back_after_the_span(Org(), discards=()))
+    assert {(c.message.internal_id, c.decided_at_ms) for c in silent.commands} == {("m3", at(242))}
+    duplicates = [a for a in silent.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert [(a.decided_at_ms, sorted(m.message.internal_id for m in a.messages)) for a in duplicates] == [
+        (at(242), ["m1", "m2"])]
