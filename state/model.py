@@ -1127,7 +1127,7 @@ class _Transition:
 
     def fire_same_site_report(self, shadow: str, at_ms: int) -> None:
         s = self.s
-        refs = s.same_site.pop(shadow, [])
+        refs = sorted(s.same_site.pop(shadow, []), key=lambda r: r.internal_id)  # copies made at one time: any order
         if not refs:
             return
         fact = s.nodes.get(s.primary)

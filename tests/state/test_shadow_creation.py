@@ -115,3 +115,20 @@ def test_a_dag_in_one_site_has_every_copy_local_and_no_alert():
               *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
               *org.query_ok("mbx02", "mbx01", 2), *org.tick(4)]
     assert replay(events).alerts == []
+
+
+def test_copies_in_the_primarys_site_made_at_the_same_time_are_reported_alike_in_either_order():
+    """LocalOnly: m1 and m2 copied to mbx02 (the primary's site) at the same millisecond; the
+    events of one time may come in any order, the grouped alert is the same (its id too)."""
+    config = ModelConfig(defaults=parameters_from({"shadow_message_preference_setting": "LocalOnly"}))
+
+    def alerts(order):
+        org = Org()
+        events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+                  *org.started("mbx03", "dbX1", 0, site="site2")]
+        events += [e for mid in order for e in org.received("mbx01", mid, 1)]
+        events += [e for mid in order for e in org.shadowed("mbx01", "mbx02", mid, 1)]
+        return [(a.alert_id, [m.message.internal_id for m in a.messages])
+                for a in replay([*events, *org.tick(4)], config).alerts if a.type is AlertType.SHADOW_IN_SAME_SITE]
+
+    assert alerts(("m1", "m2")) == alerts(("m2", "m1")) != []
