@@ -242,9 +242,9 @@ class _Transition:
     def unacknowledged_at_restart(self, since: int, t: int, new_database: bool) -> None:
         """The primary restarted (it was down at `since`) before it answered 250 to the senders of what it had
         received by then (Exchange 2010's delayed acknowledgement still pending, or no shadow copy made or
-        given up yet): no 250 follows, and "el
-        servidor de correo que realiza el envío dará por hecho que el mensaje nunca llegó a Exchange y tratará
-        de entregarlo de nuevo" (002). Back with a new, empty database, the message is its sender's alone."""
+        given up yet): no 250 follows, and "el servidor de correo que realiza el envío dará por hecho que el
+        mensaje nunca llegó a Exchange y tratará de entregarlo de nuevo" (002). Back with a new, empty
+        database, the message is its sender's alone."""
         s = self.s
         pending_ack = s.deadlines.by_kind[DeadlineKind.ACK_DELAY]
         for m in list(s.messages.values()):
