@@ -726,13 +726,13 @@ class _Transition:
             # Silent past the span, it speaks again: the answer to this very query decides (a
             # failure promotes at once, an answer is contact), so wait for it up to a heartbeat;
             # its next line or query meanwhile does not cut the wait short.
-            due = self.s.deadlines.get(DeadlineKind.PROMOTE, pair.shadow)
             if returning:
                 due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
-            if waiting is not None and waiting > t and due is not None and due < waiting:
-                due = waiting
-            if due is not None:
-                self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
+            else:
+                due = self.s.deadlines.by_kind[DeadlineKind.PROMOTE][pair.shadow]  # as schedule_pair set it
+            if waiting is not None and waiting > t:
+                due = max(due, waiting)
+            self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
 
     def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
         s, t = self.s, e.event_time_ms
