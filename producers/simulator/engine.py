@@ -53,6 +53,7 @@ class Fork:
     recipients: tuple[Recipient, ...]
     fork_id: str | None
     done: bool = False
+    discard_set: bool = False  # the primary queued this fork's own discard notification for the shadow
 
 
 class Simulation:
@@ -431,8 +432,20 @@ class Simulation:
         if not waiting:
             self._processed(node, mail, t + 100)  # after the last next hop's acknowledgement
         else:  # retried, and expired at MessageExpirationTimeout to the millisecond
+            if mail.shadow is not None:
+                self._forks_discarded(node, mail)
             retry = min(t + min(RETRY_MS, self._next_change(mail)), mail.received_ms + node.timing.expiration_ms)
             self._at(retry, self._deliver, node, internal_id, epoch)
+
+    @staticmethod
+    def _forks_discarded(node: Node, mail: Mail) -> None:
+        """Some forks are through, others wait: a discard notification per fork through, for the shadow's
+        queue of that next hop (the whole message's follows when the last fork is through)."""
+        for fork in mail.forks:
+            if fork.done and not fork.discard_set:
+                fork.discard_set = True
+                node.fork_discards.setdefault(mail.shadow, []).append(
+                    MessageRef(mail.message_id, mail.internal_id, fork.fork_id))
 
     def _deferred(self, node: Node, mail: Mail, fork: Fork, t: int, why: str) -> None:
         """An attempt the next hop refused or let time out (Exchange's DEFER): retried later."""
@@ -545,20 +558,30 @@ class Simulation:
         for ref in notifications:
             if copies.pop(ref.internal_id, None) is not None:
                 shadow.event(ev.ShadowDiscarded, t + 25, primary_name, ref)
+        for ref in primary.fork_discards.pop(shadow.name, ()):  # a fork's next hop has it: not resubmitted
+            copy = copies.get(ref.internal_id)
+            if copy is not None:
+                copy.discarded_forks = (*copy.discarded_forks, ref.fork_id)
         changed = [c for c in copies.values() if c.primary_db != primary.db]
         if changed:
             self._promote(shadow, primary_name, changed, "the primary's queue database ID changed")
 
     def _promote(self, holder: Node, primary: str, copies: list[Copy], why: str) -> None:
-        """The holder takes ownership: its copies become primary messages it delivers itself."""
+        """The holder takes ownership: its copies become primary messages it delivers itself, each to the
+        recipients of the forks whose discard notifications it has not had."""
         t = self.now
         held = holder.shadows.get(primary, {})
         for c in copies:
             held.pop(c.mail.internal_id, None)
+            recipients = c.mail.recipients
+            if c.discarded_forks:
+                served = {r for f in c.mail.forks if f.fork_id in c.discarded_forks for r in f.recipients}
+                recipients = tuple(r for r in recipients if r not in served)
             holder.event(ev.ShadowPromoted, t, primary, c.mail.ref(), reason=why)
-            self.truth.promoted(c.mail.message_id, holder.name, primary, c.mail.internal_id, t, why)
+            self.truth.promoted(c.mail.message_id, holder.name, primary, c.mail.internal_id, t, why,
+                                tuple(r.address for r in recipients))
             resubmitted = Mail(message_id=c.mail.message_id, submitted_ms=c.mail.submitted_ms,
-                               recipients=c.mail.recipients, size=c.mail.size)
+                               recipients=recipients, size=c.mail.size)
             self._receive(holder, resubmitted, holder.name, ev.MessageSource.INSIDE_BOUNDARY, sender_node=None,
                           resubmission=True)
 

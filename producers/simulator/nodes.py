@@ -40,12 +40,14 @@ class Mail:
 
 @dataclass(slots=True)
 class Copy:
-    """A shadow copy: the primary's message, and the primary's queue database when it was made."""
+    """A shadow copy: the primary's message, the primary's queue database when it was made, and the forks
+    (one shadow queue per next hop) whose discard notifications came before the whole message's."""
 
     mail: Mail
     primary: str
     primary_db: str
     alternate_route: bool = True
+    discarded_forks: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -78,6 +80,7 @@ class Node:
         self.queue: dict[str, Mail] = {}
         self.shadows: dict[str, dict[str, Copy]] = {}  # primary -> internal id -> copy
         self.discard: dict[str, list[MessageRef]] = {}  # shadow -> discard notifications waiting for it
+        self.fork_discards: dict[str, list[MessageRef]] = {}  # shadow -> those of single forks (fork_id set)
         self.last_contact: dict[str, int] = {}  # primary -> last answered query (or copy stored)
         self.failures: dict[str, int] = {}  # primary -> consecutive failed queries
 
@@ -109,7 +112,7 @@ class Node:
             destroyed = Destroyed(list(self.queue.values()),
                                   [c for copies in self.shadows.values() for c in copies.values()])
             self.db = f"{self.name}-qdb{next(self._databases)}"
-            self.queue, self.shadows, self.discard = {}, {}, {}
+            self.queue, self.shadows, self.discard, self.fork_discards = {}, {}, {}, {}
             self.last_contact, self.failures = {}, {}
         self.up = True
         self.epoch += 1

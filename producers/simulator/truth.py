@@ -87,9 +87,12 @@ class GroundTruth:
         for r in recipients:
             truth.expired.setdefault(r, at_ms)
 
-    def promoted(self, message_id: str, holder: str, primary: str, internal_id: str, at_ms: int, why: str) -> None:
+    def promoted(self, message_id: str, holder: str, primary: str, internal_id: str, at_ms: int, why: str,
+                 recipients: tuple[str, ...]) -> None:
+        """`recipients`: those the holder resubmitted it to (not those of forks already discarded)."""
         self.messages[message_id].promotions.append({"holder": holder, "primary": primary,
-                                                     "internal_id": internal_id, "at_ms": at_ms, "why": why})
+                                                     "internal_id": internal_id, "at_ms": at_ms, "why": why,
+                                                     "recipients": list(recipients)})
 
     def destroyed(self, message_id: str, server: str, internal_id: str, at_ms: int, what: str) -> None:
         self.messages[message_id].destroyed.append({"server": server, "internal_id": internal_id, "at_ms": at_ms,
