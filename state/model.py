@@ -355,14 +355,17 @@ class _Transition:
                             m.received_ms + self.config.timing(s.primary).expiration_ms)
         m.recipients = shared_recipients(e.recipients)
         m.sender_supports_shadow = e.sender_supports_shadow
-        params = self.config.for_node(s.primary)
-        enabled = params.shadow_redundancy_enabled if s.shadow_redundancy_enabled is None else (
-            s.shadow_redundancy_enabled and params.shadow_redundancy_enabled)
-        if not enabled and m.redundancy is Redundancy.PENDING:
+        if not self.redundancy_enabled() and m.redundancy is Redundancy.PENDING:
             m.redundancy, m.decided = Redundancy.DISABLED, True
         if self.mode_of(s.primary) is NodeMode.EXCHANGE_2010 and not e.sender_supports_shadow:
             timing = self.config.timing(s.primary)
             s.deadlines.set(DeadlineKind.ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
+
+    def redundancy_enabled(self) -> bool:
+        """ShadowRedundancyEnabled for this primary: its NodeStarted's word and its configuration's, both."""
+        s = self.s
+        enabled = self.config.for_node(s.primary).shadow_redundancy_enabled
+        return enabled if s.shadow_redundancy_enabled is None else (enabled and s.shadow_redundancy_enabled)
 
     def shadow_copy_failed(self, e: ev.ShadowCopyFailed) -> None:
         m = self.known(e)
@@ -412,7 +415,7 @@ class _Transition:
 
     def shadow_copy_acknowledged(self, e: ev.ShadowCopyAcknowledged) -> None:
         m = self.known(e)
-        if m is None:
+        if m is None or not self.redundancy_enabled():  # disabled (a what-if): no copy is made
             return
         self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
                            db_reported=False)
@@ -451,6 +454,8 @@ class _Transition:
 
     def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
         if e.message is None:
+            return
+        if not self.redundancy_enabled():  # disabled (a what-if): no copy is made
             return
         m = self.message(e.message, e.event_time_ms)
         if m is None:

@@ -917,6 +917,33 @@ def a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing() -
         commands=(Command("mbx06", "mbx05", "m4", None, None, (), at(3), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+# ---- behaviours of the seeds an eighth review (what the twin emits) found decided otherwise --------
+
+def without_shadow_redundancy_the_recorded_copies_protect_nothing() -> Timeline:
+    """What if ShadowRedundancyEnabled were $false, over a recording made with it $true: "$false: Shadow
+    redundancy is disabled on all Mailbox servers in the organization" (003), and "En caso de que la redundancia
+    de instantánea esté deshabilitada en la organización, Exchange nunca anunciará su compatibilidad con la
+    redundancia de instantánea ni emitirá comandos XSHADOW" (002): no shadow copy is made, so the recorded
+    copies protect nothing. mbx01 holds m1 alone and comes back at 30 with a new, empty queue database: m1 is
+    MESSAGE_LOST then (before: mbx02 promoted its copy, with a command). mbx05 is unreachable from 1 to 240 and
+    comes back with the SAME database: it delivers m5 from its queue, once (before: mbx06 promoted m5 at 181,
+    with a command, and m5 was forecast twice at 240)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_redundancy_enabled": False}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10), *org.started("mbx01", "dbP2", 30),
+              *org.query_ok("mbx02", "mbx01", 31, db="dbP2"),
+              *org.started("mbx05", "dbP5", 0), *org.started("mbx06", "dbS6", 0),
+              *org.received("mbx05", "m5", 0), *org.shadowed("mbx05", "mbx06", "m5", 0, db="dbP5"),
+              *org.query_ok("mbx06", "mbx05", 1, db="dbP5", shadow_db="dbS6"),
+              *org.heartbeats_failing("mbx06", "mbx05", 3, 240, shadow_db="dbS6"),
+              *org.started("mbx05", "dbP5", 240), *org.delivered("mbx05", "m5", "mbx09", 241),
+              *org.query_ok("mbx06", "mbx05", 242, db="dbP5", shadow_db="dbS6", discarded=("m5",))]
+    return Timeline("without shadow redundancy, the recorded copies protect nothing", events, config,
+                    alerts=(Expected(AlertType.MESSAGE_LOST, at(30), ("m1",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -946,6 +973,7 @@ ALL = (
     a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
     exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
     a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
+    without_shadow_redundancy_the_recorded_copies_protect_nothing,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -957,4 +985,5 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
            a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
            exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
-           a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing)
+           a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
+           without_shadow_redundancy_the_recorded_copies_protect_nothing)
