@@ -901,12 +901,15 @@ class _Transition:
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
                   or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
         unrouted = [m for m in held if m not in routed]
+        # A 2010 shadow is the previous hop: it resubmits over an alternate route ("Los mensajes reenviados llegan
+        # a otro servidor Transporte perimetral", 002), not to the failed primary's own next hop.
+        previous_hop = NodeMode.EXCHANGE_2010 in (self.mode_of(pair.shadow), self.mode_of(s.primary))
         for m in routed:
             routes = self.pending_routes(m)
             for ref, next_hop, recipients in routes:
                 self.out.commands.append(RedeliveryCommand(
                     command_id=stable_id("command", pair.shadow, s.primary, ref.internal_id, ref.fork_id, reason.value, t),
-                    holder=pair.shadow, primary_server=s.primary, message=ref, next_hop=next_hop,
+                    holder=pair.shadow, primary_server=s.primary, message=ref, next_hop=None if previous_hop else next_hop,
                     reason=reason, decided_at_ms=t, recipients=recipients,
                 ))
             if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:  # else the primary's queue is gone already

@@ -944,6 +944,27 @@ def without_shadow_redundancy_the_recorded_copies_protect_nothing() -> Timeline:
                     alerts=(Expected(AlertType.MESSAGE_LOST, at(30), ("m1",)),))
 
 
+def exchange_2010_the_previous_hop_resubmits_over_an_alternate_route() -> Timeline:
+    """002's example: hub01 (Exchange 2010) hands m1, for bob@fabrikam.com, to edge01 and keeps the shadow copy;
+    edge01 tries mx.fabrikam.com (DEFER) and dies. After 3 x ShadowHeartbeatTimeoutInterval hub01 "reanuda el
+    rol de servidor principal y vuelve a enviar los mensajes que hay en la cola de instantáneas. Los mensajes
+    reenviados llegan a otro servidor Transporte perimetral" (002): the command leaves the route to hub01 (any
+    route: another Edge), still for bob only (before: next hop mx.fabrikam.com, edge01's own next hop, which
+    hub01 reaches only through an Edge). A 2013 shadow, a member of the primary's DAG, "transmits the messages
+    to the next hop" (003): deferred_then_primary_fails names it."""
+    org = Org()
+    events = [*org.started("edge01", "dbE1", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("hub01", "dbH1", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("edge01", "m1", 1, recipients=(), external=("bob@fabrikam.com",)),
+              *org.shadowed("edge01", "hub01", "m1", 1, db="dbE1"),
+              *org.query_ok("hub01", "edge01", 1, db="dbE1", shadow_db="dbH1"),
+              *org.deferred("edge01", "m1", "mx.fabrikam.com", 2, recipients=("bob@fabrikam.com",)),
+              *org.heartbeats_failing("hub01", "edge01", 6, 40, every=5, shadow_db="dbH1")]
+    return Timeline("Exchange 2010: the previous hop resubmits over an alternate route", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(16), ("m1",)),),
+        commands=(Command("hub01", "edge01", "m1", "mx.fabrikam.com", None, ("bob@fabrikam.com",), at(16)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -974,6 +995,7 @@ ALL = (
     exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
     a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
     without_shadow_redundancy_the_recorded_copies_protect_nothing,
+    exchange_2010_the_previous_hop_resubmits_over_an_alternate_route,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
