@@ -1096,9 +1096,12 @@ class _Transition:
         if at_ms < retention_end:  # processed (or in a failed primary): Safety Net's hold comes next
             s.deadlines.set(DeadlineKind.EXPIRE, internal_id, retention_end)
             return
-        if m.at_risk:
+        if m.at_risk or m.primary_done_ms is None and m.shadow_held and pair is not None \
+                and pair.primary_failed_ms is not None:
+            # at risk, or held for want of an alternate route (2010) while its primary is still declared failed
+            why = "was at risk" if m.at_risk else f"was held by {m.shadow_server} for want of an alternate route"
             self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary, m.shadow_server or ""], [m], at_ms,
-                       "the message was at risk and no server delivered it before SafetyNetHoldTime +"
+                       f"the message {why} and no server delivered it before SafetyNetHoldTime +"
                        " MessageExpirationTimeout: it is lost")
             self.close(m, at_ms, "lost")
             return

@@ -965,6 +965,28 @@ def exchange_2010_the_previous_hop_resubmits_over_an_alternate_route() -> Timeli
         commands=(Command("hub01", "edge01", "m1", "mx.fabrikam.com", None, ("bob@fabrikam.com",), at(16)),))
 
 
+def exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost() -> Timeline:
+    """hub02 (Exchange 2010) keeps the copy of hub01's m1 with no alternate route. hub01 dies after minute 2 and
+    never comes back; hub02 goes on querying it (heartbeats of an hour here). At 3 x ShadowHeartbeatTimeoutInterval
+    hub01 is declared failed and "dicho mensaje no se volverá a enviar pero permanecerá en la cola de instantáneas"
+    (002), until "Unacknowledged shadow messages eventually expire from Safety Net after the sum of the
+    SafetyNetHoldTime and MessageExpirationTimeout" (003) ("will eventually be auto deleted from the redundancy
+    queue", 004): nobody delivered m1, whose primary is down and whose only other copy is gone: MESSAGE_LOST then
+    (before: SHADOW_EXPIRED, the INFO of a copy whose primary had delivered the message)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010", "shadow_heartbeat_frequency": "1h",
+                                                   "shadow_heartbeat_timeout_interval": "1h"}))
+    events = [*org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("hub02", "db-H2", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m1", 1),
+              *org.shadowed("hub01", "hub02", "m1", 1, db="db-A", alternate_route=False),
+              *org.query_ok("hub02", "hub01", 2, db="db-A", shadow_db="db-H2"),
+              *org.heartbeats_failing("hub02", "hub01", 62, 5 * 24 * 60, every=60, shadow_db="db-H2")]
+    return Timeline("Exchange 2010: a copy held for want of a route that expires before its primary returns is lost",
+                    events, config, alerts=(Expected(AlertType.HELD_NO_ALTERNATE_ROUTE, at(182), ("m1",)),
+                                            Expected(AlertType.MESSAGE_LOST, at(1) + 4 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -996,6 +1018,7 @@ ALL = (
     a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
     without_shadow_redundancy_the_recorded_copies_protect_nothing,
     exchange_2010_the_previous_hop_resubmits_over_an_alternate_route,
+    exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1008,4 +1031,5 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_shadows_stale_answer_within_the_clock_skew_allowance_does_not_undo_the_primarys_new_database,
            exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
            a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
-           without_shadow_redundancy_the_recorded_copies_protect_nothing)
+           without_shadow_redundancy_the_recorded_copies_protect_nothing,
+           exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost)
