@@ -1006,7 +1006,10 @@ class _Transition:
         elif key in by_kind[_SHADOW_SILENT]:
             deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
-            deadlines.set(_AUTO_DISCARD, key, pair.last_query_ms + auto_discard)
+            # from the last query that reached the primary: a failed one did not (without heartbeats, the shadow's life)
+            queried = pair.last_query_ms if not pair.heartbeats or pair.last_contact_ms > pair.last_query_ms \
+                else pair.last_contact_ms
+            deadlines.set(_AUTO_DISCARD, key, queried + auto_discard)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
 

@@ -987,6 +987,25 @@ def exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primar
                                             Expected(AlertType.MESSAGE_LOST, at(1) + 4 * DAY, ("m1",))))
 
 
+def a_failed_query_does_not_keep_the_discard_notifications() -> Timeline:
+    """What if ShadowMessageAutoDiscardInterval were 1 hour: mbx02's last query that reached mbx01 is at 2;
+    mbx01 delivers m1 at 3 and queues its discard notification; from 4 mbx02 cannot open a session to mbx01
+    (its queries fail every 2 minutes). "if the shadow server doesn't query the primary server for the duration
+    specified in this parameter, the primary server deletes the queued discard events" (003): a query that never
+    reached mbx01 is none, so mbx01 deletes m1's notification at 62: DISCARD_EVENTS_DROPPED then (before: never,
+    each failed query counted as one). At ShadowResubmitTimeSpan mbx02 promotes its copy of m1, which mbx01 had
+    delivered: it arrives twice."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_message_auto_discard_interval": "1h"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 190)]
+    return Timeline("a failed query does not keep the discard notifications", events, config, alerts=(
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(182), ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1019,6 +1038,7 @@ ALL = (
     without_shadow_redundancy_the_recorded_copies_protect_nothing,
     exchange_2010_the_previous_hop_resubmits_over_an_alternate_route,
     exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
+    a_failed_query_does_not_keep_the_discard_notifications,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1032,4 +1052,5 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing,
            a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
            without_shadow_redundancy_the_recorded_copies_protect_nothing,
-           exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost)
+           exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
+           a_failed_query_does_not_keep_the_discard_notifications)
