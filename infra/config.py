@@ -86,7 +86,11 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(value: object) -> timedelta:
-    """"03:00:00", "2.00:00:00" (Exchange's notation), "3h", "90s", "500ms", 180 (seconds), or a timedelta."""
+    """"03:00:00", "2.00:00:00" (Exchange's notation), "3h", "90s", "500ms", 180 (seconds), or a timedelta.
+
+    Exchange's notation is read as .NET's TimeSpan.Parse (what Set-TransportConfig uses) reads it:
+    hours 0 to 23, minutes and seconds 0 to 59. Beyond that it is refused, saying how to write
+    it: .NET refuses "00:61:00", and reads "25:00:00" as 25 days, not hours."""
     if isinstance(value, timedelta):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -94,11 +98,31 @@ def parse_duration(value: object) -> timedelta:
     if isinstance(value, str):
         text = value.strip()
         if match := _EXCHANGE_SPAN.match(text):
-            return timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
+            span = timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
                              seconds=float(match["s"]))
+            _check_exchange_span(text, int(match["h"]), int(match["m"]), float(match["s"]), span,
+                                 days=match["days"] is not None)
+            return span
         if match := _SHORT_SPAN.match(text):
             return timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]])
     raise ValueError(f"not a duration: {value!r} (use e.g. \"03:00:00\", \"2.00:00:00\", \"3h\", \"90s\")")
+
+
+def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool) -> None:
+    """ValueError for a field of "d.hh:mm:ss" beyond .NET's range, naming the value and how to write it."""
+    for name, value, top in (("hours", hours, 23), ("minutes", minutes, 59), ("seconds", int(seconds), 59)):
+        if value > top:
+            quirk = f", which takes \"{value}:00:00\" for {value} days" if name == "hours" and not days else ""
+            as_what = "as hours, " if quirk else ""
+            why = f"as in Exchange's TimeSpan{quirk}; {as_what}write \"{_exchange_span(span)}\""
+            raise ValueError(f"not a duration: {text!r} ({name} go from 0 to {top}, {why})")
+
+
+def _exchange_span(span: timedelta) -> str:
+    """`span` in Exchange's notation: "03:00:00", "1.01:00:00", "00:00:01.5"."""
+    hours, rest = divmod(span.seconds, 3600)
+    fraction = f".{span.microseconds:06d}".rstrip("0") if span.microseconds else ""
+    return f"{f'{span.days}.' if span.days else ''}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}{fraction}"
 
 
 class Milliseconds(int):

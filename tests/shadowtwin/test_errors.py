@@ -185,6 +185,12 @@ def test_whatif_with_a_bad_parameter(recording):
                     "ShadowHeartbeatRetryCount")
 
 
+def test_whatif_refuses_a_span_exchange_would_read_otherwise(recording):
+    """'25:00:00' was taken for 25 hours; Set-TransportConfig takes it for 25 days."""
+    one_line_naming(shadowtwin("whatif", recording, "--set", "ShadowResubmitTimeSpan=25:00:00"), "--set",
+                    "'25:00:00'", 'as hours, write "1.01:00:00"')
+
+
 def test_whatif_refuses_a_node_assignment_without_a_node(recording):
     one_line_naming(shadowtwin("whatif", recording, "--set", ":ShadowResubmitTimeSpan=5m"), "--set",
                     "':ShadowResubmitTimeSpan=5m'", "no node before the colon")
