@@ -2,6 +2,7 @@
 a duration when the command reads them.
 
     record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
+    tail.add_argument("-n", type=ZERO_OR_MORE)      # -3: `argument --lines/-n: expected ...`, exit 2
     seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
 
 A refused value is one line naming the option and the value, exit status 2: argparse's error for
@@ -37,6 +38,7 @@ def number(kind: Callable[[str], N], test: Callable[[N], bool], expected: str) -
 
 
 COUNT = number(int, lambda n: n >= 1, "a whole number >= 1")
+ZERO_OR_MORE = number(int, lambda n: n >= 0, "a whole number >= 0")  # a count where none means something (-n 0)
 SECONDS = number(float, lambda s: 0 < s < math.inf, "a number of seconds > 0")  # how long to run
 INTERVAL = number(float, lambda s: 0 <= s < math.inf, "a number of seconds >= 0")  # a pause between two acts
 

@@ -18,6 +18,7 @@ from infra.signals import stop_on_signals
 from producers.readable import line
 from producers.topic_reader import ReadOutcome, read_topic
 from schemas import jsonl
+from shadowtwin.arguments import ZERO_OR_MORE
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
 SCHEMAS = {"alerts": "Alert", "commands": "RedeliveryCommand"}
@@ -30,7 +31,7 @@ def add_tail_parser(actions, what: str) -> None:
                                           " start.")
     tail.add_argument("--json", action="store_true", help="one JSON object a line (the contract's JSON Lines form)")
     tail.add_argument("--from-beginning", action="store_true", help="from the start of the topic")
-    tail.add_argument("--lines", "-n", type=int, default=10, metavar="N",
+    tail.add_argument("--lines", "-n", type=ZERO_OR_MORE, default=10, metavar="N",
                       help="without --from-beginning: start N records before the end of each partition (default 10)")
     tail.add_argument("--follow", "-f", action="store_true", help="go on printing new records until Ctrl-C or SIGTERM")
     tail.add_argument("--topic", help=f"the topic to read (default: the {what} topic)")
@@ -48,7 +49,7 @@ def run_tail(settings: Settings, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     outcome = ReadOutcome()
     for record, _ in read_topic(settings.kafka, topic, outcome, expected=SCHEMAS[args.what],
-                                from_beginning=args.from_beginning, last=max(0, args.lines),
+                                from_beginning=args.from_beginning, last=args.lines,
                                 until_end=not args.follow, stop=stop, group="shadowtwin-tail"):
         print(jsonl.dumps(record) if args.json else line(record), flush=args.follow)
     bad = outcome.describe_undecodable()

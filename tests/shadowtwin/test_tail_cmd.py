@@ -1,5 +1,5 @@
 """`shadowtwin alerts tail --follow` against a real broker: new alerts print as they come, a
-foreign record is counted on stderr, SIGTERM ends it with 143."""
+foreign record is counted on stderr, SIGTERM ends it with 143; a count that cannot be meant is refused."""
 
 from __future__ import annotations
 
@@ -10,10 +10,23 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from infra.kafka import producer
 from schemas import jsonl
 from schemas.codec import encode, kafka_key
+from shadowtwin.cli import main
 from tests.producers.test_alert_router import crash_and_return
+
+
+@pytest.mark.parametrize("command", [["alerts", "tail", "-n", "-3"], ["commands", "tail", "--lines=-1"]], ids=" ".join)
+def test_a_negative_count_is_refused_in_one_line(command, capsys):
+    """It used to be taken as 0 (only what comes next)."""
+    with pytest.raises(SystemExit) as exit:
+        main([*command, "--bootstrap", "127.0.0.1:1"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert exit.value.code == 2 and f"shadowtwin {' '.join(command[:2])}: argument --lines/-n: expected a whole" \
+        f" number >= 0, got '{command[-1].removeprefix('--lines=')}'" in line, line
 
 
 def test_follow_prints_new_alerts_as_they_come(kafka_bootstrap, topics):
