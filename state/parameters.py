@@ -171,6 +171,19 @@ def table_keys() -> list[str]:
         [f.name for f in dataclasses.fields(TwinParameters)]
 
 
+def _check_servers(servers: tuple[str, ...], where: str) -> None:
+    """Refuse an empty server name, or one listed twice, naming the entry (either is a slip of the
+    pen: no server has it, or the list says less than it seems to)."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(servers):
+        if not name.strip():
+            raise ConfigError(f"{where}: servers[{i}] = {name!r}: expected a server name")
+        if name in first:
+            raise ConfigError(f"{where}: servers[{i}] = {name!r}: listed twice (servers[{first[name]}] too);"
+                              f" expected each server once")
+        first[name] = i
+
+
 def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy",
                       known_servers: Iterable[str] = ()) -> ModelConfig:
     """ModelConfig from a `[shadow_redundancy]` table: parameters, `nodes.<name>` overrides, the twin's own.
@@ -182,6 +195,7 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
     nodes_raw = values.pop("nodes", {})
     twin_raw = {k: values.pop(k) for k in [f.name for f in dataclasses.fields(TwinParameters)] if k in values}
     twin = build(TwinParameters, twin_raw, where)
+    _check_servers(twin.servers, where)
     defaults = parameters_from(values, where=where)
     if not isinstance(nodes_raw, Mapping):
         raise ConfigError(f"{where}: nodes = {nodes_raw!r}: expected a table of node name -> parameters")

@@ -84,6 +84,20 @@ def test_a_per_node_override_must_name_a_known_or_declared_server():
         model_config_from({"nodes": {"hub09": {"mode": "EXCHANGE_2010"}}}, known_servers=["hub01"])
 
 
+@pytest.mark.parametrize("servers, refusal", [
+    (["hub01", ""], "shadow_redundancy: servers[1] = '': expected a server name"),
+    (["hub01", " "], "shadow_redundancy: servers[1] = ' ': expected a server name"),
+    (["hub01", "hub02", "hub01"], "shadow_redundancy: servers[2] = 'hub01': listed twice (servers[0] too);"
+                                  " expected each server once"),
+    ("hub01,hub01", "servers[1] = 'hub01': listed twice"),  # as an environment variable gives them
+], ids=["empty", "blank", "twice", "twice-from-a-variable"])
+def test_declared_servers_are_named_once_each_and_not_empty(servers, refusal):
+    """An empty name or a repeated one was taken as it stood."""
+    with pytest.raises(ValueError) as refused:
+        model_config_from({"servers": servers})
+    assert refusal in str(refused.value)
+
+
 @pytest.mark.parametrize("name, value", [("ShadowHeartbeatFrequency", "00:00:00"), ("ShadowResubmitTimeSpan", "-1h"),
                                          ("MaxRetriesForLocalSiteShadow", -3), ("ShadowHeartbeatRetryCount", 0)])
 def test_values_the_domain_cannot_have_are_refused(name, value):
