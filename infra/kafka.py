@@ -125,12 +125,37 @@ class NoSuchTopic(LookupError):
     """Topics the brokers do not have; the message names them."""
 
 
-def partitions_of(client: Consumer, topic: str, timeout: float = 10.0) -> list[int]:
-    """The topic's partition numbers; NoSuchTopic when the brokers do not have it."""
+# What a broker answers for a topic it does not have, or cannot (an invalid name); any other
+# error of a topic's metadata (a leader being elected, say) is no answer about it.
+_NO_SUCH_TOPIC = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_EXCEPTION)
+TOPIC_CHECK_SECONDS = 5.0  # how long a publisher waits for the answer before it goes on without it
+
+
+def partitions_of(client: Consumer | Producer, topic: str, timeout: float = 10.0, *,
+                  kafka: Kafka | None = None) -> list[int]:
+    """The topic's partition numbers, from one metadata request; NoSuchTopic when the brokers say
+    they do not have it (naming the brokers, given `kafka`), KafkaException for another error or
+    no answer within `timeout`. A producer's request creates the topic where the brokers create
+    topics on first use, as its first record would."""
     metadata = client.list_topics(topic, timeout=timeout).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        raise NoSuchTopic(f"{topic}: no such topic ({metadata.error.str() if metadata else 'not in the metadata'})")
+    error = metadata.error if metadata is not None else None
+    if metadata is None or error is not None and error.code() in _NO_SUCH_TOPIC:
+        at = f" at {bootstrap_of(kafka)}" if kafka is not None else ""
+        raise NoSuchTopic(f"{topic}: no such topic{at} ({error.str() if error else 'not in the metadata'})")
+    if error is not None:
+        raise KafkaException(error)
     return sorted(metadata.partitions)
+
+
+def check_topics(client: Producer, kafka: Kafka, topics: Iterable[str], timeout: float = TOPIC_CHECK_SECONDS) -> None:
+    """Before a producer publishes: NoSuchTopic for a topic the brokers say they do not have (its
+    records would wait out the delivery timeout, then fail). Brokers that do not answer within
+    `timeout` are let be: the delivery reports say so, as for any record."""
+    for topic in topics:
+        try:
+            partitions_of(client, topic, timeout, kafka=kafka)
+        except KafkaException:
+            return
 
 
 class KafkaAccessRefused(ConfigError):

@@ -226,8 +226,8 @@ class AlertRouter:
 
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before (up to the committed offsets)."""
-        committed = client.committed([TopicPartition(self.topic, p) for p in partitions_of(client, self.topic)],
-                                     timeout=10)
+        partitions = partitions_of(client, self.topic, kafka=self.bootstrap)
+        committed = client.committed([TopicPartition(self.topic, p) for p in partitions], timeout=10)
         reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
                           error_cb=lambda error: None)
         try:

@@ -160,8 +160,8 @@ class KafkaSink:
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
                  delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
         self.deliveries = Deliveries(bootstrap, delivery_timeout_s)
-        self.producer = reporting_producer(bootstrap, self.deliveries)
         self.topics = (events_topic, dead_letters_topic)
+        self.producer = reporting_producer(bootstrap, self.deliveries, self.topics)
         self._lock = threading.Lock()
 
     def _send(self, topic: str, record: Event | DeadLetter, on_delivery: Callable | None) -> None:

@@ -14,7 +14,9 @@ A record not acknowledged within the delivery timeout (`kafka.delivery_timeout_s
 e.g. because no broker answers, fails; the publisher then stops sending, so a dead broker
 ends a run after about that long, with the count of what was not acknowledged. A record the
 client refuses to send (larger than the broker's `message.max.bytes`, say) is counted as not
-acknowledged, with the client's reason, and the publisher goes on with the next.
+acknowledged, with the client's reason, and the publisher goes on with the next. A topic the
+brokers say they do not have is refused before anything is sent (`infra.kafka.NoSuchTopic`),
+not waited out.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from schemas.codec import Record, encode, kafka_key
 from schemas.events import Event
-from infra.kafka import bootstrap_of, producer
+from infra.kafka import TOPIC_CHECK_SECONDS, bootstrap_of, check_topics, producer
 
 DEFAULT_DELIVERY_TIMEOUT_S = 30.0
 POLL_EVERY = 1000
@@ -76,11 +78,14 @@ class Deliveries:
                 f" {bootstrap_of(self.bootstrap)} ({why})")
 
 
-def reporting_producer(bootstrap: str, deliveries: Deliveries, **overrides) -> Producer:
+def reporting_producer(bootstrap: str, deliveries: Deliveries, topics: Iterable[str] = (), **overrides) -> Producer:
     """A producer that gives up on a record after `deliveries.timeout_s` and tells `deliveries` about
-    broker errors (instead of printing librdkafka's log lines on stderr)."""
-    return producer(bootstrap, **{"message.timeout.ms": max(1, int(deliveries.timeout_s * 1000)),
-                                  "error_cb": deliveries.client_error, "log_level": 2, **overrides})
+    broker errors (instead of printing librdkafka's log lines on stderr). A topic of `topics` (those
+    it will publish to) that the brokers do not have raises NoSuchTopic at once."""
+    client = producer(bootstrap, **{"message.timeout.ms": max(1, int(deliveries.timeout_s * 1000)),
+                                    "error_cb": deliveries.client_error, "log_level": 2, **overrides})
+    check_topics(client, bootstrap, topics, min(TOPIC_CHECK_SECONDS, deliveries.timeout_s))
+    return client
 
 
 def flush(client: Producer, deliveries: Deliveries) -> int:
@@ -95,7 +100,7 @@ class Publisher(threading.Thread):
                  clock: Callable[[], float] = time.monotonic, delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
         super().__init__(name="shadowtwin-publisher", daemon=True)
         self.deliveries = Deliveries(bootstrap_servers, delivery_timeout_s)
-        self._producer = reporting_producer(bootstrap_servers, self.deliveries)
+        self._producer = reporting_producer(bootstrap_servers, self.deliveries, (topic,))
         self._topic = topic
         self._events = events
         self._speed = speed

@@ -55,7 +55,7 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
     # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
     client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
     try:
-        ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic)}
+        ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
         firsts = {p: low if from_beginning else max(low, high - last) for p, (low, high) in ends.items()}
         client.assign([TopicPartition(topic, p, firsts[p]) for p in ends])
         # With until_end: the partitions not yet read up to their end at start.

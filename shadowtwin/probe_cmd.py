@@ -128,8 +128,8 @@ def stopped(thread: threading.Thread | None, stop) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     prober = _prober(settings, args.server, args.servers, args.every, args.timeout, args.name)
     deliveries = Deliveries(settings.kafka, settings.kafka.delivery_timeout_seconds)
-    client = reporting_producer(settings.kafka, deliveries)
     topic = args.to or settings.topics.events
+    client = reporting_producer(settings.kafka, deliveries, (topic,))
 
     def publish(event) -> None:
         produce(client, topic, event, deliveries.delivered)

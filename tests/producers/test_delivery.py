@@ -1,5 +1,6 @@
 """Honest producers: every publishing command counts the broker's acknowledgements; a dead broker
-ends the command within the delivery timeout, non-zero, saying how many records were not acknowledged."""
+ends the command within the delivery timeout, non-zero, saying how many records were not acknowledged;
+a topic the broker does not have ends it at once, naming the topic and the broker."""
 
 import dataclasses
 import os
@@ -9,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+
+import pytest
 
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recording import write_events
@@ -64,6 +67,25 @@ def test_simulate_to_kafka_on_a_dead_broker_fails_the_same_way(tmp_path):
 def test_ingest_to_a_dead_broker_fails_the_same_way(tmp_path):
     result, seconds = run_against_dead_broker(tmp_path, "ingest", "exchange-mtl", EX01)
     assert_none_acknowledged(result, seconds)
+
+
+@pytest.mark.parametrize("command", [
+    ["replay", "day.avro", "--to", "nosuch.topic"],
+    ["simulate", "--to-kafka", "--topic", "nosuch.topic", "--duration", "00:05:00"],
+    ["ingest", "exchange-mtl", str(EX01), "--to", "nosuch.topic"],
+    ["probe", "--server", "ex01=127.0.0.1:1", "--rounds", "1", "--to", "nosuch.topic"],
+], ids=lambda command: command[0])
+def test_a_topic_the_broker_does_not_have_is_refused_before_anything_is_sent(command, kafka_bootstrap, tmp_path):
+    """Each record used to wait out the delivery timeout (30 s), then fail; the broker here creates
+    no topic on first use, as the embedded one and most clusters."""
+    write_events(tmp_path / "day.avro", list(generate(Workload(servers=4, duration_ms=60_000))))
+    started = time.monotonic()
+    result = subprocess.run([*CLI, *command, "--bootstrap", kafka_bootstrap], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"shadowtwin {command[0]}: nosuch.topic: no such topic at {kafka_bootstrap}"
+                                          " (Broker: Unknown topic or partition)"]
+    assert time.monotonic() - started < 15, "not the delivery timeout"
 
 
 def test_every_record_published_to_a_live_broker_is_acknowledged(kafka_bootstrap, topics, tmp_path):

@@ -351,8 +351,8 @@ def test_where_and_server_without_a_broker_say_one_line(command, monkeypatch, ca
 def test_a_topic_the_broker_does_not_have_is_one_line_and_exit_1(command, kafka_bootstrap, tmp_path):
     result = shadowtwin(*command, "--bootstrap", kafka_bootstrap, cwd=tmp_path)
     assert result.returncode == 1, result.stderr[-2000:]
-    assert result.stderr.splitlines() == [f"shadowtwin {command[0]}: nosuch.topic: no such topic (Broker: Unknown"
-                                          " topic or partition)"]
+    assert result.stderr.splitlines() == [f"shadowtwin {command[0]}: nosuch.topic: no such topic at {kafka_bootstrap}"
+                                          " (Broker: Unknown topic or partition)"]
     assert not list(tmp_path.iterdir()), "no recording begun"
 
 
