@@ -64,7 +64,13 @@ def check_writable(path: Path) -> Path:
     """`path` when its suffix names a recording format and a file can be written there; else the
     error writing it would raise (RecordingNameError, or an OSError naming the path), without
     creating anything: `record` says so before it waits for its first record, not after."""
-    check_name(path)
+    return writable_file(check_name(path))
+
+
+def writable_file(path: Path) -> Path:
+    """`path` when a file can be written there, in a folder that exists; else the OSError writing
+    it would raise, naming the path, without creating anything. A missing folder is refused, not
+    made: a mistyped path makes no folders."""
     def refused(code: int) -> OSError:
         return OSError(code, os.strerror(code), str(path))
     if path.is_dir():

@@ -25,7 +25,7 @@ from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
-from producers.recording import RecordingNameError, check_name
+from producers.recording import RecordingNameError, check_name, writable_file
 from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
 from producers.replayer import replay
@@ -154,7 +154,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     max_age_s = duration_option(args.max_age, "--max-age") if args.max_age else None
-    state = Path(args.state) if args.state else DEFAULT_INGEST_STATE if args.follow else None
+    state = writable_file(Path(args.state)) if args.state else DEFAULT_INGEST_STATE if args.follow else None
     try:
         positions = Positions(state) if state is not None else None
     except ValueError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infra.settings import Settings
 from infra.signals import stop_on_signals
-from producers.recording import check_name
+from producers.recording import check_writable, writable_file
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
@@ -56,7 +56,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         topology = dataclasses.replace(topology, duration_ms=int(seconds * 1000))
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
-    truth = Path(args.truth) if args.truth else None
+    truth = writable_file(Path(args.truth)) if args.truth else None  # known now, not after the run
     progress = lambda line: print(line, flush=True)  # noqa: E731
     stop = stop_on_signals()
     if args.live:
@@ -70,7 +70,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     elif args.format == "exchange-mtl":
         return _to_logs(topology, args, truth)
     else:
-        out = check_name(Path(args.out or f"simulation-{args.seed}.avro"))
+        out = check_writable(Path(args.out or f"simulation-{args.seed}.avro"))
+        truth = writable_file(truth or runs.truth_path_for(out))
         outcome = runs.to_file(topology, args.seed, out, truth, stop=stop)
         print(f"events: {out}")
     print(outcome.describe())
@@ -87,7 +88,7 @@ def _to_logs(topology, args: argparse.Namespace, truth: Path | None) -> int:
     folder = Path(args.out or f"simulation-{args.seed}-logs")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--out {folder}: expected a new or empty folder for the logs")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(exist_ok=True)  # in a folder that exists: a missing one is refused, as for every output
     events, lines, simulation = to_mtl(topology, args.seed, folder, truth)
     results = ", ".join(f"{k} {v}" for k, v in simulation.truth.counts().items() if v)
     print(f"simulated {events:,} events; wrote {lines:,} message-tracking lines to {folder}; messages: {results}")

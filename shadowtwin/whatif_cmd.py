@@ -84,9 +84,7 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
         _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
     except BaseException:
-        for folder in reversed(made):  # refused before writing anything: no empty folder left behind
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove(made)  # refused before writing anything: no empty folder left behind
         raise
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
     summaries, results = [], []
@@ -124,13 +122,25 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
 
 
 def _made_folders(folders: list[Path]) -> list[Path]:
-    """Create `folders`; the ones this call made (parents first), to remove if the run is refused."""
+    """Create `folders`, each in a folder that exists (or one made before it: --out's compare/);
+    the ones this call made, to remove if the run is refused. A missing folder is refused (the
+    OSError naming it), not made, as for every output: a mistyped path makes no folders."""
     made: list[Path] = []
-    for folder in folders:
-        missing = [p for p in (folder, *folder.parents) if not p.exists()]
-        folder.mkdir(parents=True, exist_ok=True)
-        made += [p for p in reversed(missing) if p not in made]
+    try:
+        for folder in folders:
+            if not folder.is_dir():
+                folder.mkdir()
+                made.append(folder)
+    except OSError:
+        _remove(made)
+        raise
     return made
+
+
+def _remove(made: list[Path]) -> None:
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _truth(path: Path) -> list[dict]:

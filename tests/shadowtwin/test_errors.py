@@ -205,7 +205,7 @@ def test_whatif_refuses_a_node_setting_for_a_server_neither_the_recording_nor_th
 
 
 def test_whatif_refused_after_reading_leaves_no_empty_folder(recording, tmp_path):
-    out, report = tmp_path / "runs" / "out", tmp_path / "report"
+    out, report = tmp_path / "out", tmp_path / "report"
     one_line_naming(shadowtwin("whatif", recording, "--compare", "mbx2:ShadowResubmitTimeSpan=5m",
                                "--out", str(out), "--report", str(report)), "no server 'mbx2'")
     assert [p.name for p in tmp_path.iterdir()] == [recording.name]
@@ -238,8 +238,18 @@ def test_ingest_with_a_state_file_that_cannot_be_written_publishes_nothing(tmp_p
     (tmp_path / "file").write_text("")
     state = tmp_path / "file" / "positions.json"
     result = shadowtwin("ingest", "exchange-mtl", EX01, "--state", state, "--bootstrap", "127.0.0.1:1")
-    one_line_naming(result, f"{state}: could not be written (")
+    one_line_naming(result, f"{state}: Not a directory")
     assert result.stdout == "", "refused before anything is read or published"
+
+
+def test_ingest_with_a_state_file_in_a_folder_that_does_not_exist_is_refused_and_makes_none(tmp_path):
+    """As `record`'s file: the folders used to be made (the default, .run/ingest/, still is)."""
+    from tests.producers.test_mtl import EX01
+
+    state = tmp_path / "typo" / "positions.json"
+    result = shadowtwin("ingest", "exchange-mtl", EX01, "--state", state, "--bootstrap", "127.0.0.1:1")
+    one_line_naming(result, f"{state}: No such file or directory")
+    assert not list(tmp_path.iterdir())
 
 
 def test_ingest_whose_state_file_cannot_be_saved_later_says_how_much_it_does_not_record(tmp_path, monkeypatch,
@@ -249,6 +259,7 @@ def test_ingest_whose_state_file_cannot_be_saved_later_says_how_much_it_does_not
     from tests.producers.test_mtl import EX01
 
     state = tmp_path / "state" / "positions.json"
+    state.parent.mkdir()
 
     class FolderGoneAtTheEnd(AckingSink):
         def __init__(self, *_):

@@ -36,6 +36,21 @@ def test_a_broken_topology_is_refused_with_the_key_named(tmp_path, capsys):
     assert not (tmp_path / "x.avro").exists()
 
 
+@pytest.mark.parametrize("options, named", [
+    (["--out", "typo/x.avro"], "typo/x.avro"),
+    (["--out", "x.avro", "--truth", "typo/x.truth.jsonl"], "typo/x.truth.jsonl"),
+    (["--format", "exchange-mtl", "--out", "typo/logs"], "typo/logs"),
+], ids=["out", "truth", "logs"])
+def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_the_run(options, named, tmp_path, monkeypatch,
+                                                                            capsys):
+    """As `record`'s file: the folders of --format exchange-mtl --out used to be made, and --out x.avro
+    was written before --truth's missing folder was said."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--duration", "00:05:00", *options]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"shadowtwin simulate: {named}: No such file or directory"]
+    assert not list(tmp_path.iterdir()), "nothing written, no folder made"
+
+
 @pytest.mark.parametrize("value", ["abc", "1y", "", "0s", "0.5ms"])
 def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
     assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2

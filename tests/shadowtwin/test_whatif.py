@@ -44,6 +44,19 @@ def test_summary_compares_two_resubmit_spans_and_writes_the_decisions(tmp_path):
     assert (tmp_path / "out" / "compare" / "alerts.jsonl").exists()
 
 
+def test_an_output_folder_in_a_folder_that_does_not_exist_is_refused_and_nothing_is_made(tmp_path):
+    """--out and --report used to make the missing folders (a mistyped path made a tree)."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    for options, named in ((["--out", tmp_path / "typo" / "out"], tmp_path / "typo" / "out"),
+                           (["--out", tmp_path / "out", "--report", tmp_path / "typo" / "report"],
+                            tmp_path / "typo" / "report")):
+        result = whatif(recording, *options)
+        assert result.returncode == 2 and result.stderr.splitlines() == [
+            f"shadowtwin whatif: {named}: No such file or directory"], result.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["outage.avro"], "no folder left behind"
+
+
 def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     recording = tmp_path / "outage.avro"
     outage_recording(recording)
