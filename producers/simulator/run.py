@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from infra.kafka import consumer
+from infra.kafka import consumer, partitions_of
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
 from producers.recording import check_name, write_events
 from producers.replayer import publish
@@ -132,7 +132,11 @@ class CommandListener(threading.Thread):
         from confluent_kafka import OFFSET_END, TopicPartition
 
         self._consumer = consumer(bootstrap, f"shadowtwin-simulator-{id(self)}")
-        partitions = self._consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        try:
+            partitions = partitions_of(self._consumer, topic, kafka=bootstrap)  # NoSuchTopic: would read nothing
+        except BaseException:
+            self._consumer.close()
+            raise
         self._consumer.assign([TopicPartition(topic, p, OFFSET_END) for p in partitions])
         self._inbox = inbox
         self._stopping = threading.Event()

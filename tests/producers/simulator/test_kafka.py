@@ -14,6 +14,7 @@ from producers.simulator.run import live, to_kafka
 from schemas import events as ev
 from schemas.codec import default_codec
 from infra import kafka as kafka_clients
+from infra.kafka import NoSuchTopic
 from tests.producers.simulator.scenarios import topology
 
 pytestmark = pytest.mark.integration
@@ -79,3 +80,10 @@ def test_live_nodes_resubmit_when_the_twin_commands_it(kafka_bootstrap, topics):
     resubmitted = [e for e in after if isinstance(e, ev.MessageReceived) and e.node == copy.node
                    and e.message.message_id == copy.message.message_id]
     assert resubmitted, "the holder took the message as its own and sent it on"
+
+
+def test_live_nodes_refuse_a_commands_topic_the_broker_does_not_have(kafka_bootstrap, topics):
+    """Before: they subscribed to no partition and never heard a command; now nothing is published."""
+    missing = f"no.such.commands.{uuid.uuid4().hex}"
+    with pytest.raises(NoSuchTopic, match=rf"{missing}: no such topic at {kafka_bootstrap}"):
+        live(topology(duration="00:00:05"), 5, kafka_bootstrap, topics.events, missing, seconds=5)
