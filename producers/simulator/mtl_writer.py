@@ -66,10 +66,13 @@ class _File:
 
 class HealthProbes:
     """When each server's inbound proxy probe runs: every PROBE_EVERY_MS from the start (each
-    server at its own phase), while the fault schedule has it up."""
+    server at its own phase), while the fault schedule has it up. Those are true times; with
+    `offset` (how far a server's clock is ahead now, 0 for names that are no server) the writer
+    logs each probe by its server's own clock, among that server's other lines in true-time order."""
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, offset: Callable[[str], int] = lambda server: 0):
         self.domain = topology.domain
+        self.offset = offset
         end = topology.start_ms + topology.duration_ms
         self.down: dict[str, list[tuple[int, int]]] = {}
         for f in topology.faults:
@@ -160,19 +163,20 @@ class MtlWriter:
     # ---- events -> lines ------------------------------------------------------------
 
     def write(self, events: Iterable[ev.Event]) -> None:
+        probes = self.probes
         for e in events:
-            if self.probes is not None:
-                for at, server in self.probes.before(e.event_time_ms):
-                    self._probe(server, at)
+            if probes is not None:  # the probes due before the event's true time
+                for at, server in probes.before(e.event_time_ms - probes.offset(e.node)):
+                    self._probe(server, at + probes.offset(server))
             if isinstance(e, ev.NodeStarted):
                 self._started(e)
                 continue
             handler = getattr(self, f"_{type(e).__name__}", None)
             if handler is not None and e.message is not None:
                 handler(e)
-        if self.probes is not None:
-            for at, server in self.probes.before(self.probes.end_ms):
-                self._probe(server, at)
+        if probes is not None:
+            for at, server in probes.before(probes.end_ms):
+                self._probe(server, at + probes.offset(server))
 
     def _probe(self, server: str, t: int) -> None:
         self._subjects += 1
@@ -295,7 +299,11 @@ def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MA
         return [m.ref() for m in node.queue.values()] + [
             c.mail.ref() for copies in node.shadows.values() for c in copies.values()]
 
-    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology), held)
+    def offset(name: str) -> int:
+        node = simulation.nodes.get(name)
+        return node.offset_ms if node is not None else 0
+
+    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology, offset), held)
 
 
 def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None = None,

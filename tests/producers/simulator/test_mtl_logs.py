@@ -1,10 +1,12 @@
 """The log path against the ground truth: simulate -> Exchange logs -> ingest -> twin (reference replay)."""
 
-from producers.mtl_log import service_of
+from producers.mtl_ingest import ingest
+from producers.mtl_log import parse_time, service_of
 from producers.simulator.mtl_check import check_logs
 from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.cli import main
 from tests.producers.simulator.scenarios import topology
+from tests.producers.test_mtl import ListSink
 from tests.producers.simulator.test_scenarios import crash
 
 
@@ -54,3 +56,20 @@ def test_a_server_logs_its_health_probe_every_5_minutes_while_up_and_loads_its_q
     loads = _lines(tmp_path, "MBX01", b",LOAD,")
     assert loads and set(loads) == {"2026-01-05T01:30:00.000Z"}  # what it held at boot, logged at once
     assert _lines(tmp_path, "MBX02", b",LOAD,") == []  # a new, empty database loads nothing
+
+
+def test_a_skewed_server_logs_its_health_probes_by_its_own_clock_in_the_order_it_writes_its_lines(tmp_path):
+    # mbx01's clock runs 140 s behind, mbx03's 140 s ahead (280 s apart, within the ingester's 5 minutes): every line a server logs carries its own clock, so
+    # each of its files goes forward in time (but for a probe's DROP, 40 ms after its RECEIVE), and the shadow
+    # lines of a message join their primary's RECEIVE.
+    skews = [{"kind": "clock_skew", "server": "mbx01", "duration": "03:00:00", "offset": "-140s"},
+             {"kind": "clock_skew", "server": "mbx03", "duration": "03:00:00", "offset": "+140s"}]
+    to_mtl(topology(skews, duration="01:00:00", rate=0.2), 7, tmp_path)
+    for path in tmp_path.rglob("MSGTRK2*.LOG"):
+        times = [parse_time(line.split(b",", 1)[0].decode()) for line in path.read_bytes().splitlines()
+                 if not line.startswith(b"#")]
+        assert all(later > earlier - 1000 for earlier, later in zip(times, times[1:])), path
+    assert _lines(tmp_path, "MBX01", b"Inbound proxy probe")[0] == "2026-01-04T23:57:47.000Z"  # 00:00:07 - 140 s
+    assert _lines(tmp_path, "MBX03", b"Inbound proxy probe")[0] == "2026-01-05T00:02:41.000Z"  # 00:00:21 + 140 s
+    counts = ingest(sorted(str(p) for p in tmp_path.iterdir() if p.is_dir()), ListSink())
+    assert counts.unjoined == 0 and counts.dead_letters == 0
