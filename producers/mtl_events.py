@@ -260,7 +260,10 @@ class MtlMapper:
             return [ev.ServerProbed(**self._header(row, local, local, None), server=local, answered=True,
                                     via="healthprobe", reply=f"{row.get('message-subject') or 'health probe'}"
                                                              f" from {row.get('sender-address')} received")]
-        first = next((self._ids[(local, k)] for k in self._keys(row) if (local, k) in self._ids), None)
+        # Only a file that names no service (Export-Csv) merges the services' receipts; in MSGTRK a second
+        # RECEIVE with another id is the message received again (a shadow's resubmission, a message back).
+        first = None if row.service else next(
+            (self._ids[(local, k)] for k in self._keys(row) if (local, k) in self._ids), None)
         if first is not None and own and own != first and (local, own) not in self._aliases:
             self._aliases[(local, own)] = first
             return Skip("a second RECEIVE of the message on the same server (another transport service's"

@@ -172,6 +172,30 @@ def test_an_export_without_file_names_keeps_one_receipt_per_server_and_message(t
                               " log): one message, one receipt": 1}
 
 
+RECEIVED_AGAIN_MS = 1795316400000  # 2026-11-22T03:00:00Z
+
+
+def test_a_message_received_again_by_the_same_transport_service_is_a_second_receipt(tmp_path):
+    # EX01 relays the message to the Internet and its queue database is lost; EX02, whose shadow copy was never
+    # discarded, resubmits it, and EX01 receives it again (a new internal-message-id, the same network-message-id).
+    # Its MSGTRK log names the Transport service: this is no other service's receipt, but a second copy to track.
+    again = [record("03:00:00.000", "RECEIVE", client_hostname="EX02", server_hostname="EX01", source="SMTP",
+                    internal_message_id="600", recipient_address="ann@contoso.com", total_bytes="100"),
+             record("03:00:00.100", "HAREDIRECT", client_hostname="EX01", server_hostname="EX03",
+                    source="REDUNDANCY", internal_message_id="600"),
+             record("03:00:01.000", "SEND", client_hostname="EX01", server_hostname="mx.fabrikam.com", source="SMTP",
+                    internal_message_id="600", recipient_address="ann@contoso.com",
+                    recipient_status="250 2.1.5 Recipient OK")]
+    first = record("02:00:01.000", "SEND", client_hostname="EX01", server_hostname="mx.fabrikam.com", source="SMTP",
+                   internal_message_id="500", recipient_address="ann@contoso.com;bob@contoso.com")
+    sink, counts = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", [RECEIVED, first, *again]))
+    received = [e.message.internal_id for e in sink.events if e.kind == "MessageReceived"]
+    assert received == ["500", "600"] and not counts.skipped
+    assert [(e.kind, e.message.internal_id) for e in sink.events if e.event_time_ms >= RECEIVED_AGAIN_MS] == [
+        ("MessageReceived", "600"), ("ShadowCopyRequested", "600"), ("ShadowCopyAcknowledged", "600"),
+        ("SentToNextHop", "600"), ("NextHopAcknowledged", "600")]
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16", "utf-16-be-bom"])
 def test_export_csv_in_each_encoding_reads_as_the_raw_log_does(tmp_path, encoding):
     lines = [RECEIVED, *SHADOWED,
