@@ -45,6 +45,7 @@ DEFAULT_MAX_BYTES = 10 * 1024 * 1024  # Exchange's default MessageTrackingLogMax
 INTRA_ORG = "Intra-Organization SMTP Send Connector"
 INTERNET = "Internet Send Connector"
 PROBE_EVERY_MS = 5 * 60_000  # Managed Availability's inbound proxy probe, per server
+FOREVER = 2**62  # the end of a crash without restart
 PROBE_SENDER, PROBE_RECIPIENT, PROBE_SUBJECT = "postmaster@{domain}", "inboundproxy@contoso.com", "Inbound proxy probe"
 
 
@@ -66,7 +67,8 @@ class _File:
 
 class HealthProbes:
     """When each server's inbound proxy probe runs: every PROBE_EVERY_MS from the start (each
-    server at its own phase), while the fault schedule has it up. Those are true times; with
+    server at its own phase), while the fault schedule has it up, for as long as the run goes on
+    (after the workload too, while the servers drain their queues). Those are true times; with
     `offset` (how far a server's clock is ahead now, 0 for names that are no server) the writer
     logs each probe by its server's own clock, among that server's other lines in true-time order."""
 
@@ -79,15 +81,15 @@ class HealthProbes:
             if f.kind == "crash" and f.server:
                 start = topology.start_ms + f.at_ms
                 self.down.setdefault(f.server, []).append(
-                    (start, end + 1 if f.restart == "never" else start + f.duration_ms))
+                    (start, FOREVER if f.restart == "never" else start + f.duration_ms))
         self.end_ms = end
         self.due = [(topology.start_ms + 7_000 * (i + 1), s.name) for i, s in enumerate(topology.servers)]
         heapq.heapify(self.due)
 
     def before(self, t: int) -> Iterable[tuple[int, str]]:
-        """The probes (time, server) due before `t` (up to the end of the day), in time order."""
+        """The probes (time, server) due before `t`, in time order."""
         due = self.due
-        while due and due[0][0] < min(t, self.end_ms):
+        while due and due[0][0] < t:
             at, name = heapq.heappushpop(due, (due[0][0] + PROBE_EVERY_MS, due[0][1]))
             if not any(a <= at < b for a, b in self.down.get(name, ())):
                 yield at, name

@@ -51,7 +51,7 @@ def test_a_server_logs_its_health_probe_every_5_minutes_while_up_and_loads_its_q
     to_mtl(topology(faults, duration="02:00:00"), 7, tmp_path)
     probes = _lines(tmp_path, "MBX01", b",RECEIVE,")
     probes = [t for t in probes if t in _lines(tmp_path, "MBX01", b"Inbound proxy probe")]
-    assert len(probes) == 24 - 6 and not [t for t in probes if "T01:00" <= t[:16].replace("2026-01-05", "") < "T01:30"]
+    assert len([t for t in probes if t < "2026-01-05T02:00"]) == 24 - 6 and not [t for t in probes if "T01:00" <= t[:16].replace("2026-01-05", "") < "T01:30"]
     assert probes[:2] == ["2026-01-05T00:00:07.000Z", "2026-01-05T00:05:07.000Z"]
     loads = _lines(tmp_path, "MBX01", b",LOAD,")
     assert loads and set(loads) == {"2026-01-05T01:30:00.000Z"}  # what it held at boot, logged at once
@@ -73,3 +73,14 @@ def test_a_skewed_server_logs_its_health_probes_by_its_own_clock_in_the_order_it
     assert _lines(tmp_path, "MBX03", b"Inbound proxy probe")[0] == "2026-01-05T00:02:41.000Z"  # 00:00:21 + 140 s
     counts = ingest(sorted(str(p) for p in tmp_path.iterdir() if p.is_dir()), ListSink())
     assert counts.unjoined == 0 and counts.dead_letters == 0
+
+
+def test_servers_log_their_health_probes_while_the_simulation_drains_after_the_workload(tmp_path):
+    # mbx01 dies for good 10 minutes before the workload ends; its shadow promotes its copies 30 minutes after
+    # its last contact, so the run goes on past 01:00. mbx02 and mbx03 are up all along: they go on logging
+    # their probes, and the log-fed twin does not take their silence after 01:00 for a stopped feed.
+    faults = [crash("mbx01", at="00:50:00", restart="never", backlog="00:00:00")]
+    check = check_logs(topology(faults, duration="01:00:00", rate=0.2,
+                                shadow_redundancy={"shadow_resubmit_time_span": "00:30:00"}), 7, tmp_path)
+    last = max(t for server in ("MBX02", "MBX03") for t in _lines(tmp_path, server, b"Inbound proxy probe"))
+    assert last > "2026-01-05T01:20" and check.false_alerts == []
