@@ -93,7 +93,9 @@ def test_ingest_follow_stops_on_sigterm(kafka_bootstrap, topics, tmp_path):
 
 
 def test_simulate_live_stops_on_sigint(kafka_bootstrap, topics, tmp_path):
-    process = start(kafka_bootstrap, "simulate", "--live", "--speed", "60", "--topic", topics.events,
+    conf = tmp_path / "topics.toml"  # the nodes listen to the commands topic, which must exist
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ncommands = "{topics.commands}"\n')
+    process = start(kafka_bootstrap, "--conf", conf, "simulate", "--live", "--speed", "60", "--topic", topics.events,
                     "--truth", tmp_path / "truth.jsonl")
     first_line(process, "events/s")
     code, said, _ = stopped(process, signal.SIGINT)
