@@ -71,7 +71,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return _to_logs(topology, args, truth)
     else:
         out = check_writable(Path(args.out or f"simulation-{args.seed}.avro"))
-        truth = writable_file(truth or runs.truth_path_for(out))
+        truth = truth or writable_file(runs.truth_path_for(out))
         outcome = runs.to_file(topology, args.seed, out, truth, stop=stop)
         print(f"events: {out}")
     print(outcome.describe())

@@ -1007,8 +1007,8 @@ class _Transition:
             deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
             # from the last query that reached the primary: a failed one did not (without heartbeats, the shadow's life)
-            queried = pair.last_query_ms if not pair.heartbeats or pair.last_contact_ms > pair.last_query_ms \
-                else pair.last_contact_ms
+            queried = pair.last_contact_ms if pair.heartbeats and pair.last_contact_ms < pair.last_query_ms \
+                else pair.last_query_ms
             deadlines.set(_AUTO_DISCARD, key, queried + auto_discard)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
@@ -1099,8 +1099,8 @@ class _Transition:
         if at_ms < retention_end:  # processed (or in a failed primary): Safety Net's hold comes next
             s.deadlines.set(DeadlineKind.EXPIRE, internal_id, retention_end)
             return
-        if m.at_risk or m.primary_done_ms is None and m.shadow_held and pair is not None \
-                and pair.primary_failed_ms is not None:
+        if m.at_risk or (m.primary_done_ms is None and m.shadow_held and pair is not None
+                         and pair.primary_failed_ms is not None):
             # at risk, or held for want of an alternate route (2010) while its primary is still declared failed
             why = "was at risk" if m.at_risk else f"was held by {m.shadow_server} for want of an alternate route"
             self.alert(AlertType.MESSAGE_LOST, Severity.CRITICAL, [self.s.primary, m.shadow_server or ""], [m], at_ms,
