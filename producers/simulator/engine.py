@@ -69,14 +69,23 @@ class Simulation:
         self.now = self.start_ms
         self.model = topology.model_config()
         self._make = {kind: binary.arguments_encoder(kind) if encoded else kind for kind in ev.EVENT_TYPES.values()}
-        self.nodes = {s.name: Node(s, self.model.for_node(s.name), self.model.timing(s.name), self._emit, self._make)
+        self._actions: list[tuple[int, int, Callable, tuple]] = []
+        self._out: list[tuple[int, int, ev.Event | bytes]] = []  # what the nodes emit, by true time
+        self._sequence = itertools.count()
+        self.nodes = {s.name: Node(s, self.model.for_node(s.name), self.model.timing(s.name), self._out,
+                                   self._sequence, self._make)
                       for s in topology.servers}
         self.boundaries = {b: [self.nodes[s.name] for s in members] for b, members in topology.boundaries().items()}
         self.databases = {d.name: d.dag for d in topology.mailbox_databases}
         self._database_names = tuple(self.databases)
-        self._actions: list[tuple[int, int, Callable, tuple]] = []
-        self._out: list[tuple[int, int, ev.Event]] = []
-        self._sequence = itertools.count()
+        # Derived once from the topology, which does not change during a run:
+        weights = topology.workload.recipients_weights
+        self._recipient_counts = range(1, len(weights) + 1)
+        self._recipient_cum_weights = list(itertools.accumulate(weights))  # what `rng.choices(weights=)` makes of them
+        self._queue_rate = 1 / max(1, topology.workload.queue_time_ms)
+        self._database_by_address: dict[str, str] = {}
+        self._hops: dict[tuple[str, str], Hop] = {}
+        self._peers: dict[str, tuple[list[Node], list[Node], list[Node]]] = {}  # server -> peers, remote, local
         self._messages = itertools.count(1)
         self._partitions: list[frozenset[str]] = []
         self._slow: dict[str, int] = {}
@@ -150,9 +159,6 @@ class Simulation:
 
     def _at(self, t: int, action: Callable, *args) -> None:
         heapq.heappush(self._actions, (t, next(self._sequence), action, args))
-
-    def _emit(self, true_ms: int, event: ev.Event | bytes) -> None:
-        heapq.heappush(self._out, (true_ms, next(self._sequence), event))
 
     def _idle(self) -> bool:
         return not any(n.queue or any(n.shadows.values()) for n in self.nodes.values())
@@ -239,7 +245,7 @@ class Simulation:
     def _new_message(self) -> None:
         w, rng, t, org = self.topology.workload, self.rng, self.now, self.topology
         n = next(self._messages)
-        count = rng.choices(range(1, len(w.recipients_weights) + 1), weights=w.recipients_weights)[0]
+        count = rng.choices(self._recipient_counts, cum_weights=self._recipient_cum_weights)[0]
         internal = rng.random() < w.internal_submission_share
         recipients = []
         for _ in range(count):
@@ -277,12 +283,17 @@ class Simulation:
             self.truth.expired(mail.message_id, tuple(r.address for r in mail.recipients), self.now)
 
     def _database_of(self, recipient: Recipient) -> str:
-        number = int(recipient.address[4:recipient.address.index("@")])
-        names = self._database_names
-        return names[min(number // self.topology.users_per_database, len(names) - 1)]
+        address = recipient.address
+        database = self._database_by_address.get(address)
+        if database is None:
+            number = int(address[4:address.index("@")])
+            names = self._database_names
+            database = self._database_by_address[address] = names[min(number // self.topology.users_per_database,
+                                                                          len(names) - 1)]
+        return database
 
     def _queue_time(self) -> int:
-        return 200 + int(self.rng.expovariate(1 / max(1, self.topology.workload.queue_time_ms)))
+        return 200 + int(self.rng.expovariate(self._queue_rate))
 
     # ---- receiving: the shadow copy before the 250 --------------------------------------------
 
@@ -329,13 +340,11 @@ class Simulation:
     def _make_shadow(self, node: Node, copy: Mail, t: int) -> Node | None:
         """2013 and later: a simultaneous session to a peer in the boundary, per the preference."""
         p = node.params
-        peers = [n for n in self.boundaries[node.server.boundary] if n is not node]
+        peers, remote, local = self._peers_of(node)
         if not peers:
             node.event(ev.ShadowCopyFailed, t + 5, node.name, copy.ref(), candidate="", attempt=1,
                        reason=ev.ShadowFailureReason.NO_PEER)
             return None
-        remote = [n for n in peers if n.server.site != node.server.site]
-        local = [n for n in peers if n.server.site == node.server.site]
         preference = p.shadow_message_preference_setting
         if node.server.dag is None or not remote:
             plan = [(local or peers, p.max_retries_for_local_site_shadow)]
@@ -372,6 +381,15 @@ class Simulation:
                 return candidate
         return None
 
+    def _peers_of(self, node: Node) -> tuple[list[Node], list[Node], list[Node]]:
+        """The other servers of the node's boundary: all, those in another site, those in its own."""
+        found = self._peers.get(node.name)
+        if found is None:
+            peers = [n for n in self.boundaries[node.server.boundary] if n is not node]
+            found = self._peers[node.name] = (peers, [n for n in peers if n.server.site != node.server.site],
+                                              [n for n in peers if n.server.site == node.server.site])
+        return found
+
     def _store_shadow(self, shadow: Node, primary: Node, mail: Mail, t: int, alternate_route: bool) -> None:
         shadow.shadows.setdefault(primary.name, {})[mail.internal_id] = Copy(mail, primary.name, primary.db,
                                                                              alternate_route)
@@ -396,14 +414,20 @@ class Simulation:
             if r.internal:
                 database = self._database_of(r)
                 dag = self.databases[database]
-                hop = Hop("mailbox", database) if dag == here else Hop("boundary", dag)
+                hop = self._hop("mailbox", database) if dag == here else self._hop("boundary", dag)
             elif here == org.internet.outbound_boundary:
-                hop = Hop("outside", r.address.split("@", 1)[1])
+                hop = self._hop("outside", r.address.split("@", 1)[1])
             else:
-                hop = Hop("boundary", org.internet.outbound_boundary)
+                hop = self._hop("boundary", org.internet.outbound_boundary)
             groups.setdefault(hop, []).append(r)
         many = len(groups) > 1
         return [Fork(hop, tuple(rs), f"f{i}" if many else None) for i, (hop, rs) in enumerate(groups.items(), 1)]
+
+    def _hop(self, kind: str, name: str) -> Hop:
+        hop = self._hops.get((kind, name))
+        if hop is None:
+            hop = self._hops[kind, name] = Hop(kind, name)
+        return hop
 
     def _deliver(self, node: Node, internal_id: str, epoch: int) -> None:
         mail = node.queue.get(internal_id)

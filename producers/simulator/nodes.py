@@ -9,9 +9,10 @@ node does; the node stamps each event with its own clock, which a fault may skew
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from producers.simulator.topology import Server
 from schemas import events as ev
@@ -33,9 +34,10 @@ class Mail:
     forks: list = field(default_factory=list)
     ack_pending: bool = False
     slow_since: dict[str, int] = field(default_factory=dict)
+    whole: MessageRef | None = None  # the reference of this copy, made when its server takes it (`Node.new_mail`)
 
     def ref(self) -> MessageRef:
-        return MessageRef(self.message_id, self.internal_id)
+        return self.whole or MessageRef(self.message_id, self.internal_id)
 
 
 @dataclass(slots=True)
@@ -58,16 +60,18 @@ class Destroyed:
 
 class Node:
     def __init__(self, server: Server, params: ShadowRedundancyParameters, timing: Timing,
-                 emit: Callable[[int, Any], None], make: Mapping[type[ev.Event], Callable[..., Any]] | None = None):
-        """`make` gives, per event kind, what makes what the node emits from the event's arguments:
-        the class itself (the default), or the encoder of its Avro body."""
+                 out: list[tuple[int, int, Any]], sequence: Iterator[int],
+                 make: Mapping[type[ev.Event], Callable[..., Any]] | None = None):
+        """What the node emits goes onto the heap `out` as (true time, next of `sequence`, what). `make`
+        gives, per event kind, what makes it from the event's arguments: the class itself (the
+        default), or the encoder of its Avro body."""
         self.server = server
         self.name = server.name
         self.params = params
         self.timing = timing
         self.mode = server.mode
         self.heartbeat_ms = timing.heartbeat_timeout_ms if self.mode is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
-        self._emit = emit
+        self._out, self._sequence = out, sequence
         self._make = make or {kind: kind for kind in ev.EVENT_TYPES.values()}
         self._event_ids = itertools.count(1)
         self._internal_ids = itertools.count(1)
@@ -85,9 +89,9 @@ class Node:
         self.failures: dict[str, int] = {}  # primary -> consecutive failed queries
 
     def event(self, kind: type[ev.Event], true_ms: int, primary: str, ref: MessageRef | None, **fields) -> None:
-        self._emit(true_ms, self._make[kind](event_id=f"{self.name}-{next(self._event_ids)}",
-                                            event_time_ms=true_ms + self.offset_ms, node=self.name,
-                                            primary_server=primary, message=ref, **fields))
+        heapq.heappush(self._out, (true_ms, next(self._sequence), self._make[kind](
+            event_id=f"{self.name}-{next(self._event_ids)}", event_time_ms=true_ms + self.offset_ms, node=self.name,
+            primary_server=primary, message=ref, **fields)))
 
     def skew(self, delta_ms: int) -> None:
         self.offset_ms += delta_ms
@@ -95,6 +99,7 @@ class Node:
     def new_mail(self, mail: Mail, t: int) -> Mail:
         mail.internal_id = f"{self.name}.{next(self._internal_ids)}"
         mail.received_ms = t
+        mail.whole = MessageRef(mail.message_id, mail.internal_id)
         self.queue[mail.internal_id] = mail
         return mail
 
