@@ -19,9 +19,10 @@ compares event times against. A recording without it (written by hand, or older)
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from schemas import container, jsonl
 from schemas.convert import AVRO_SUFFIXES, JSONL_SUFFIXES
@@ -86,14 +87,17 @@ def writable_file(path: Path) -> Path:
 
 
 def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, timestamps: bool = False,
-                 schema: str = "Event", encoded: bool = False) -> int:
+                 schema: str = "Event", encoded: bool = False, stop: Callable[[], bool] | None = None) -> int:
     """Write `events` to `path`; an Avro file's sync marker is random unless `sync` (16 bytes) is
     given, which makes the file the same byte for byte for the same events. With `timestamps`,
     the items are (event, Kafka timestamp in ms or None) pairs. `schema` names the records'
     top-level schema (Alert, RedeliveryCommand, DeadLetter: a recording of an output topic).
     `encoded`: the items are the records' Avro bodies already (`schemas.binary.arguments_encoder`),
-    for an Avro file only."""
+    for an Avro file only. `stop`, when given, is asked whether to take no more events: before each
+    event, and between blocks of Avro bodies (the file then ends valid, with what was taken)."""
     check_name(path)
+    if stop is not None and not encoded:
+        events = itertools.takewhile(lambda _: not stop(), events)
     if path.suffix in JSONL_SUFFIXES:
         if encoded:
             raise ValueError(f"{path}: Avro bodies go to an Avro file, not JSON Lines")
@@ -101,5 +105,5 @@ def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, tim
             return jsonl.write(events, out, timestamps=timestamps)
     with open(path, "wb") as out:
         if encoded:
-            return container.write_encoded(out, schema, events, sync=sync)
+            return container.write_encoded(out, schema, events, sync=sync, stop=stop)
         return container.write(out, schema, events, sync=sync, timestamps=timestamps)

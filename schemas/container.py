@@ -89,15 +89,26 @@ def write(out: IO[bytes], name: str, records: Iterable[Any], *, sync: bytes | No
 
 
 def write_encoded(out: IO[bytes], name: str, bodies: Iterable[bytes], *, sync: bytes | None = None,
-                  codec: str = "deflate") -> int:
+                  codec: str = "deflate", stop: Callable[[], bool] | None = None) -> int:
     """`write` for records encoded already: each item is the Avro body of one record of `name` (what
-    `binary.arguments_encoder` returns, trusted as it is). The same blocks, the same bytes."""
+    `binary.arguments_encoder` returns, trusted as it is). The same blocks, the same bytes. `stop` is
+    asked after each full block: once it answers True no more bodies are taken, and the file ends
+    with the blocks written, valid."""
     sync = _write_header(out, name, sync, codec, timestamps=False)
-    return _write_blocks(out, sync, codec, bodies, _append_body)
-
-
-def _append_body(block: bytearray, body: bytes, number: int) -> None:
-    block.extend(body)
+    block, in_block, count = bytearray(), 0, 0
+    with _BlockWriter(out, sync, codec) as blocks:
+        for body in bodies:  # `_write_blocks` without its call per record: the simulator's file is written here
+            block += body
+            in_block += 1
+            if len(block) >= BLOCK_BYTES:
+                blocks.put(block, in_block)
+                count += in_block
+                block, in_block = bytearray(), 0
+                if stop is not None and stop():
+                    break
+        if in_block:
+            blocks.put(block, in_block)
+    return count + in_block
 
 
 def _write_blocks(out: IO[bytes], sync: bytes, codec: str, items: Iterable[Any],

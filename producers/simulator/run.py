@@ -15,7 +15,6 @@ time (or `speed` times faster) and lets the nodes obey the twin's redelivery com
 from __future__ import annotations
 
 import hashlib
-import itertools
 import queue
 import threading
 import time
@@ -74,9 +73,8 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     simulation = Simulation(topology, seed, encoded=avro)
     stop = stop or threading.Event()
     started = time.perf_counter()
-    events = itertools.takewhile(lambda _: not stop.is_set(), simulation.events())
     with collector.paused():
-        count = write_events(path, events, sync=sync_marker(seed), encoded=avro)
+        count = write_events(path, simulation.events(), sync=sync_marker(seed), encoded=avro, stop=stop.is_set)
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)

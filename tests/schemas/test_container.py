@@ -154,3 +154,18 @@ def test_a_file_written_from_the_bodies_is_the_file_written_from_the_records():
     assert len(blocks_of(from_bodies.getvalue())) > 2
     assert from_bodies.getvalue() == from_records.getvalue()
     assert container.write_encoded(io.BytesIO(), "Event", []) == 0
+
+
+def test_a_file_written_from_the_bodies_stops_between_blocks_when_asked(tmp_path):
+    bodies = []
+    for event in EVENTS:
+        body = bytearray()
+        default_codec().write_body(event, body)
+        bodies.append(bytes(body))
+    asked = []
+    stop = lambda: asked.append(len(asked)) or len(asked) == 2  # noqa: E731 - yes at its second question
+    path = tmp_path / "stopped.avro"
+    with open(path, "wb") as out:
+        count = container.write_encoded(out, "Event", iter(bodies), stop=stop)
+    assert len(asked) == 2 and len(blocks_of(path.read_bytes())) == 2  # asked after each full block
+    assert list(container.read(path, "Event")) == EVENTS[:count] and 0 < count < len(EVENTS)
