@@ -8,7 +8,8 @@ A file run is reproducible byte for byte: the events come from the seed alone an
 sync marker is derived from it. An Avro file is written from the events' bodies, which the
 simulation encodes as it goes (`Simulation(encoded=True)`), without making the events, and
 with the cyclic garbage collector paused (the simulation makes no cycles: what it drops is
-freed by reference counting). A live run starts at the wall clock's now, paces events in real
+freed by reference counting), what it keeps handed to the oldest generation after (not walked
+when the collector resumes). A live run starts at the wall clock's now, paces events in real
 time (or `speed` times faster) and lets the nodes obey the twin's redelivery commands.
 """
 
@@ -73,7 +74,7 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     simulation = Simulation(topology, seed, encoded=avro)
     stop = stop or threading.Event()
     started = time.perf_counter()
-    with collector.paused():
+    with collector.paused(aged=True):
         count = write_events(path, simulation.events(), sync=sync_marker(seed), encoded=avro, stop=stop.is_set)
     seconds = time.perf_counter() - started
     truth_path = truth_path or truth_path_for(path)
