@@ -51,20 +51,28 @@ class MessageTruth:
         return "pending" if self.pending else "lost"
 
     def result(self) -> str:
-        results = {self.result_of(r) for r in self.recipients}
-        return next(r for r in _WORST_FIRST if r in results)
+        return _worst({self.result_of(r) for r in self.recipients})
 
     def to_json(self) -> dict:
+        recipients = {}
+        for r in self.recipients:  # each recipient's result once, for it and for the message's
+            got = self.deliveries.get(r, ())
+            recipients[r] = {"result": self.result_of(r), "delivered_ms": [ms for ms, _, _ in got],
+                             "where": [w for _, w, _ in got]}
         return {
             "message_id": self.message_id, "submitted_ms": self.submitted_ms, "sender": self.sender,
-            "result": self.result(),
-            "recipients": {r: {"result": self.result_of(r),
-                               "delivered_ms": [ms for ms, _, _ in self.deliveries.get(r, ())],
-                               "where": [w for _, w, _ in self.deliveries.get(r, ())]}
-                           for r in self.recipients},
+            "result": _worst({r["result"] for r in recipients.values()}),
+            "recipients": recipients,
             "copies": self.copies, "promotions": self.promotions, "destroyed": self.destroyed,
             "rejections": self.rejections,
         }
+
+
+def _worst(results: set[str]) -> str:
+    return next(r for r in _WORST_FIRST if r in results)
+
+
+_JSON = json.JSONEncoder(sort_keys=True)  # what json.dumps(sort_keys=True) makes anew for every line
 
 
 class GroundTruth:
@@ -115,9 +123,9 @@ class GroundTruth:
         with open(path, "w", encoding="utf-8") as out:
             summary = {"kind": "summary", "seed": seed, "events": events, "messages": len(self.messages),
                        "results": self.counts()}
-            out.write(json.dumps(summary, sort_keys=True) + "\n")
+            out.write(_JSON.encode(summary) + "\n")
             for truth in self.messages.values():
-                out.write(json.dumps({"kind": "message", **truth.to_json()}, sort_keys=True) + "\n")
+                out.write(_JSON.encode({"kind": "message", **truth.to_json()}) + "\n")
 
 
 def read_truth(path: Path) -> tuple[dict, list[dict]]:
