@@ -125,6 +125,7 @@ class Simulation:
             action(*args)
             while out and out[0][0] <= t:
                 yield heapq.heappop(out)[2]
+        actions.clear()  # past the end, never run: they refer to the simulation, which is then freed by refcount
         self.drained = self._idle()
         while out:
             yield heapq.heappop(out)[2]

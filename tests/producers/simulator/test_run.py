@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 from producers.recording import read_events
 from producers.simulator import run
@@ -54,3 +55,16 @@ def test_the_collector_is_paused_while_simulating_and_running_after(tmp_path, mo
     run.to_file(TOPOLOGY, 5, tmp_path / "run.avro")
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def test_a_finished_simulation_is_freed_by_reference_counting():
+    """to_file hands what the run kept to the oldest generation: a cycle there would wait for a full collection."""
+    simulation = Simulation(TOPOLOGY, 5, encoded=True)
+    gc.disable()
+    try:
+        assert sum(1 for _ in simulation.events()) > 0
+        gone = weakref.ref(simulation)
+        del simulation
+        assert gone() is None
+    finally:
+        gc.enable()
