@@ -77,14 +77,26 @@ def outages(events: Iterable[Event], gap_ms: int) -> dict[str, list[tuple[int, i
     for node, seen in sorted(times.items()):
         seen.sort(key=lambda item: item[0])
         intervals = []
+        database = next((e.queue_db_id for _, e in seen[:1] if isinstance(e, NodeStarted)), None)
         for (a, before), (b, after) in zip(seen, seen[1:]):
             if isinstance(before, NodeStopping):
                 intervals.append((a, b, "stopped cleanly"))
             elif b - a > gap_ms:
-                restart = " (restarted with a new queue database)" if isinstance(after, NodeStarted) else ""
-                intervals.append((a, b, f"silent {(b - a) / 60_000:.0f} min{restart}"))
+                intervals.append((a, b, f"silent {(b - a) / 60_000:.0f} min{_restart(after, database)}"))
+            if isinstance(after, NodeStarted):
+                database = after.queue_db_id
         found[node] = intervals
     return found
+
+
+def _restart(after: Event, database: str | None) -> str:
+    """How a silence ended: a restart with the queue database it had (duplicates follow) or a new one
+    (its shadows promote at once); a restart of a server whose earlier database the recording never named."""
+    if not isinstance(after, NodeStarted):
+        return ""
+    if database is None:
+        return " (restarted)"
+    return f" (restarted with {'the same' if after.queue_db_id == database else 'a new'} queue database)"
 
 
 def _clock(ms: int) -> str:

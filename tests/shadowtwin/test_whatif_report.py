@@ -12,8 +12,10 @@ from html.parser import HTMLParser
 from infra.settings import load_settings
 from producers.simulator.run import to_file
 from shadowtwin.whatif_cmd import StderrProgress, run_whatif
+from shadowtwin.whatif_report import outages
 from tests.producers.simulator.scenarios import topology
 from tests.shadowtwin.test_whatif import outage_recording, whatif
+from tests.state.scenario import Org
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -138,3 +140,13 @@ def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_pat
     assert result.returncode == 2
     assert line.startswith(f"shadowtwin whatif: {truth}:3: cut short: the last line ends mid-record (not JSON: "), line
     assert line.endswith("; records read before it: 2"), line
+
+
+def test_outages_say_whether_a_server_came_back_with_the_same_or_a_new_queue_database():
+    org = Org()
+    events = [*org.started("mbx01", "db1", 0), *org.started("mbx02", "db2", 0), *org.received("mbx03", "m1", 0),
+              *org.started("mbx01", "db1", 60), *org.started("mbx02", "db2-new", 60), *org.started("mbx03", "db3", 60)]
+    whys = {server: [why for _, _, why in spans] for server, spans in outages(events, gap_ms=6 * 60_000).items()}
+    assert whys == {"mbx01": ["silent 60 min (restarted with the same queue database)"],
+                    "mbx02": ["silent 60 min (restarted with a new queue database)"],
+                    "mbx03": ["silent 60 min (restarted)"]}
