@@ -211,8 +211,10 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
     for written, value in raw.items():
         key = context.key(str(written))
         if key not in fields:
+            meant = closest(key, fields)
             raise ConfigError(f"{context.where}: {_join(path, str(written))}: unknown key;"
-                              f" known: {', '.join(sorted(fields))}")
+                              + (f" did you mean {meant}?" if meant else "")
+                              + f" known: {', '.join(sorted(fields))}")
         name = fields[key].name
         values[name] = coerce(hints[name], value, _join(path, str(written)), context, fields[key].metadata)
     if base is not None:

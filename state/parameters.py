@@ -147,7 +147,14 @@ def ms(duration: timedelta) -> int:
 def parameters_from(values: Mapping[str, object], base: ShadowRedundancyParameters | None = None,
                     where: str = "parameters") -> ShadowRedundancyParameters:
     """Parameters from a mapping of snake-case or Exchange (CamelCase) names; errors name the key and value."""
-    return build(ShadowRedundancyParameters, values, where, key=snake_case, base=base or ShadowRedundancyParameters())
+    return build(ShadowRedundancyParameters, values, where, key=parameter_name, base=base or ShadowRedundancyParameters())
+
+
+def parameter_name(name: str) -> str:
+    """The field a parameter's name means, as PowerShell reads Exchange's names: in any case, with or
+    without the leading `-` (`-ShadowResubmitTimespan`, `shadowresubmittimespan`); else its snake case."""
+    fields = {f.name.replace("_", ""): f.name for f in dataclasses.fields(ShadowRedundancyParameters)}
+    return fields.get(name.lstrip("-").replace("_", "").lower(), snake_case(name))
 
 
 def snake_case(name: str) -> str:

@@ -48,8 +48,13 @@ def test_exchange_names_and_powershell_booleans():
     assert p.shadow_message_preference_setting is ShadowMessagePreference.LOCAL_ONLY
 
 
+def test_exchange_names_are_read_in_any_case_as_powershell_reads_them():
+    for name in ("ShadowResubmitTimespan", "-ShadowResubmitTimeSpan", "shadowresubmittimespan", "SHADOW_RESUBMIT_TIME_SPAN"):
+        assert parameters_from({name: "01:00:00"}).shadow_resubmit_time_span == timedelta(hours=1), name
+
+
 def test_unknown_parameter_and_bad_value_are_named():
-    with pytest.raises(ValueError, match="ShadowResubmitTimespam"):
+    with pytest.raises(ValueError, match="ShadowResubmitTimespam: unknown key; did you mean shadow_resubmit_time_span?"):
         parameters_from({"ShadowResubmitTimespam": "1h"})
     with pytest.raises(ValueError, match="shadow_heartbeat_retry_count = 'often': expected a whole number"):
         parameters_from({"shadow_heartbeat_retry_count": "often"})
