@@ -105,7 +105,33 @@ def parse_duration(value: object) -> timedelta:
             return span
         if match := _SHORT_SPAN.match(text):
             return timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]])
-    raise ValueError(f"not a duration: {value!r} (use e.g. \"03:00:00\", \"2.00:00:00\", \"3h\", \"90s\")")
+        raise DurationError(value, _why_not(text))
+    raise DurationError(value, _EXAMPLES)
+
+
+_EXAMPLES = 'use e.g. "03:00:00", "2.00:00:00", "3h", "90s"'
+_NUMBER = re.compile(r"^\d+(?:\.\d+)?$")  # what .NET reads as days, when whole
+_ISO_SPAN = re.compile(r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$", re.I)
+
+
+class DurationError(ValueError):
+    """A text that is no duration; `hint` says how to write what was likely meant."""
+
+    def __init__(self, value: object, hint: str):
+        super().__init__(f"not a duration: {value!r} ({hint})")
+        self.hint = hint
+
+
+def _why_not(text: str) -> str:
+    """How to write what `text` likely meant: a number without a unit, or an ISO 8601 duration."""
+    if _NUMBER.match(text):
+        as_days = f" Exchange's TimeSpan reads \"{text}\" as {text} days;" if text.isdigit() else ""
+        return f"a number needs a unit:{as_days} write \"{text}s\", \"{text}m\", \"{text}h\" or \"{text}d\""
+    if (iso := _ISO_SPAN.match(text)) and any(iso.groups()):
+        span = timedelta(days=int(iso["d"] or 0), hours=int(iso["h"] or 0), minutes=int(iso["m"] or 0),
+                         seconds=float(iso["s"] or 0))
+        return f"ISO 8601 is not Exchange's notation: write \"{_exchange_span(span)}\""
+    return _EXAMPLES
 
 
 def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool) -> None:
@@ -115,7 +141,7 @@ def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, sp
             quirk = f", which takes \"{value}:00:00\" for {value} days" if name == "hours" and not days else ""
             as_what = "as hours, " if quirk else ""
             why = f"as in Exchange's TimeSpan{quirk}; {as_what}write \"{_exchange_span(span)}\""
-            raise ValueError(f"not a duration: {text!r} ({name} go from 0 to {top}, {why})")
+            raise DurationError(text, f"{name} go from 0 to {top}, {why}")
 
 
 def _exchange_span(span: timedelta) -> str:
@@ -232,6 +258,8 @@ def coerce(hint: object, value: object, path: str, context: Context, metadata: M
         result = _as(hint, value, path, context)
     except ConfigError:
         raise
+    except DurationError as exc:  # the value is shown already: only what to write instead
+        raise _refuse(context, path, value, _expected(hint), "" if exc.hint == _EXAMPLES else exc.hint) from None
     except (ValueError, TypeError) as exc:
         raise _refuse(context, path, value, _expected(hint), str(exc)) from None
     test = metadata.get("test")

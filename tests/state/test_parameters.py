@@ -108,3 +108,23 @@ def test_declared_servers_are_named_once_each_and_not_empty(servers, refusal):
 def test_values_the_domain_cannot_have_are_refused(name, value):
     with pytest.raises(ValueError, match=f"{name} = "):
         parameters_from({name: value})
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("60", 'a number needs a unit: Exchange\'s TimeSpan reads "60" as 60 days; write "60s", "60m", "60h" or "60d"'),
+    ("1.5", 'a number needs a unit: write "1.5s", "1.5m", "1.5h" or "1.5d"'),
+    ("PT1H", 'ISO 8601 is not Exchange\'s notation: write "01:00:00"'),
+    ("P1DT2H30M", 'ISO 8601 is not Exchange\'s notation: write "1.02:30:00"'),
+])
+def test_a_refused_duration_says_how_to_write_what_was_meant(text, hint):
+    with pytest.raises(ValueError) as refused:
+        parameters_from({"ShadowResubmitTimeSpan": text})
+    assert str(refused.value) == (f"parameters: ShadowResubmitTimeSpan = {text!r}: expected a duration such as"
+                                  f' "03:00:00", "2.00:00:00", "3h" or "90s" ({hint})')
+
+
+def test_a_duration_that_is_no_duration_at_all_is_refused_once_with_the_examples():
+    with pytest.raises(ValueError) as refused:
+        parameters_from({"ShadowResubmitTimeSpan": "soon"})
+    assert str(refused.value) == ("parameters: ShadowResubmitTimeSpan = 'soon': expected a duration such as"
+                                  ' "03:00:00", "2.00:00:00", "3h" or "90s"')
