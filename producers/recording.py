@@ -47,7 +47,7 @@ def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, in
     top-level schema (a recording of the alerts topic: "Alert")."""
     if path.suffix in JSONL_SUFFIXES:
         with open(path, "rb") as lines:  # decoded line by line: bad bytes are named by their line
-            yield from jsonl.read(lines, str(path), timestamps=True)
+            yield from jsonl.read(lines, str(path), timestamps=True, expected=schema)
     elif path.suffix in AVRO_SUFFIXES:
         yield from container.read(path, schema, timestamps=True)
     else:

@@ -22,7 +22,7 @@ import datetime
 import json
 from typing import IO, Any, Iterable, Iterator
 
-from schemas.events import EVENT_TYPES
+from schemas.events import EVENT_TYPES, Event
 from schemas.shape import (
     OUTPUT_TYPES, Array, EnumType, FieldShape, Nullable, RecordType, Scalar, Shape, Timestamp, fields_of, kind_of,
 )
@@ -118,10 +118,12 @@ def loads(line: str) -> Any:
     return from_json(json.loads(line))
 
 
-def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: bool = False) -> Iterator[Any]:
+def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: bool = False,
+         expected: str | None = None) -> Iterator[Any]:
     """The records of JSON Lines text (blank lines are skipped); JsonlError names line and field,
     and how many records were read before it. Lines may be bytes, as in `values`. With
-    `timestamps`, (record, Kafka timestamp in ms or None) pairs."""
+    `timestamps`, (record, Kafka timestamp in ms or None) pairs. With `expected` (a top-level
+    schema: "Event", "Alert" ...), a record of another is refused as the Avro reader refuses it."""
     for count, (number, obj) in enumerate(values(lines, source)):
         try:
             at = obj.pop(KAFKA_TIMESTAMP, None) if isinstance(obj, dict) else None
@@ -129,6 +131,8 @@ def read(lines: Iterable[str | bytes], source: str = "<input>", *, timestamps: b
             at_ms = None if at is None else at if isinstance(at, int) else parse_time(at, KAFKA_TIMESTAMP)
         except (ValidationError, TypeError) as exc:
             raise _bad_line(source, number, str(exc), count) from exc
+        if expected is not None and expected != ("Event" if isinstance(record, Event) else kind_of(type(record))):
+            raise _bad_line(source, number, f"{kind_of(type(record))} record, not {expected}", count)
         yield (record, at_ms) if timestamps else record
 
 

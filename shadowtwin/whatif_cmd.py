@@ -82,6 +82,8 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         progress = progress or StderrProgress(always=show_progress)
         recorded, damage = load(check_name(file), lambda n: progress(f"read {n:,} events from {file}"))
         progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
+        if not recorded:  # nothing to replay: a summary of zeros would only hide the reason
+            raise damage or UsageError(f"{file}: holds no events")
         _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
     except BaseException:
         _remove(made)  # refused before writing anything: no empty folder left behind

@@ -176,6 +176,40 @@ def test_replay_of_a_jsonl_cut_short_publishes_what_was_read_and_names_the_line(
     assert f"sent {lines - 1} events" in result.stdout
 
 
+def alerts_recording(path):
+    from schemas.events import Alert, AlertType, Severity
+
+    write_events(path, [Alert(alert_id="a1", type=AlertType.SHADOW_SERVER_UNREACHABLE, severity=Severity.WARNING,
+                              servers=("mbx01", "mbx02"), reason="mbx02 cannot reach mbx01", decided_at_ms=0)],
+                 schema="Alert")
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".avro"])
+def test_whatif_and_replay_of_a_recording_of_the_alerts_topic(tmp_path, suffix):
+    alerts = tmp_path / f"alerts{suffix}"
+    alerts_recording(alerts)
+    result = shadowtwin("whatif", alerts)
+    one_line_naming(result, alerts, "Alert record", "not Event")
+    assert result.stdout == "", "no summary of zeros"
+    one_line_naming(shadowtwin("replay", alerts, "--bootstrap", "127.0.0.1:1"), alerts, "Alert record", "not Event")
+
+
+def test_whatif_of_an_empty_recording(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = shadowtwin("whatif", empty)
+    one_line_naming(result, f"{empty}: holds no events")
+    assert result.stdout == ""
+
+
+def test_whatif_of_a_file_garbled_from_its_first_line_prints_no_summary(tmp_path):
+    garbled = tmp_path / "garbled.jsonl"
+    garbled.write_text('{"a": 1}\n')
+    result = shadowtwin("whatif", garbled)
+    one_line_naming(result, f"{garbled}:1: kind: missing")
+    assert result.stdout == "", "nothing was read: a summary of zeros would only hide the reason"
+
+
 def test_whatif_out_to_an_unwritable_folder(recording):
     one_line_naming(shadowtwin("whatif", recording, "--out", "/proc/x"), "/proc/x")
 
