@@ -12,7 +12,8 @@ and the next run starts there. Alertmanager drops repeats of an alert it already
 labels); the webhook sees a repeat only after such a stop.
 
 Alertmanager (`POST /api/v2/alerts`, a list of postable alerts): labels `alertname` (the alert
-type), `severity` (info, warning, critical), `primary` (the first server named), `servers`,
+type), `severity` (info, warning, critical), `primary` (the primary server the alert is about: the
+first server named, the second of SHADOW_SERVER_UNREACHABLE, which names the shadow first), `servers`,
 `alert_id`; annotations `summary` (the reason), `messages` (Message-IDs, at most 20),
 `decided_at`; `startsAt` is the event time of the decision. Alerts are of two sorts:
 
@@ -70,6 +71,13 @@ MAX_MESSAGES_NAMED = 20
 
 def _messages(alert: Alert) -> set[str]:
     return {m.message.internal_id for m in alert.messages}
+
+
+def primary_of(alert: Alert) -> str:
+    """The primary server an alert is about: the first it names, but SHADOW_SERVER_UNREACHABLE names
+    (the shadow, its primary)."""
+    at = 1 if alert.type is A.SHADOW_SERVER_UNREACHABLE and len(alert.servers) >= 2 else 0
+    return alert.servers[at] if alert.servers else ""
 
 
 def clears(later: Alert, open_alert: Alert, open_alerts: Iterable[Alert] = ()) -> bool:
@@ -143,7 +151,7 @@ def webhook(url: str) -> Receiver:
 
 def labels(alert: Alert) -> dict[str, str]:
     return {"alertname": alert.type.value, "severity": alert.severity.value.lower(),
-            "primary": alert.servers[0] if alert.servers else "", "servers": ",".join(alert.servers),
+            "primary": primary_of(alert), "servers": ",".join(alert.servers),
             "alert_id": alert.alert_id}
 
 

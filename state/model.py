@@ -969,7 +969,7 @@ class _Transition:
             alert_id=stable_id("alert", AlertType.DUPLICATE_DELIVERY_EXPECTED.value, s.primary, t,
                                *(m.message.internal_id for m in messages)),
             type=AlertType.DUPLICATE_DELIVERY_EXPECTED, severity=Severity.WARNING,
-            servers=tuple(sorted({s.primary, *(r.holder for r in records)})), messages=tuple(messages),
+            servers=(s.primary, *sorted({r.holder for r in records} - {s.primary})), messages=tuple(messages),
             reason=f"{s.primary} {why}: {len(messages)} message(s) resubmitted by their shadows will be"
                    f" delivered twice; mailbox users see none (duplicate detection), but the listed recipients"
                    f" outside the organisation ({outside} message(s)) may",

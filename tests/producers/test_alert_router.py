@@ -27,15 +27,23 @@ from tests.state.scenario import Org
 FAST = AlertRoutingSettings(retry_initial_seconds=0.1, retry_max_seconds=0.4)
 
 
-def crash_and_return() -> list:
-    """mbx01 fails, its shadow mbx02 promotes m1 and m2, mbx01 comes back with the same database."""
+def crash_and_return(primary: str = "mbx01") -> list:
+    """`primary` fails, its shadow mbx02 promotes m1 and m2, `primary` comes back with the same database."""
     org = Org()
-    events = [*org.started("mbx01", "dbP1", 0),
-              *org.received("mbx01", "m1", 1, external=["bob@fabrikam.com"]), *org.shadowed("mbx01", "mbx02", "m1", 1),
-              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
-              *org.received("mbx03", "m3", 2), *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
-              *org.started("mbx01", "dbP1", 5 * 60)]
+    events = [*org.started(primary, "dbP1", 0),
+              *org.received(primary, "m1", 1, external=["bob@fabrikam.com"]), *org.shadowed(primary, "mbx02", "m1", 1),
+              *org.received(primary, "m2", 1), *org.shadowed(primary, "mbx02", "m2", 1),
+              *org.received("mbx03", "m3", 2), *org.heartbeats_failing("mbx02", primary, 2, 5 * 60),
+              *org.started(primary, "dbP1", 5 * 60)]
     return replay(events).alerts
+
+
+def test_the_primary_label_names_the_primary_whatever_the_servers_names_sort_as():
+    alerts = crash_and_return(primary="mbx05")  # its shadow mbx02 sorts before it
+    assert {a.type: labels(a)["primary"] for a in alerts} == {
+        AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED: "mbx05", AlertType.DUPLICATE_DELIVERY_EXPECTED: "mbx05"}
+    unreachable = dataclasses.replace(alerts[0], type=AlertType.SHADOW_SERVER_UNREACHABLE, servers=("mbx02", "mbx05"))
+    assert labels(unreachable)["primary"] == "mbx05", "it names the unreachable shadow first, then its primary"
 
 
 def test_a_primary_that_comes_back_resolves_its_promotion_alert():
