@@ -4,8 +4,9 @@ The plots, one series per parameter set:
 - end-to-end delay: per message, the time its hops held it (each from receiving it to first
   handing it on: delivered, or promoted and resubmitted by its shadow), summed, as the model
   decided; a histogram on a log axis;
-- promoted and at-risk messages per hour of event time (from the promotion and
-  MESSAGE_AT_RISK alerts, by their decision time);
+- promoted and at-risk messages per hour of event time, from the whole hour the recording
+  starts in (`per_hour_from_ms`; from the promotion and MESSAGE_AT_RISK alerts, by their
+  decision time);
 - per-server outages, from the recording itself: a server's own events stop for longer than
   three heartbeat intervals (ShadowHeartbeatFrequency of the baseline), or it stops cleanly
   (NodeStopping) until it starts again.
@@ -115,7 +116,7 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
     """Write report.html and summary.json into `folder`; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     first = runs[0][0]
-    start = first.start_ms or 0
+    start = (first.start_ms or 0) // HOUR_MS * HOUR_MS  # whole hours: a clock 20 s behind starts the day at 23:00
     end = max(start + 1, first.end_ms or start)
     hours = max(1, -(-(end - start) // HOUR_MS))
     delays = {s.label: end_to_end_delays_ms(r) for s, r in runs}
@@ -126,6 +127,7 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
         "end_to_end_delay_ms": {label: percentiles(d) for label, d in delays.items()},
         "delay_histogram_buckets": [label for _, label in DELAY_EDGES],
         "delay_histogram": {label: histogram(d) for label, d in delays.items()},
+        "per_hour_from_ms": start,
         "promoted_per_hour": {s.label: per_hour(r, PROMOTIONS, start, hours) for s, r in runs},
         "at_risk_per_hour": {s.label: per_hour(r, (AlertType.MESSAGE_AT_RISK,), start, hours) for s, r in runs},
         "outages": {server: [{"from_ms": a, "to_ms": b, "why": why} for a, b, why in spans]

@@ -15,7 +15,8 @@ from shadowtwin.whatif_cmd import StderrProgress, run_whatif
 from shadowtwin.whatif_report import outages
 from tests.producers.simulator.scenarios import topology
 from tests.shadowtwin.test_whatif import outage_recording, whatif
-from tests.state.scenario import Org
+from producers.recording import read_events, write_events
+from tests.state.scenario import T0, Org
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -150,3 +151,15 @@ def test_outages_say_whether_a_server_came_back_with_the_same_or_a_new_queue_dat
     assert whys == {"mbx01": ["silent 60 min (restarted with the same queue database)"],
                     "mbx02": ["silent 60 min (restarted with a new queue database)"],
                     "mbx03": ["silent 60 min (restarted)"]}
+
+
+def test_per_hour_figures_start_on_the_hour_when_a_clock_starts_the_recording_early(tmp_path):
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    early = [*Org().received("mbx03", "early", -20 / 60)]  # a server whose clock is 20 s behind: 23:59:40
+    write_events(recording, [*early, *read_events(recording)])
+    run_whatif(load_settings(), recording, [], [], None, say=lambda _: None, report=tmp_path / "report")
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["per_hour_from_ms"] == T0 - 3_600_000, "from 23:00, not from 23:59:40"
+    assert summary["promoted_per_hour"]["baseline"] == [0, 0, 0, 0, 3, 0], "the promotion, 3 h after 00:02, in 03:00-04:00"
+    assert ">23:00<" in (tmp_path / "report" / "report.html").read_text()
