@@ -134,6 +134,13 @@ class Simulation:
         yield self._make[ev.ClockTick](event_id=f"simulator-end-{self.seed}", event_time_ms=last + 1,
                                        node="simulator", primary_server="")
 
+    def stopped_early(self) -> None:
+        """The run was stopped before its end (Ctrl-C, `--seconds`): what it had not finished is
+        pending, not lost: queued or held copies, and messages between two servers. Only a message
+        of which a copy was destroyed (a new queue database) and none is left may be lost."""
+        self.truth.still_queued(self._queued_message_ids()
+                                | {m for m, truth in self.truth.messages.items() if not truth.destroyed})
+
     def _take_commands(self) -> None:
         """Live mode: the commands that came in since the last action, acted on at the current time."""
         t = max(self.now, self.clock()) if self.clock is not None else self.now

@@ -77,6 +77,8 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     with collector.paused(aged=True):
         count = write_events(path, simulation.events(), sync=sync_marker(seed), encoded=avro, stop=stop.is_set)
     seconds = time.perf_counter() - started
+    if stop.is_set():
+        simulation.stopped_early()
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)
     return SimulationOutcome(count, seconds, truth_path, simulation.truth.counts(), simulation.drained,
@@ -91,6 +93,8 @@ def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed
     simulation = simulation or Simulation(topology, seed)
     outcome = publish(bootstrap, topic, simulation.events(), speed=speed, progress=progress, stop=stop,
                       delivery_timeout_s=delivery_timeout_s)
+    if outcome.interrupted:
+        simulation.stopped_early()
     if truth_path is not None:
         simulation.truth.write(truth_path, seed, outcome.sent)
     return SimulationOutcome(outcome.sent, outcome.seconds, truth_path, simulation.truth.counts(),

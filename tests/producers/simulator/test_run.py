@@ -68,3 +68,23 @@ def test_a_finished_simulation_is_freed_by_reference_counting():
         assert gone() is None
     finally:
         gc.enable()
+
+
+class StopAfter:
+    """A stop event that is set once it has been asked `n` times: a run stopped in its middle."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def is_set(self) -> bool:
+        self.n -= 1
+        return self.n < 0
+
+
+def test_a_run_stopped_early_counts_what_it_had_not_finished_as_pending_not_lost(tmp_path):
+    quiet = topology(duration="00:15:00", rate=2.0)  # no fault: nothing can be lost
+    outcome = run.to_file(quiet, 5, tmp_path / "cut.jsonl", stop=StopAfter(2_000))
+    assert outcome.interrupted
+    assert outcome.results["lost"] == 0 and outcome.results["pending"] > 0, outcome.results
+    whole = run.to_file(TOPOLOGY, 5, tmp_path / "whole.jsonl")
+    assert not whole.interrupted and whole.results["pending"] == 0
