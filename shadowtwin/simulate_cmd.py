@@ -38,7 +38,9 @@ def add_parser(commands) -> None:
                                                           " NAME.truth.jsonl)")
     simulate.add_argument("--duration", help="override the topology's duration (e.g. 02:00:00, 90m)")
     simulate.add_argument("--to-kafka", action="store_true", help="publish to the events topic instead of a file")
-    simulate.add_argument("--topic", help="topic to publish to (default: the events topic)")
+    simulate.add_argument("--to", "--topic", dest="topic", metavar="TOPIC",
+                          help="with --to-kafka or --live: the topic to publish to, as replay's, ingest's and"
+                               " probe's --to (default: the events topic)")
     simulate.add_argument("--speed", default=None,
                           help="with --to-kafka: seconds of simulated time per second, or max (default: max;"
                                " 1 with --live)")

@@ -77,3 +77,13 @@ def test_ctrl_c_ends_a_file_run_early_with_a_valid_shorter_recording(tmp_path):
     written = sum(1 for _ in read_events(out))
     assert f"interrupted after {written:,} events" in summary
     assert json.loads((tmp_path / "big.truth.jsonl").read_text().splitlines()[0])["events"] == written
+
+
+@pytest.mark.parametrize("option", ["--to", "--topic"])
+def test_the_topic_to_publish_to_is_named_with_to_as_in_replay_ingest_and_probe(option):
+    from shadowtwin.cli import parser
+
+    args = parser().parse_args(["simulate", "--to-kafka", option, "scratch.events"])
+    assert args.to_kafka and args.topic == "scratch.events"
+    for command in (["replay", "x.jsonl"], ["ingest", "exchange-mtl", "x.LOG"], ["probe"]):
+        assert parser().parse_args([*command, "--to", "scratch.events"]).to == "scratch.events"
