@@ -11,7 +11,8 @@ Per recipient the result is one of:
   duplicate          delivered twice where people see it (outside, or after the window)
   expired            queued past MessageExpirationTimeout; an NDR went to the sender
   lost               never delivered, and no copy of it remains anywhere
-  pending            still in some queue when the simulation ended
+  pending            still in some queue when the simulation ended, or not finished when it was
+                     stopped early (Ctrl-C, --live --seconds)
 """
 
 from __future__ import annotations
