@@ -833,9 +833,11 @@ class _Transition:
                 for m in gone:
                     self.close(m, t, "lost")
                 lost = [m for m in lost if m.ref.internal_id in s.messages]
-        if lost:
-            self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [pair.shadow, s.primary], lost, t,
-                       f"{pair.shadow} came back with a new queue database: its shadow copies of {len(lost)}"
+        # A copy of what the primary processed only awaited its discard notification: nothing is lost with it.
+        unprotected = [m for m in lost if m.primary_done_ms is None]
+        if unprotected:
+            self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [pair.shadow, s.primary], unprotected,
+                       t, f"{pair.shadow} came back with a new queue database: its shadow copies of {len(unprotected)}"
                        f" message(s) of {s.primary} are gone; they are no longer redundantly persisted")
         for m in lost:
             if m.primary_done_ms is not None:

@@ -1006,6 +1006,25 @@ def a_failed_query_does_not_keep_the_discard_notifications() -> Timeline:
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(182), ("m1",))))
 
 
+# ---- behaviours of the seeds a ninth review found decided otherwise -------------------------
+
+def a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered() -> Timeline:
+    """mbx02 holds the shadow copies of mbx01's m1 and m2. mbx01 delivers m1 at 3 and queues its discard
+    notification; mbx02 restarts at 4 with a new, empty queue database before collecting it: its copies
+    are gone. "A successfully delivered message doesn't need to be kept in a shadow queue" (003): m1 lost
+    nothing with its copy; only m2, still in mbx01's queue, is no longer redundantly persisted. mbx01
+    delivers m2 at 13. Before: SHADOW_SERVER_UNREACHABLE named m1 too, as no longer redundantly persisted."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.started("mbx02", "dbS2", 4), *_heartbeats_ok(org, "mbx02", "mbx01", 5, 13, shadow_db="dbS2"),
+              *org.delivered("mbx01", "m2", "mbx09", 13)]
+    return Timeline("a shadow back with a new database loses no copy of what was delivered", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(4), ("m2",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1039,6 +1058,7 @@ ALL = (
     exchange_2010_the_previous_hop_resubmits_over_an_alternate_route,
     exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
     a_failed_query_does_not_keep_the_discard_notifications,
+    a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1053,4 +1073,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing,
            without_shadow_redundancy_the_recorded_copies_protect_nothing,
            exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
-           a_failed_query_does_not_keep_the_discard_notifications)
+           a_failed_query_does_not_keep_the_discard_notifications,
+           a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered)
+
