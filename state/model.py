@@ -752,6 +752,12 @@ class _Transition:
                 self.release_shadow(ref.internal_id, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
                 self.schedule_pair(pair)
+        if s.queue_db_id is None and s.unreachable_ms is None:
+            # The first database the twin learns of the primary, which no query failed to reach since its
+            # copies were made: copies of no known database (the primary's word alone) were made in it.
+            for held in s.pairs.values():
+                if held.primary_db_seen is None and held.held:
+                    held.primary_db_seen = shared(e.primary_queue_db_id)
         if e.primary_queue_db_id != s.queue_db_id:
             if not self.answered_before_the_restart(e):
                 previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id

@@ -1025,6 +1025,24 @@ def a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered() -> T
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(4), ("m2",)),))
 
 
+def a_copy_the_primary_reported_is_of_the_database_its_first_answer_names() -> Timeline:
+    """The twin starts while mbx01 runs: no NodeStarted of it, and its copies are known from its own side
+    only (ShadowCopyAcknowledged, as HAREDIRECT; no ShadowCopyStored of mbx02 naming the database). mbx02's
+    answers name dbP1 up to 8; mbx01 fails after 8 and comes back with a new, empty queue database, dbP2,
+    which mbx02's answer at 12 names. "whenever the shadow server detects that the queue database ID of the
+    primary server has changed, the shadow server also promotes itself as the primary server, promotes the
+    shadow messages as primary messages" (003): m1's copy, made in the database the first answers named, is
+    promoted at 12. Before: the twin knew no database for the copy, so no change of it, and held m1 in a
+    queue that no longer existed (to expire there two days later)."""
+    org = Org()
+    handshake = [e for e in org.shadowed("mbx01", "mbx02", "m1", 1) if not isinstance(e, ev.ShadowCopyStored)]
+    events = [*org.received("mbx01", "m1", 1), *handshake, *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+              *org.query_failed("mbx02", "mbx01", 10), *_heartbeats_ok(org, "mbx02", "mbx01", 12, 16, db="dbP2")]
+    return Timeline("a copy the primary reported is of the database its first answer names", events, alerts=(
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(12), ("m1",)),),
+        commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(12), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1059,6 +1077,7 @@ ALL = (
     exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
     a_failed_query_does_not_keep_the_discard_notifications,
     a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
+    a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1074,5 +1093,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            without_shadow_redundancy_the_recorded_copies_protect_nothing,
            exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
            a_failed_query_does_not_keep_the_discard_notifications,
-           a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered)
+           a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
+           a_copy_the_primary_reported_is_of_the_database_its_first_answer_names)
 
