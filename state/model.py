@@ -353,6 +353,8 @@ class _Transition:
             m.received_ms = e.event_time_ms
             s.deadlines.set(DeadlineKind.EXPIRE, m.ref.internal_id,
                             m.received_ms + self.config.timing(s.primary).expiration_ms)
+            if m.shadow_held:
+                self.expire_copy_by(m)
         m.recipients = shared_recipients(e.recipients)
         m.sender_supports_shadow = e.sender_supports_shadow
         if not self.redundancy_enabled() and m.redundancy is Redundancy.PENDING:
@@ -489,9 +491,22 @@ class _Transition:
                 self.unhold(s.pairs[m.shadow_server], m.ref.internal_id)
             m.shadow_server, m.redundancy, m.decided = shadow, Redundancy.REDUNDANT, True
             pair.held.add(m.ref.internal_id)
+            self.expire_copy_by(m)
             if m.primary_done_ms is not None:
                 pair.pending_discards.add(m.ref.internal_id)
         self.schedule_pair(pair)
+
+    def copy_expires_ms(self, m: Message) -> int:
+        """When its shadow copy, unacknowledged, expires from Safety Net: "after the sum of the SafetyNetHoldTime
+        and MessageExpirationTimeout parameter values" (003) of the server that keeps it, from the receipt."""
+        return m.received_ms + self.config.timing(m.shadow_server or self.s.primary).retention_ms
+
+    def expire_copy_by(self, m: Message) -> None:
+        """The message's one expiry deadline comes no later than its copy's (a holder with a shorter hold)."""
+        deadlines, key = self.s.deadlines, m.ref.internal_id
+        end, due = self.copy_expires_ms(m), deadlines.get(DeadlineKind.EXPIRE, key)
+        if due is not None and end < due:
+            deadlines.set(DeadlineKind.EXPIRE, key, end)
 
     def acknowledged_to_sender(self, e: ev.AcknowledgedToSender) -> None:
         m = self.known(e)
@@ -1100,10 +1115,14 @@ class _Transition:
                 s.deadlines.set(DeadlineKind.EXPIRE, internal_id, due + 1)
                 return
         if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
+            queue_end = m.received_ms + self.config.timing(s.primary).expiration_ms
+            if at_ms < queue_end:  # its copy's hold ended first: the primary's queue keeps it until its own expiry
+                s.deadlines.set(DeadlineKind.EXPIRE, internal_id, queue_end)
+                return
             # Still in a primary that is not known to have failed, past MessageExpirationTimeout.
             self.expired_in_queue(m, at_ms)
             return
-        retention_end = m.received_ms + self.config.timing(s.primary).retention_ms
+        retention_end = self.copy_expires_ms(m)
         if at_ms < retention_end:  # processed (or in a failed primary): Safety Net's hold comes next
             s.deadlines.set(DeadlineKind.EXPIRE, internal_id, retention_end)
             return

@@ -1043,6 +1043,25 @@ def a_copy_the_primary_reported_is_of_the_database_its_first_answer_names() -> T
         commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(12), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it() -> Timeline:
+    """What if mbx02's MessageExpirationTimeout (Set-TransportService, one server's) were 1 day, the rest
+    default. mbx02 keeps the copy of mbx01's m1 and falls silent after its query of minute 8; mbx01 delivers
+    m1 at 12 and queues its discard notification, which mbx02 never collects. "Unacknowledged shadow messages
+    eventually expire from Safety Net after the sum of the SafetyNetHoldTime and MessageExpirationTimeout
+    parameter values on the Set-TransportService cmdlet" (003): mbx02's, whose Safety Net holds the copy: it
+    expires at receipt + 2 days + 1 day (before: mbx01's values, 2 + 2 days)."""
+    org = Org()
+    config = ModelConfig(nodes={"mbx02": parameters_from({"message_expiration_timeout": "1.00:00:00"})})
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10), *org.delivered("mbx01", "m1", "mbx09", 12),
+              *org.tick(5 * 24 * 60)]
+    return Timeline("an unacknowledged copy expires by the hold of the server that keeps it", events, config, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(14), ("m1",)),
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(8) + 2 * DAY, ("m1",)),
+        Expected(AlertType.SHADOW_EXPIRED, at(1) + 3 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1078,6 +1097,7 @@ ALL = (
     a_failed_query_does_not_keep_the_discard_notifications,
     a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
     a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
+    an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1094,5 +1114,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
            a_failed_query_does_not_keep_the_discard_notifications,
            a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
-           a_copy_the_primary_reported_is_of_the_database_its_first_answer_names)
+           a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
+           an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it)
 
