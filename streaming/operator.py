@@ -11,7 +11,8 @@ codec reads with another primary server or event time than Spark did, leaves her
 letter with its reason, bytes, topic, partition and offset. So does an event the model itself
 cannot apply: no single record can stop the query.
 
-Order of work in a call, which makes the results the same as the reference engine's:
+Order of work in a call, which makes the results the same as the reference engine's when each
+group's events come in event-time order across batches (the case that differs is below):
 1. fire every deadline strictly before the current watermark (each at its own time);
 2. apply this batch's events, in event-time order. A row at or behind the call's watermark is
    not applied: a deadline after it may have fired already. Spark 4.0 drops the rows behind the
@@ -26,6 +27,14 @@ Order of work in a call, which makes the results the same as the reference engin
    fires the deadline then;
 4. when the call changed something an operator reads, the group's rows for the compacted
    state topic (streaming/state_rows.py: the server summary, the messages touched).
+
+The one case that differs from the reference: applying an event fires the deadlines before its
+time, so an event of a later batch that is earlier than one already applied (another server's
+slower clock), yet ahead of the watermark, comes after a deadline that lies between the two (a
+hub's acknowledgement at 1:29 of a message received at 1:00, in the batch after a peer's event
+at 1:31: NOT_REDUNDANT at 1:30 for the 30 s delayed acknowledgement, where the reference,
+which sorts everything first, says nothing). Holding each event until the watermark passes it
+would remove that, at the cost of every decision waiting for the watermark; not done.
 
 What a call costs follows its events, not the messages held (docs/performance.md): the worker
 that stored a group's state holds it between calls and only appends the call's log entry;
