@@ -4,11 +4,14 @@
   the peer's certificate verified against the lab CA and required to name that peer, the
   node's own certificate presented; EHLO must advertise XSHADOW; AUTH with the node's own
   credentials; XSHADOW; MAIL, RCPT, DATA);
-- `relay`: hands a message to the next hop and returns its final reply;
+- `relay`: hands a message to the next hop and says, recipient by recipient, what became of it:
+  accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
+  as a real relay must: one recipient the next hop does not know does not hold back the others;
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
   primary's queue-db id and the discard notifications for the asking shadow.
 
-Failures are raised as `SessionFailed` with the contract's reason for the event to publish.
+Failures of the whole session (no connection, a timeout, 4xx to MAIL or DATA) are raised as
+`SessionFailed` with the contract's reason for the event to publish.
 A peer that hangs up at QUIT, or never answers it, after its 250 to DATA or its discard
 answer has done the work: the session counts as done (else the node would send it twice).
 No credential is ever put into an exception's text or a log line.
@@ -130,15 +133,60 @@ def send_shadow(host: str, port: int, me: str, credentials: Credentials, request
         raise _failure(exc) from None
 
 
+@dataclass(frozen=True)
+class RelayOutcome:
+    """What the next hop did with a message: the recipients it accepted (with its answer to DATA),
+    and those it refused, for now (4xx) or for good (5xx), each with its answer."""
+
+    accepted: tuple[str, ...]
+    reply: str = ""
+    deferred: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _answer(code: int, text: bytes | str) -> str:
+    return f"{code} {text.decode(errors='replace') if isinstance(text, bytes) else text}"
+
+
+def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> RelayOutcome:
+    code, text = session.mail(mail_from)
+    if code >= 500:
+        return RelayOutcome((), failed={r: _answer(code, text) for r in rcpts})
+    if code != 250:
+        raise smtplib.SMTPSenderRefused(code, text, mail_from)
+    accepted, deferred, failed = [], {}, {}
+    for rcpt in rcpts:
+        code, text = session.rcpt(rcpt)
+        if code in (250, 251):
+            accepted.append(rcpt)
+        else:
+            (failed if code >= 500 else deferred)[rcpt] = _answer(code, text)
+    if not accepted:
+        try:
+            session.rset()
+        except (OSError, smtplib.SMTPException):
+            pass
+        return RelayOutcome((), deferred=deferred, failed=failed)
+    try:
+        code, text = session.data(content)
+    except smtplib.SMTPDataError as exc:  # the answer to DATA itself (354 expected)
+        code, text = exc.smtp_code, exc.smtp_error
+    if code >= 500:
+        return RelayOutcome((), deferred=deferred, failed={**failed, **{r: _answer(code, text) for r in accepted}})
+    if code != 250:
+        raise smtplib.SMTPDataError(code, text)
+    return RelayOutcome(tuple(accepted), text.decode(errors="replace"), deferred, failed)
+
+
 def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...], content: bytes,
-          timeout: float) -> str:
-    """Hand a message to the next hop; its final reply text (250 only; anything else raises)."""
+          timeout: float) -> RelayOutcome:
+    """Hand a message to the next hop; what it accepted and refused (a failed session raises)."""
     try:
         session = _open(host, port, me, timeout)
         try:
-            text = _data(session, mail_from, rcpts, content)
+            outcome = _relay_transaction(session, mail_from, rcpts, content)
             quit_quietly(session)
-            return text
+            return outcome
         finally:
             session.close()
     except Exception as exc:  # noqa: BLE001

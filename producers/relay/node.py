@@ -10,6 +10,8 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
 - storing a copy for a peer (XSHADOW): ShadowCopyStored, with the primary's queue-db id;
 - delivering (after `next_hop_delay_seconds`): SentToNextHop, NextHopAcknowledged,
   DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet;
+  recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred), those
+  it refuses for good (5xx) fail as a fork of their own (DeliveryDeferred, MessageExpired);
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,
@@ -59,6 +61,12 @@ def message_identity(content: bytes, fallback_id: str) -> tuple[str, int | None]
         except (TypeError, ValueError):
             submitted = None
     return message_id, submitted
+
+
+def _answers(by_recipient: dict[str, str]) -> str:
+    """The next hop's answers, once when they are all the same, else per recipient."""
+    answers = set(by_recipient.values())
+    return answers.pop() if len(answers) == 1 else "; ".join(f"{r}: {a}" for r, a in by_recipient.items())
 
 
 class RelayNode:
@@ -236,6 +244,9 @@ class RelayNode:
             self._stopping.wait(0.2)
 
     def _deliver(self, m: StoredMessage) -> None:
+        """One attempt: the recipients the next hop accepted are delivered, those it refused for good
+        are a fork of their own that failed (DeliveryDeferred then MessageExpired), those it refused
+        for now (or all, when the session failed) stay queued; the message is processed when none is left."""
         sink = self.topology.sink
         ref = MessageRef(m.message_id, m.internal_id)
         self.events.emit(ev.SentToNextHop, self.name, ref, next_hop=sink.name, recipients=m.rcpts,
@@ -243,16 +254,29 @@ class RelayNode:
         stamp = f"{RELAY_HEADER}: {self.name} {m.internal_id}" + (f" resubmitted-for={m.primary}" if m.resubmitted
                                                                     else "")
         try:
-            reply = client.relay(self.topology.host, sink.port, self.name, m.mail_from, m.rcpts,
-                                 stamp.encode() + b"\r\n" + m.content, self.topology.smtp_timeout_seconds)
+            outcome = client.relay(self.topology.host, sink.port, self.name, m.mail_from, m.rcpts,
+                                   stamp.encode() + b"\r\n" + m.content, self.topology.smtp_timeout_seconds)
         except client.SessionFailed as failure:
-            log.warning("relay of %s to %s failed, will retry: %s", m.internal_id, sink.name, failure)
-            self.db.retry_later(m.internal_id, int(time.time() * 1000) + 1000)
+            outcome = client.RelayOutcome((), deferred={r: str(failure) for r in m.rcpts})
+        if outcome.accepted:
+            self.events.emit(ev.NextHopAcknowledged, self.name, ref, next_hop=sink.name)
+            self.events.emit(ev.DeliveredToMailbox, self.name, ref, mailbox_server=sink.name,
+                             recipients=outcome.accepted, duplicate="duplicate" in outcome.reply.lower())
+        if outcome.failed:
+            fork = MessageRef(m.message_id, m.internal_id, f"{sink.name}-failed-{self.events.now_ms()}")
+            why = _answers(outcome.failed)
+            log.warning("%s: %s refused for good: %s", m.internal_id, sink.name, why)
+            self.events.emit(ev.DeliveryDeferred, self.name, fork, next_hop=sink.name, smtp_response=why,
+                             recipients=tuple(outcome.failed))
+            self.events.emit(ev.MessageExpired, self.name, fork, reason=f"the next hop refused for good: {why}")
+        if outcome.deferred:
+            why = _answers(outcome.deferred)
+            log.warning("relay of %s to %s deferred, will retry: %s", m.internal_id, sink.name, why)
+            self.events.emit(ev.DeliveryDeferred, self.name, ref, next_hop=sink.name, smtp_response=why,
+                             recipients=tuple(outcome.deferred))
+            self.db.still_for(m.internal_id, tuple(outcome.deferred), int(time.time() * 1000) + 1000)
             self.events.flush()
             return
-        self.events.emit(ev.NextHopAcknowledged, self.name, ref, next_hop=sink.name)
-        self.events.emit(ev.DeliveredToMailbox, self.name, ref, mailbox_server=sink.name, recipients=m.rcpts,
-                         duplicate="duplicate" in reply.lower())
         self.db.delivered(m, self.events.now_ms())
         if m.shadow_server and not m.resubmitted:
             self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)

@@ -140,6 +140,12 @@ class QueueDB:
         with self._tx() as db:
             db.execute("UPDATE primary_queue SET due_ms=?, attempts=attempts+1 WHERE internal_id=?", (due_ms, internal_id))
 
+    def still_for(self, internal_id: str, rcpts: tuple[str, ...], due_ms: int) -> None:
+        """The next hop took the others: only `rcpts` are left, tried again at `due_ms`."""
+        with self._tx() as db:
+            db.execute("UPDATE primary_queue SET rcpts=?, due_ms=?, attempts=attempts+1 WHERE internal_id=?",
+                       (json.dumps(list(rcpts)), due_ms, internal_id))
+
     def delivered(self, m: StoredMessage, now_ms: int) -> None:
         """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow."""
         with self._tx() as db:

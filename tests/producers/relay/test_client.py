@@ -67,9 +67,9 @@ def closing_at_quit():
 
 def test_a_message_the_next_hop_accepted_is_relayed_even_if_it_hangs_up_at_quit(hangs_up_at_quit):
     """The 250 to DATA is the hand-off; a lost QUIT after it must not make the node send it again."""
-    reply = client.relay("127.0.0.1", hangs_up_at_quit.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
-                         b"Subject: x\r\n\r\nhi\r\n", timeout=3)
-    assert reply == "2.0.0 queued as Q1"
+    outcome = client.relay("127.0.0.1", hangs_up_at_quit.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
+                           b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    assert outcome == client.RelayOutcome(("b@fabrikam.com",), "2.0.0 queued as Q1")
     assert len(hangs_up_at_quit.handler.messages) == 1
 
 

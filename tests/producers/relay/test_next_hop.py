@@ -1,0 +1,87 @@
+"""A relay node's next hop answering as real servers do: some recipients refused for good (550),
+some for now (450), over real sockets, with the node a real lab process and its events through Kafka."""
+
+from __future__ import annotations
+
+import smtplib
+from email.message import EmailMessage
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from producers.relay.lab import SINK
+from schemas import events as ev
+from tests.producers.relay.conftest import read_topic, settled, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+class _Mailboxes:
+    """A next hop that knows no `gone@`, and is busy for `busy@` at the first two attempts (postfix
+    answers so with check_recipient_access: `550 5.1.1 ...`, `450 4.2.1 ...`)."""
+
+    def __init__(self):
+        self.busy_left = 2
+        self.received: list[tuple[tuple[str, ...], bytes]] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("gone@"):
+            return "550 5.1.1 <gone@contoso.com>: Recipient address rejected: no such user"
+        if address.startswith("busy@") and self.busy_left:
+            self.busy_left -= 1
+            return "450 4.2.1 <busy@contoso.com>: Recipient address rejected: mailbox busy"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 Ok"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.received.append((tuple(envelope.rcpt_tos), envelope.original_content))
+        return "250 2.0.0 Ok: queued"
+
+
+def _message(message_id: str, to: list[str]) -> EmailMessage:
+    message = EmailMessage()
+    message["From"], message["To"], message["Message-ID"] = "a@fabrikam.example", ", ".join(to), message_id
+    message["Subject"] = "next hop test"
+    message.set_content("hello\n")
+    return message
+
+
+def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, kafka_bootstrap, topics):
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    lab.stop(SINK)
+    mailboxes = _Mailboxes()
+    next_hop = Controller(mailboxes, hostname=lab.topology.host, port=lab.topology.sink.port)
+    next_hop.start()
+    try:
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            smtp.send_message(_message("<mixed@x>", ["ok@contoso.com", "gone@contoso.com", "busy@contoso.com"]))
+            smtp.send_message(_message("<nobody@x>", ["gone@contoso.com"]))
+        queue_empty = lambda: lab.node_status("ex01").queued == 0  # noqa: E731
+        assert wait_until(lambda: len(mailboxes.received) == 2 and queue_empty(), 30), (
+            f"delivered {mailboxes.received}, ex01 still holds {lab.node_status('ex01').queued}")
+    finally:
+        next_hop.stop()
+    assert [rcpts for rcpts, _ in mailboxes.received] == [("ok@contoso.com",), ("busy@contoso.com",)]
+
+    events = read_topic(kafka_bootstrap, topics.events)
+    mixed = [e for e in events if e.message is not None and e.message.message_id == "<mixed@x>" and e.node == "ex01"]
+    delivered = [e.recipients for e in mixed if isinstance(e, ev.DeliveredToMailbox)]
+    assert delivered == [("ok@contoso.com",), ("busy@contoso.com",)]
+    deferred = [e for e in mixed if isinstance(e, ev.DeliveryDeferred)]
+    assert [(e.message.fork_id is None, e.recipients) for e in deferred] == [
+        (False, ("gone@contoso.com",)), (True, ("busy@contoso.com",)), (True, ("busy@contoso.com",))]
+    assert "550 5.1.1" in deferred[0].smtp_response and "450 4.2.1" in deferred[1].smtp_response
+    expired = [e for e in mixed if isinstance(e, ev.MessageExpired)]
+    assert [e.message.fork_id for e in expired] == [deferred[0].message.fork_id], "only the refused fork fails"
+    assert sum(isinstance(e, ev.MovedToSafetyNet) for e in mixed) == 1
+
+    nobody = [e for e in events if e.message is not None and e.message.message_id == "<nobody@x>"
+              and e.node == "ex01"]
+    assert not any(isinstance(e, ev.DeliveredToMailbox) for e in nobody)
+    assert [type(e).__name__ for e in nobody if e.message.fork_id is not None] == ["DeliveryDeferred",
+                                                                                    "MessageExpired"]
+    assert sum(isinstance(e, (ev.DiscardStatusSet, ev.MovedToSafetyNet)) for e in nobody) == 2, "processed"
+
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.alerts == [] and result.commands == []
