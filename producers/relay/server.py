@@ -1,8 +1,9 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
 - EHLO advertises `XSHADOW` and `XQDISCARD`, STARTTLS with the node's lab certificate
-  (`producers.relay.tls`), and AUTH LOGIN/PLAIN once the session is encrypted (before that,
-  AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
+  (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
+  else is not), and AUTH LOGIN/PLAIN once the session is encrypted (before that, AUTH gets
+  `538 5.7.11`); the banner names the node, not the implementation;
 - AUTH checks the login against the nodes' credentials and against the client certificate
   the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
   logged with the peer's address (never a credential) and answered late: 0.5 s, doubling with
@@ -101,6 +102,19 @@ def _peer(session: Session) -> str:
 class RelaySMTP(SMTP):
     """aiosmtpd's SMTP with the two shadow-redundancy verbs (syntax: producers/relay/protocol.py)."""
 
+    def __init__(self, handler, *, peers: frozenset[str] = frozenset(),
+                 sender_tls_context: ssl.SSLContext | None = None, **kwargs):
+        super().__init__(handler, **kwargs)
+        self._peers = peers
+        self._peer_tls_context = self.tls_context
+        self._sender_tls_context = sender_tls_context or self.tls_context
+
+    async def smtp_STARTTLS(self, arg: str) -> None:
+        """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check)."""
+        named = self.session.host_name if self.session is not None else None
+        self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context
+        await super().smtp_STARTTLS(arg)
+
     def _authenticated_as(self) -> str | None:
         return self.session.auth_data if self.session.authenticated and self._tls_protocol else None
 
@@ -189,12 +203,16 @@ class RelayController(Controller):
     """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
-                 peers: set[str], tls_context: ssl.SSLContext, workers: int = 16):
+                 peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
+                 workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
                          tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=60)
+        self._peers = frozenset(peers)
+        self._sender_tls_context = sender_tls_context
 
     def factory(self):
-        return RelaySMTP(self.handler, **self.SMTP_kwargs)
+        return RelaySMTP(self.handler, peers=self._peers, sender_tls_context=self._sender_tls_context,
+                         **self.SMTP_kwargs)

@@ -2,6 +2,7 @@
 
     ensure_certificates(topology.tls_dir(), ["ex01", "ex02"], "127.0.0.1")   # once, by `lab up`
     server_context(folder, "ex01")        # STARTTLS on the node's SMTP server; asks peers for their certificate
+    sender_context(folder, "ex01")        # STARTTLS for anyone else: the node's certificate, none asked for
     client_context(folder, "ex02")        # a node's sessions to its peers; verifies them against the lab CA
     certified_name(peercert)              # the node a verified certificate names, or None
 
@@ -10,9 +11,11 @@ per node `<name>.pem` (its certificate, signed by the lab CA, naming the node as
 name and DNS name and the lab's host as its IP address) and `<name>.key`. EC P-256 keys.
 
 Peers verify each other: a node's client checks the server's certificate against the lab CA
-and that it names the peer it meant to reach; the server asks for a client certificate (a
-plain mail sender has none and may still send mail), and accepts AUTH only over TLS and only
-as the node the client's certificate names.
+and that it names the peer it meant to reach; the server asks a peer (a client whose EHLO
+named a node of the boundary) for its client certificate, and accepts AUTH only over TLS and
+only as the node the client's certificate names. Anyone else is asked for no certificate: a
+mail server presents its own when asked (postfix's smtp_tls_cert_file, Exchange's
+self-signed one), the lab CA cannot verify it, and the handshake would fail.
 """
 
 from __future__ import annotations
@@ -84,6 +87,13 @@ def server_context(folder: Path, name: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(folder / f"{CA}.pem"))
     context.load_cert_chain(folder / f"{name}.pem", folder / f"{name}.key")
     context.verify_mode = ssl.CERT_OPTIONAL  # a certificate, when given, must be the lab CA's
+    return context
+
+
+def sender_context(folder: Path, name: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(folder / f"{name}.pem", folder / f"{name}.key")
+    context.verify_mode = ssl.CERT_NONE  # a sender's own certificate is not asked for
     return context
 
 

@@ -115,6 +115,25 @@ def test_only_authenticated_peers_over_tls_may_shadow_or_query_and_no_secret_lea
         assert secret not in logs and secret.encode() not in published
 
 
+def test_a_mail_server_presenting_its_own_certificate_may_send_over_starttls(make_lab, tmp_path):
+    """Postfix with smtp_tls_cert_file (or Exchange with its self-signed certificate) presents a
+    certificate of its own when asked; the lab CA cannot verify it, and asking for it failed the
+    handshake (postfix: 'lost connection ... while performing the EHLO handshake', deferred)."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    elsewhere = tmp_path / "another-ca"
+    tls.ensure_certificates(elsewhere, ["mta"], "127.0.0.1")
+    context = _unverified()
+    context.load_cert_chain(elsewhere / "mta.pem", elsewhere / "mta.key")
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, local_hostname="mta.fabrikam.example",
+                      timeout=20) as smtp:
+        smtp.starttls(context=context)
+        smtp.ehlo()
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"],
+                             b"Message-ID: <tls-sender@x>\r\nSubject: t\r\n\r\nhi\r\n") == {}
+    assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<tls-sender@x>"], 20)
+
+
 def _unverified() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
