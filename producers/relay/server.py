@@ -180,11 +180,34 @@ class RelaySMTP(SMTP):
             await self.push(line)
 
 
+def is_mailbox(address: str) -> bool:
+    """RFC 5321's Mailbox (4.1.2): a local part, "@", and a domain or an address literal."""
+    local, at, domain = address.rpartition("@")
+    return bool(at and local and domain)
+
+
 class RelayHandler:
-    """aiosmtpd hooks: EHLO advertising, and DATA for mail and for shadow copies."""
+    """aiosmtpd hooks: EHLO advertising, the envelope's addresses, and DATA for mail and for shadow copies.
+
+    aiosmtpd takes any token as an address (`RCPT TO:bad`, `RCPT TO:<not an address>`); a path
+    that is no Mailbox gets 501, as Exchange answers it (the null sender and `<Postmaster>` aside)."""
 
     def __init__(self, backend: RelayBackend):
         self.backend = backend
+
+    async def handle_MAIL(self, server, session, envelope, address: str, mail_options: list[str]) -> str:
+        if address != "<>" and not is_mailbox(address):
+            return "501 5.1.7 Invalid address"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
+        if not is_mailbox(address) and address.lower() != "postmaster":
+            return "501 5.1.3 Invalid address"
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 OK"
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
         session.host_name = hostname

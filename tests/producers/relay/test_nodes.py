@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import signal
 import smtplib
+import socket
 import ssl
 import time
 
@@ -132,6 +133,40 @@ def test_a_mail_server_presenting_its_own_certificate_may_send_over_starttls(mak
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"],
                              b"Message-ID: <tls-sender@x>\r\nSubject: t\r\n\r\nhi\r\n") == {}
     assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<tls-sender@x>"], 20)
+
+
+def test_a_path_that_is_no_mailbox_gets_501_and_the_event_names_only_accepted_recipients(make_lab,
+                                                                                        kafka_bootstrap, topics):
+    """RFC 5321 (4.1.2): a path is a Mailbox, local part "@" domain; aiosmtpd took `RCPT TO:bad` and
+    `RCPT TO:<not an address>` with 250, and MessageReceived named them as recipients."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    with socket.create_connection((lab.topology.host, lab.topology.node("ex01").port), timeout=20) as sock:
+        replies = sock.makefile("rb")
+
+        def say(line: bytes) -> str:
+            sock.sendall(line + b"\r\n")
+            while (answer := replies.readline().decode())[3:4] == "-":
+                pass
+            return answer.strip()
+
+        replies.readline()
+        assert say(b"EHLO client.example").startswith("250 ")
+        assert say(b"MAIL FROM:<nodomain>").startswith("501 5.1.7")
+        assert say(b"MAIL FROM:<>") == "250 OK"
+        refused = [say(b"RCPT TO:" + path) for path in (b"bad", b"<not an address>", b"<user>")]
+        assert all(answer.startswith("501 5.1.3") for answer in refused), refused
+        accepted = [say(b"RCPT TO:" + path) for path in (b"<ok@contoso.com>", b'<"a b"@contoso.com>',
+                                                          b"<u@[127.0.0.1]>", b"<Postmaster>")]
+        assert accepted == ["250 OK"] * 4
+        assert say(b"DATA").startswith("354")
+        assert say(b"Message-ID: <paths@x>\r\n\r\nhi\r\n.").startswith("250 2.0.0")
+        assert say(b"QUIT").startswith("221")
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    received = [e for e in events if isinstance(e, ev.MessageReceived)]
+    assert [r.address for r in received[0].recipients] == ["ok@contoso.com", '"a b"@contoso.com',
+                                                           "u@[127.0.0.1]", "Postmaster"]
 
 
 def _unverified() -> ssl.SSLContext:
