@@ -35,9 +35,11 @@ class _ClosingAtQuit(SMTP):
 class _Recorder:
     def __init__(self):
         self.messages: list[bytes] = []
+        self.mail_options: list[list[str]] = []
 
     async def handle_DATA(self, server, session, envelope) -> str:
         self.messages.append(envelope.original_content)
+        self.mail_options.append(list(envelope.mail_options))
         return "250 2.0.0 queued as Q1"
 
 
@@ -83,3 +85,14 @@ def test_lab_send_counts_a_message_accepted_at_data_even_if_quit_is_answered_421
     result = lab.send(1, nodes=["ex01", "ex02"], timeout_s=1)
     assert [node for _, node in result.accepted] == ["ex01"]
     assert result.temporary == [] and result.unreached == {} and len(closing_at_quit.handler.messages) == 1
+
+
+def test_8bit_content_is_relayed_with_body_8bitmime_and_7bit_without(hangs_up_at_quit):
+    """RFC 6152: a relay passes BODY=8BITMIME on with an 8-bit body (postfix, receiving it undeclared,
+    would not convert it for a next hop without 8BITMIME); before, the node never sent it."""
+    eight = "Subject: x\r\n\r\nh\u00e9llo w\u00f6rld\r\n".encode()
+    for content in (eight, b"Subject: x\r\n\r\nhello\r\n"):
+        client.relay("127.0.0.1", hangs_up_at_quit.port, "ex01", "a@contoso.com", ("b@fabrikam.com",), content,
+                     timeout=3)
+    assert hangs_up_at_quit.handler.messages[0] == eight
+    assert hangs_up_at_quit.handler.mail_options == [["BODY=8BITMIME"], []]
