@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import hmac
 import logging
+import re
 import ssl
 from typing import Protocol
 
@@ -36,6 +37,7 @@ from producers.relay.tls import certified_name
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
+_BARE_LF = re.compile(rb"(?<!\r)\n")
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -214,6 +216,9 @@ class RelayHandler:
         return responses[:-1] + [f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"] + responses[-1:]
 
     async def handle_DATA(self, server: RelaySMTP, session: Session, envelope: Envelope) -> str:
+        # A bare LF is no line end to aiosmtpd but is one to smtplib's dot-stuffing: "\n.\n" would reach
+        # the shadow and the next hop as "\n..\n". Lines end in CRLF from here on (RFC 5321 2.3.8).
+        envelope.original_content = _BARE_LF.sub(b"\r\n", envelope.original_content)
         request = getattr(session, "shadow_request", None)
         session.shadow_request = None
         loop = asyncio.get_running_loop()

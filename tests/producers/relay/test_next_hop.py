@@ -1,5 +1,6 @@
-"""A relay node's next hop answering as real servers do: some recipients refused for good (550),
-some for now (450), over real sockets, with the node a real lab process and its events through Kafka."""
+"""What a relay node hands its next hop, over real sockets, with the node a real lab process and its
+events through Kafka: a next hop refusing some recipients for good (550) and some for now (450), as
+real servers do; the content as the sender sent it."""
 
 from __future__ import annotations
 
@@ -85,3 +86,41 @@ def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, k
 
     result = settled(events, lab.topology.shadow_redundancy)
     assert result.alerts == [] and result.commands == []
+
+
+class _Capture:
+    def __init__(self):
+        self.contents: list[bytes] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.contents.append(envelope.original_content)
+        return "250 2.0.0 Ok: queued"
+
+
+def test_a_bare_lf_dot_line_reaches_the_next_hop_as_the_line_it_was(make_lab, kafka_bootstrap, topics):
+    """A sender's bare LFs ("line1\\n.\\nline3", as swaks or a broken script sends them): aiosmtpd kept
+    them, smtplib then dot-stuffed the "\\n.\\n" line on the way to the shadow and the next hop, and
+    both got "..", a message the sender never wrote (the primary's queue kept "."), so a promoted copy
+    differed from the primary's."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    lab.stop(SINK)
+    capture = _Capture()
+    next_hop = Controller(capture, hostname=lab.topology.host, port=lab.topology.sink.port)
+    next_hop.start()
+    try:
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            smtp.ehlo("client.example")
+            smtp.mail("a@fabrikam.example")
+            smtp.rcpt("b@contoso.com")
+            assert smtp.docmd("DATA")[0] == 354
+            smtp.send(b"Message-ID: <barelf@x>\r\n\r\nline1\n.\nline3\r\n.\r\n")
+            assert smtp.getreply()[0] == 250
+        assert wait_until(lambda: capture.contents, 20)
+    finally:
+        next_hop.stop()
+    sent = b"Message-ID: <barelf@x>\r\n\r\nline1\r\n.\r\nline3\r\n"
+    assert capture.contents[0].split(b"\r\n", 1)[1] == sent  # after the relay's own header
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert [e.size_bytes for e in events if isinstance(e, ev.MessageReceived)] == [len(sent)]
