@@ -7,6 +7,7 @@
 - `relay`: hands a message to the next hop and says, recipient by recipient, what became of it:
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
+  the next hop's answer to the end of the data is awaited as long as RFC 5321 has it (10 minutes);
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
   primary's queue-db id and the discard notifications for the asking shadow.
 
@@ -27,6 +28,11 @@ from dataclasses import dataclass, field
 from producers.relay import protocol
 from producers.relay.tls import certified_name
 from schemas.events import QueryFailureReason, ShadowFailureReason
+
+
+# How long the next hop may take to answer the end of DATA (RFC 5321 4.5.3.2.6: 10 minutes). Given up
+# sooner, a message the next hop then accepts is sent again at the retry: a duplicate per attempt.
+DATA_ANSWER_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -173,6 +179,7 @@ def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, 
         except (OSError, smtplib.SMTPException):
             pass
         return RelayOutcome((), deferred=deferred, failed=failed)
+    session.sock.settimeout(max(session.timeout, DATA_ANSWER_TIMEOUT_S))
     try:
         code, text = session.data(content)
     except smtplib.SMTPDataError as exc:  # the answer to DATA itself (354 expected)

@@ -4,6 +4,7 @@ real servers do; the content as the sender sent it."""
 
 from __future__ import annotations
 
+import asyncio
 import smtplib
 from email.message import EmailMessage
 
@@ -15,6 +16,7 @@ from schemas import events as ev
 from tests.producers.relay.conftest import read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration
+SLOW_S = 5.0
 
 
 class _Mailboxes:
@@ -124,3 +126,34 @@ def test_a_bare_lf_dot_line_reaches_the_next_hop_as_the_line_it_was(make_lab, ka
     events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
         isinstance(e, ev.MovedToSafetyNet) for e in records))
     assert [e.size_bytes for e in events if isinstance(e, ev.MessageReceived)] == [len(sent)]
+
+
+class _SlowToAnswerData(_Capture):
+    """Takes longer than the node's SMTP timeout to answer the end of DATA (postfix with a content
+    filter, or `smtpd_end_of_data_restrictions = sleep 5`), then accepts."""
+
+    async def handle_DATA(self, server, session, envelope):
+        await asyncio.sleep(SLOW_S)
+        return await super().handle_DATA(server, session, envelope)
+
+
+def test_a_next_hop_slow_to_answer_data_gets_the_message_once(make_lab, kafka_bootstrap, topics):
+    """With the node's 3-second SMTP timeout for every answer, postfix taking 5 s to answer the end of
+    DATA got the message again at each retry (5 copies in 25 s), and the node never saw a 250."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    assert lab.topology.smtp_timeout_seconds < SLOW_S
+    lab.up()
+    lab.stop(SINK)
+    slow = _SlowToAnswerData()
+    next_hop = Controller(slow, hostname=lab.topology.host, port=lab.topology.sink.port)
+    next_hop.start()
+    try:
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            smtp.send_message(_message("<slow@x>", ["b@contoso.com"]))
+        assert wait_until(lambda: lab.node_status("ex01").queued == 0, 30), f"{len(slow.contents)} copies so far"
+    finally:
+        next_hop.stop()
+    assert len(slow.contents) == 1
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert not any(isinstance(e, ev.DeliveryDeferred) for e in events)
