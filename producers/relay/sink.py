@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 
 log = logging.getLogger("shadowtwin.relay.sink")
+# The nodes take messages up to aiosmtpd's DATA_SIZE_DEFAULT and add a line of their own (RELAY_HEADER):
+# the sink takes what they take, with room for it.
+SIZE_LIMIT = DATA_SIZE_DEFAULT + 64 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -118,7 +122,7 @@ class MailboxSink:
         self.name = name
         self.mailbox = Mailbox(db_path)
         self._controller = Controller(_SinkHandler(self.mailbox), hostname=host, port=port, server_hostname=name,
-                                      enable_SMTPUTF8=False)
+                                      enable_SMTPUTF8=False, data_size_limit=SIZE_LIMIT)
 
     def start(self) -> None:
         self._controller.start()

@@ -10,8 +10,10 @@ from email.message import EmailMessage
 
 import pytest
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 
 from producers.relay.lab import SINK
+from producers.relay.sink import read_deliveries
 from schemas import events as ev
 from tests.producers.relay.conftest import read_topic, settled, wait_until
 
@@ -157,3 +159,19 @@ def test_a_next_hop_slow_to_answer_data_gets_the_message_once(make_lab, kafka_bo
     events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
         isinstance(e, ev.MovedToSafetyNet) for e in records))
     assert not any(isinstance(e, ev.DeliveryDeferred) for e in events)
+
+
+def test_a_message_of_the_size_a_node_takes_is_taken_by_the_sink_with_the_node_s_header(make_lab):
+    """The node and the sink both took up to aiosmtpd's 32 MiB: a message a few bytes under it was
+    accepted by the node, and the line the node adds (X-Shadowtwin-Relay) took it over the sink's
+    limit: '552 Error: Too much mail data' at every attempt, never delivered."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    head = b"Message-ID: <largest@x>\r\nSubject: as large as a node takes\r\n\r\n"
+    line = b"x" * 98 + b"\r\n"
+    body = line * ((DATA_SIZE_DEFAULT - len(head)) // len(line))
+    content = head + body + b"y" * (DATA_SIZE_DEFAULT - len(head) - len(body) - 2) + b"\r\n"
+    assert len(content) == DATA_SIZE_DEFAULT
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=60) as smtp:
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content) == {}
+    assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<largest@x>"], 60)
