@@ -169,6 +169,36 @@ def test_a_path_that_is_no_mailbox_gets_501_and_the_event_names_only_accepted_re
                                                            "u@[127.0.0.1]", "Postmaster"]
 
 
+def test_pipelining_is_advertised_and_a_batch_is_answered_in_order(make_lab, kafka_bootstrap, topics):
+    """RFC 2920, as Exchange offers it: postfix sends MAIL, the RCPTs and DATA in one write when EHLO
+    says PIPELINING (before, it did not, nor did swaks --pipeline), and gets one answer per command."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    with socket.create_connection((lab.topology.host, lab.topology.node("ex01").port), timeout=20) as sock:
+        replies = sock.makefile("rb")
+
+        def answer() -> str:
+            while (line := replies.readline().decode())[3:4] == "-":
+                pass
+            return line.strip()
+
+        answer()
+        sock.sendall(b"EHLO client.example\r\n")
+        ehlo = []
+        while (line := replies.readline().decode())[3:4] == "-":
+            ehlo.append(line[4:].strip())
+        assert "PIPELINING" in ehlo
+        sock.sendall(b"MAIL FROM:<a@fabrikam.example>\r\nRCPT TO:<one@contoso.com>\r\nRCPT TO:<nobody>\r\n"
+                     b"RCPT TO:<two@contoso.com>\r\nDATA\r\n")
+        assert [answer()[:3] for _ in range(5)] == ["250", "250", "501", "250", "354"]
+        sock.sendall(b"Message-ID: <batch@x>\r\n\r\nhi\r\n.\r\nQUIT\r\n")
+        assert answer().startswith("250 2.0.0") and answer().startswith("221")
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    received = [e for e in events if isinstance(e, ev.MessageReceived)]
+    assert [r.address for r in received[0].recipients] == ["one@contoso.com", "two@contoso.com"]
+
+
 def _unverified() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
