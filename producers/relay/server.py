@@ -113,6 +113,13 @@ class RelaySMTP(SMTP):
         self._peer_tls_context = self.tls_context
         self._sender_tls_context = sender_tls_context or self.tls_context
 
+    def data_received(self, data: bytes) -> None:
+        """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after
+        `timeout` seconds of DATA was cut off. Any bytes from the client are activity."""
+        if self.transport is not None:
+            self._reset_timeout()
+        super().data_received(data)
+
     async def smtp_STARTTLS(self, arg: str) -> None:
         """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check)."""
         named = self.session.host_name if self.session is not None else None
@@ -235,12 +242,12 @@ class RelayController(Controller):
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
-                 workers: int = 16):
+                 workers: int = 16, timeout: float = 60):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
-                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=60)
+                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=timeout)
         self._peers = frozenset(peers)
         self._sender_tls_context = sender_tls_context
 

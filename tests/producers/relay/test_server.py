@@ -1,0 +1,64 @@
+"""A node's SMTP server (producers/relay/server.py) on a real socket, with a backend that accepts
+every message: how it treats a client's timing."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from producers.relay import tls
+from producers.relay.server import RelayController
+from tests.conftest import free_port
+
+TIMEOUT_S = 1.0
+
+
+class _Accepting:
+    def __init__(self):
+        self.contents: list[bytes] = []
+
+    def accept(self, peer, helo, envelope) -> str:
+        self.contents.append(envelope.original_content)
+        return "250 2.0.0 OK queued"
+
+
+@pytest.fixture
+def server(tmp_path):
+    tls.ensure_certificates(tmp_path, ["ex01"], "127.0.0.1")
+    backend = _Accepting()
+    controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, set(),
+                                 tls.server_context(tmp_path, "ex01"), tls.sender_context(tmp_path, "ex01"),
+                                 timeout=TIMEOUT_S)
+    controller.start()
+    yield controller, backend
+    controller.stop()
+
+
+def test_a_message_still_arriving_is_not_cut_off_by_the_inactivity_timeout(server):
+    """aiosmtpd restarted its inactivity timer at each command only: a client on a slow link still
+    sending a message of several MB when the timeout ran out (60 s on a node) lost the connection
+    mid-DATA, though bytes had kept coming."""
+    controller, backend = server
+    with socket.create_connection(("127.0.0.1", controller.port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+
+        def say(line: bytes) -> str:
+            sock.sendall(line)
+            while (answer := replies.readline().decode())[3:4] == "-":
+                pass
+            return answer
+
+        replies.readline()
+        assert say(b"EHLO slow.example\r\n").startswith("250 ")
+        assert say(b"MAIL FROM:<a@fabrikam.example>\r\n").startswith("250")
+        assert say(b"RCPT TO:<b@contoso.com>\r\n").startswith("250")
+        assert say(b"DATA\r\n").startswith("354")
+        sock.sendall(b"Message-ID: <slow-link@x>\r\n\r\n")
+        started = time.monotonic()
+        while time.monotonic() - started < 3 * TIMEOUT_S:
+            sock.sendall(b"x" * 76 + b"\r\n")
+            time.sleep(TIMEOUT_S / 10)
+        assert say(b".\r\n").startswith("250 2.0.0")
+    assert len(backend.contents) == 1
