@@ -9,7 +9,10 @@ and `commands tail`.
 Where it starts: every partition's beginning (`from_beginning`), the last `last` records of each
 partition, or (the default) its end: only what is published from then on. With `until_end`, it stops once every
 partition has been read up to where it ended when reading began (a bounded run); else it goes on
-until `stop` is set, `seconds` have passed, or `count` records were taken. A record that does
+until `stop` is set, `seconds` have passed, or `count` records were taken. A partition counts as
+read up to its end at its last record, or when the broker says there is nothing more to read:
+the last offsets of a topic written through Kafka transactions are a commit marker or aborted
+records, which no consumer is ever given. A record that does
 not decode (or is of another schema than `expected`) is counted by reason in the outcome and
 skipped; nothing is committed (each reader is a group of its own).
 """
@@ -53,7 +56,8 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
     stop = stop or threading.Event()
     outcome.schema = expected
     # librdkafka's own log lines stay off stderr: a broker that does not answer is raised once, below
-    client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
+    client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
+                      **{"enable.partition.eof": until_end})
     try:
         ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
         firsts = {p: low if from_beginning else max(low, high - last) for p, (low, high) in ends.items()}
@@ -69,6 +73,9 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
             if message is None:
                 continue
             if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition())
+                    continue
                 raise RuntimeError(f"{topic}: {message.error()}")
             if pending is not None and message.offset() + 1 >= ends[message.partition()][1]:
                 pending.discard(message.partition())

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -51,3 +52,29 @@ def test_follow_prints_new_alerts_as_they_come(kafka_bootstrap, topics):
         _, err = tail.communicate(timeout=30)
     assert tail.returncode == 1, "a record that is not an alert was read: said, and the status says so"
     assert "1 records did not decode" in err and "bad magic" in err
+
+
+@pytest.mark.parametrize("command", ["alerts tail", "record"])
+def test_a_topic_written_through_transactions_is_read_to_its_end_and_the_command_ends(command, kafka_bootstrap,
+                                                                                          topics, tmp_path):
+    """A transactional producer (a Connect worker or Flink job with exactly-once, or kafka-producer-perf-test
+    --transactional-id) ends every transaction with a commit or abort marker: the topic's last offset is a
+    marker, after aborted records perhaps, which no consumer is given. `alerts tail` and `record` without
+    --follow used to wait for a record at that offset, for ever."""
+    committed, aborted = crash_and_return()[:2]
+    out = producer(kafka_bootstrap, **{"transactional.id": f"tail-{uuid.uuid4().hex[:8]}"})
+    out.init_transactions(30)
+    out.begin_transaction()
+    out.produce(topics.alerts, key=kafka_key(committed), value=encode(committed))
+    out.commit_transaction(30)
+    out.begin_transaction()
+    out.produce(topics.alerts, key=kafka_key(aborted), value=encode(aborted))
+    out.abort_transaction(30)
+    recording = tmp_path / "alerts.jsonl"
+    argv = {"alerts tail": ["alerts", "tail", "--json", "--topic", topics.alerts],
+            "record": ["record", topics.alerts, str(recording)]}[command]
+    done = subprocess.run([sys.executable, "-m", "shadowtwin.cli", *argv, "--from-beginning"], capture_output=True,
+                          text=True, env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap), timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = (done.stdout if command == "alerts tail" else recording.read_text()).splitlines()
+    assert [json.loads(line)["alert_id"] for line in lines] == [committed.alert_id]
