@@ -4,7 +4,8 @@ Missing topics are created as configured. Existing ones are left as they are but
 what correctness depends on: the partition count (a primary server's events stay in one
 partition, in order, only while it does not change), LogAppendTime on the events topic (the
 clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
-compaction on the state topic (the latest summary per key: state/summary.py), room on the
+compaction on the state topic (the latest summary per key: state/summary.py) and on no other
+(the events topic is keyed by primary server: compacted, it would keep one event of each), room on the
 dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`) and on the
 alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
@@ -129,6 +130,9 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
     if configs.get("cleanup.policy") == "compact" and "compact" not in actual_configs.get("cleanup.policy", ""):
         found.append(f"cleanup.policy is {actual_configs.get('cleanup.policy')}, must include compact"
                      " (the latest state per key)")
+    if configs.get("cleanup.policy") != "compact" and "compact" in actual_configs.get("cleanup.policy", ""):
+        found.append(f"cleanup.policy is {actual_configs.get('cleanup.policy')}, must be delete (compaction keeps"
+                     " only the latest record of each key: of the events, one per primary server)")
     wanted_bytes = configs.get("max.message.bytes")
     if wanted_bytes and int(actual_configs.get("max.message.bytes", "0")) < int(wanted_bytes):
         found.append(f"max.message.bytes is {actual_configs.get('max.message.bytes')}, must be at least {wanted_bytes}"

@@ -66,6 +66,28 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
                              f" e.{suffix} (recreate them, or change [topics])\n")
 
 
+@pytest.mark.parametrize("which", ["events", "commands"])
+def test_a_compacted_topic_other_than_the_state_is_named(kafka_bootstrap, which):
+    """`kafka-configs --alter --add-config cleanup.policy=compact` on the events topic: Kafka then keeps one
+    event of each primary server (its key), and a twin started over reads none of the others. It used to
+    pass unsaid."""
+    from confluent_kafka.admin import NewTopic
+
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    compacted = getattr(wanted, which)
+    config = {**topics_module.wanted_configs(wanted)[compacted], "cleanup.policy": "compact,delete"}
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(compacted, getattr(wanted, f"{which}_partitions"), 1, config=config)])[compacted] \
+        .result(30)
+    outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted)}
+    assert outcomes[compacted].differences == (
+        "cleanup.policy is compact,delete, must be delete (compaction keeps only the latest record of each key:"
+        " of the events, one per primary server)",)
+    assert not any(o.differences for o in outcomes.values() if o.topic != compacted)
+
+
 @pytest.mark.parametrize("which, limit", [("dead_letters", topics_module.DEAD_LETTER_MAX_BYTES),
                                           ("alerts", topics_module.ALERT_MAX_BYTES)])
 def test_a_topic_too_small_for_the_largest_record_the_twin_writes_there_is_named(kafka_bootstrap, which, limit):
