@@ -10,9 +10,10 @@ this object started is stopped: the embedded broker when no other broker answers
 and the benchmark do); the query (`streaming.twin.start_query`); the clock ticks; the listener
 that prints one progress line per batch and raises LATE_EVENTS alerts; the one that commits
 what each batch read to `twin.consumer_group` for Kafka's tools; the HTTP server of the
-metrics and the live page (`[views]`, streaming/http_views.py). `twin run`, `demo`,
-`lab up --twin`, the benchmarks and the tests all start the twin through this class, with
-settings as typed objects (`infra.settings.Settings`).
+metrics and the live page (`[views]`, streaming/http_views.py). Before the query starts, it says
+which events Kafka deleted while the twin was stopped, before it read them (streaming/lost_events.py).
+`twin run`, `demo`, `lab up --twin`, the benchmarks and the tests all start the twin through this
+class, with settings as typed objects (`infra.settings.Settings`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from infra.topics import create_topics
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.consumer_group import GroupCommitter
+from streaming.lost_events import checkpoint_positions, say_lost_events
 from streaming.progress import ProgressReporter
 from streaming.session import build_spark
 from streaming.ticker import Ticker
@@ -94,6 +96,7 @@ class TwinApplication:
             if settings.twin.consumer_group:
                 self.group = GroupCommitter(settings.kafka, settings.twin.consumer_group, self._say)
                 self.spark.streams.addListener(self.group)
+            say_lost_events(settings.kafka, checkpoint_positions(self.checkpoint_dir), self._say)
             self.query = start_query(self.spark, settings, self.checkpoint_dir, self._transform)
             topics = settings.topics
             self._say(f"twin running: {topics.events} -> {topics.alerts}, {topics.commands}, {topics.dead_letters};"

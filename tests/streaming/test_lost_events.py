@@ -1,0 +1,77 @@
+"""Events Kafka deleted before the twin read them, said by the twin (streaming/lost_events.py): on a
+real broker, records removed as `kafka-delete-records` removes them (the admin client's DeleteRecords)."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import TopicPartition
+
+from infra.kafka import admin, producer
+from streaming.app import TwinApplication
+from streaming.lost_events import checkpoint_positions, say_lost_events
+from tests.streaming.test_consumer_group import log_ends
+from tests.streaming.test_twin import twin_settings
+
+
+def delete_below(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    """What `kafka-delete-records --offset-json-file` does: the partition's oldest offset becomes `offset`."""
+    client = admin(bootstrap)  # kept until the answer: a client no longer referred to never gives it
+    (future,) = client.delete_records([TopicPartition(topic, partition, offset)]).values()
+    assert future.result(30).low_watermark == offset
+
+
+def fill(bootstrap: str, topic: str, partition: int, n: int) -> None:
+    out = producer(bootstrap)
+    for i in range(n):
+        out.produce(topic, partition=partition, value=b"not an event %d" % i)
+    assert out.flush(30) == 0
+
+
+def test_records_deleted_beyond_where_the_twin_reads_are_said_and_those_it_read_not(kafka_bootstrap, topics):
+    fill(kafka_bootstrap, topics.events, 0, 10)
+    fill(kafka_bootstrap, topics.events, 1, 10)
+    delete_below(kafka_bootstrap, topics.events, 0, 7)
+    delete_below(kafka_bootstrap, topics.events, 1, 3)
+    lines: list[str] = []
+    at = {(topics.events, 0): 4, (topics.events, 1): 5}  # the twin read partition 1 past what was deleted
+    assert say_lost_events(kafka_bootstrap, at, lines.append) == 3
+    assert lines == [f"events lost: {topics.events} partition 0, offsets 4 to 6 (3 records), deleted by Kafka"
+                     f" (retention.ms, retention.bytes or kafka-delete-records) before the twin read them;"
+                     f" it goes on from 7"]
+
+
+def test_a_twin_started_again_says_which_events_were_deleted_while_it_was_stopped(settings, spark, kafka_bootstrap,
+                                                                                  topics, tmp_path):
+    """`kafka-delete-records` past the twin's position while it is stopped: Spark's source goes on from the
+    oldest record left and says so only in an executor's WARN with a stack trace; the twin said nothing."""
+    conf = twin_settings(settings, kafka_bootstrap, topics)
+    checkpoint = tmp_path / "checkpoint"
+    fill(kafka_bootstrap, topics.events, 0, 2)
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None) as twin:
+        ends = log_ends(kafka_bootstrap, topics.events, topics.events_partitions)
+        deadline = time.monotonic() + 120
+        while {p: o for (_, p), o in checkpoint_positions(checkpoint).items()} != ends and time.monotonic() < deadline:
+            twin.wait(seconds=1)
+    assert checkpoint_positions(checkpoint) == {(topics.events, 0): 2, (topics.events, 1): 0}
+    fill(kafka_bootstrap, topics.events, 0, 3)
+    delete_below(kafka_bootstrap, topics.events, 0, 5)
+    lines: list[str] = []
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lines.append):
+        pass
+    assert f"events lost: {topics.events} partition 0, offsets 2 to 4 (3 records), deleted by Kafka" \
+           f" (retention.ms, retention.bytes or kafka-delete-records) before the twin read them; it goes on from 5" \
+           in lines, lines
+
+
+def test_a_twin_reads_next_from_the_end_of_its_last_committed_batch(tmp_path):
+    """Spark runs a batch planned but not committed again, from the end of the one before it."""
+    for batch, offsets in enumerate(({"0": 5, "1": 2}, {"0": 9, "1": 4}, {"0": 12, "1": 8})):
+        (tmp_path / "offsets").mkdir(exist_ok=True)
+        (tmp_path / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"ev":{offsets}}}\n'
+                                                       .replace("'", '"'))
+    (tmp_path / "commits").mkdir()
+    for batch in (0, 1):
+        (tmp_path / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    assert checkpoint_positions(tmp_path) == {("ev", 0): 9, ("ev", 1): 4}
+    assert checkpoint_positions(tmp_path / "new") == {}
