@@ -105,7 +105,7 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
                 raise
             present.append(name)  # made meanwhile, or not yet in the metadata we read: checked like the others
     if len(present) > len(wanted) - len(missing):
-        existing = cluster_metadata(kafka, timeout).topics
+        existing = _listing(kafka, present, timeout)
     actual_configs = _configs(client, present, timeout)
     for name in present:
         partitions = existing[name].partitions
@@ -113,6 +113,22 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
         outcomes.append(TopicOutcome(name, len(partitions), created=False, differences=differences(
             wanted[name], len(partitions), topics.replication_factor, replicas, configs[name], actual_configs[name])))
     return sorted(outcomes, key=lambda o: o.topic)
+
+
+def _listing(kafka: Kafka, names: list[str], timeout: float) -> dict:
+    """The cluster's topics once its metadata lists each of `names` with its partitions: a topic
+    another client made a moment ago is "already exists" to a create before the metadata we read
+    lists it (a loaded broker)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        topics = cluster_metadata(kafka, timeout).topics
+        unlisted = [name for name in names if name not in topics or not topics[name].partitions]
+        if not unlisted:
+            return topics
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{', '.join(unlisted)}: the broker says it exists, but its metadata does not list it"
+                               f" after {timeout:g} s")
+        time.sleep(0.2)
 
 
 def differences(partitions: int, actual_partitions: int, replication: int, actual_replication: int,
