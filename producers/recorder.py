@@ -46,11 +46,13 @@ class RecordOutcome:
     def reached_end(self) -> bool:
         return self.read.reached_end
 
-    def describe(self) -> str:
+    def summary(self) -> str:
         what = "events" if self.read.schema in (None, "Event") else f"{self.read.schema} records"
-        return "\n".join([f"recorded {self.written} {what} to {self.path}"
-                          + (" (the end of the topic as it was at start)" if self.reached_end else ""),
-                          *self.read.describe_undecodable()])
+        return f"recorded {self.written} {what} to {self.path}" + (
+            " (the end of the topic as it was at start)" if self.reached_end else "")
+
+    def describe(self) -> str:
+        return "\n".join([self.summary(), *self.read.describe_undecodable()])
 
 
 def record(bootstrap: Kafka, topic: str, path: Path, *, from_beginning: bool = False, seconds: float | None = None,

@@ -135,7 +135,11 @@ def _record(settings: Settings, args: argparse.Namespace) -> int:
     outcome = record(settings.kafka, args.topic, check_name(Path(args.file)),
                      from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop,
                      schema=schema_of(settings.topics, args.topic))
-    print(outcome.describe())
+    print(outcome.summary())
+    left_out = outcome.read.describe_undecodable()
+    if left_out:  # as the tails say it: what was not recorded, on stderr, exit 1
+        print("\n".join(left_out), file=sys.stderr)
+        return 1
     return stop.exit_status()
 
 

@@ -1,5 +1,6 @@
 """`shadowtwin alerts tail --follow` against a real broker: new alerts print as they come, a
-foreign record is counted on stderr, SIGTERM ends it with 143; a count that cannot be meant is refused."""
+foreign record is counted on stderr, SIGTERM ends it with 143; a count that cannot be meant is refused;
+`record` counts what it left out as the tails do."""
 
 from __future__ import annotations
 
@@ -78,3 +79,23 @@ def test_a_topic_written_through_transactions_is_read_to_its_end_and_the_command
     assert done.returncode == 0, done.stderr
     lines = (done.stdout if command == "alerts tail" else recording.read_text()).splitlines()
     assert [json.loads(line)["alert_id"] for line in lines] == [committed.alert_id]
+
+
+def test_record_says_what_it_left_out_on_stderr_and_exits_1(kafka_bootstrap, topics, tmp_path):
+    """As the tails do: a record of the topic that does not decode is not in the recording, so the
+    command did not wholly do its job (it used to say so on stdout and exit 0)."""
+    alerts = crash_and_return()
+    out = producer(kafka_bootstrap)
+    topic = topics.alerts
+    for alert in alerts:  # first: a topic not named in the settings is recorded with its first record's schema
+        out.produce(topic, key=kafka_key(alert), value=encode(alert))
+    out.produce(topic, value=b"not an alert")
+    assert out.flush(30) == 0
+    recording = tmp_path / "alerts.jsonl"
+    done = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "record", topic, str(recording), "--from-beginning"],
+                          capture_output=True, text=True, env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap),
+                          timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert f"recorded {len(alerts)} Alert records to {recording}" in done.stdout
+    assert "1 records did not decode" in done.stderr and "bad magic" in done.stderr
+    assert len(recording.read_text().splitlines()) == len(alerts)
