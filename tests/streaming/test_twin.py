@@ -239,7 +239,10 @@ def test_an_output_topic_deleted_while_the_twin_runs_is_created_again(settings, 
         while len(got[topics.alerts]) < len(alerts) and time.monotonic() < deadline:
             assert twin.wait(seconds=5) is Ending.TIME_UP  # where a failed query is started again
             got = collect(kafka_bootstrap, [topics.alerts], lambda g: len(g[topics.alerts]) >= len(alerts), 3)
-        assert twin.restarts >= 1 and twin.query.isActive
+        assert twin.restarts >= 1
+        # and it goes on: a later failure is started again too (once, in CI, the restarted query wrote every
+        # alert and then died of Spark's own NullPointerException in KafkaMicroBatchStream.metrics)
+        assert twin.wait(seconds=5) is Ending.TIME_UP and twin.query.isActive
     assert {a.alert_id for a in got[topics.alerts]} == alerts
 
 
