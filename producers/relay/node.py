@@ -10,8 +10,11 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
 - storing a copy for a peer (XSHADOW): ShadowCopyStored, with the primary's queue-db id;
 - delivering (after `next_hop_delay_seconds`): SentToNextHop, NextHopAcknowledged,
   DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet;
-  recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred), those
-  it refuses for good (5xx) fail as a fork of their own (DeliveryDeferred, MessageExpired);
+  recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred) and are
+  tried again as Exchange retries (`topology.TransportService`), those it refuses for good (5xx) fail
+  as a fork of their own (DeliveryDeferred, MessageExpired);
+- expiring: a message still queued MessageExpirationTimeout after it was received expires
+  (MessageExpired, then DiscardStatusSet for its shadow): the sender is told that it failed;
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,
@@ -232,9 +235,12 @@ class RelayNode:
 
     def _delivery_loop(self) -> None:
         auto_discard_ms = ms(self.params.shadow_message_auto_discard_interval)
+        expiration_ms = ms(self.params.message_expiration_timeout)
         while not self._stopping.is_set():
             try:
                 now = int(time.time() * 1000)
+                for message in self.db.received_before(now - expiration_ms):
+                    self._expire(message)
                 for message in self.db.due(now):
                     if self._stopping.is_set():
                         break
@@ -272,11 +278,13 @@ class RelayNode:
             self.events.emit(ev.MessageExpired, self.name, fork, reason=f"the next hop refused for good: {why}")
         if outcome.deferred:
             why = _answers(outcome.deferred)
-            log.warning("relay of %s to %s deferred, will retry: %s", m.internal_id, sink.name, why)
+            log.warning("relay of %s to %s deferred: %s", m.internal_id, sink.name, why)
             self.events.emit(ev.DeliveryDeferred, self.name, ref, next_hop=sink.name, smtp_response=why,
                              recipients=tuple(outcome.deferred))
-            self.db.still_for(m.internal_id, tuple(outcome.deferred), int(time.time() * 1000) + 1000)
+            delay_ms = self.topology.transport_service.retry_delay_ms(m.attempts + 1)
+            self.db.still_for(m.internal_id, tuple(outcome.deferred), int(time.time() * 1000) + delay_ms)
             self.events.flush()
+            log.info("%s: next attempt in %.0f s", m.internal_id, delay_ms / 1000)
             return
         self.db.delivered(m, self.events.now_ms())
         if m.shadow_server and not m.resubmitted:
@@ -284,6 +292,19 @@ class RelayNode:
         self.events.emit(ev.MovedToSafetyNet, self.name, ref)
         self.events.flush()
         log.info("delivered %s to %s%s", m.internal_id, sink.name, " (resubmitted)" if m.resubmitted else "")
+
+    def _expire(self, m: StoredMessage) -> None:
+        """Queued past MessageExpirationTimeout: Exchange deletes it and tells the sender it failed (an
+        NDR); its shadow is released, so that the copy is never delivered after all."""
+        ref = MessageRef(m.message_id, m.internal_id)
+        why = (f"queued past MessageExpirationTimeout ({self.params.message_expiration_timeout}) after"
+               f" {m.attempts} failed attempt(s); not delivered to {', '.join(m.rcpts)}")
+        self.events.emit(ev.MessageExpired, self.name, ref, reason=why)
+        self.db.expired(m, self.events.now_ms())
+        if m.shadow_server and not m.resubmitted:
+            self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)
+        self.events.flush()
+        log.warning("%s (%s) expired, sender %s: %s", m.internal_id, m.message_id, m.mail_from or "<>", why)
 
     # ---- heartbeat ----------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ class StoredMessage:
     shadow_server: str | None = None  # primary queue: who holds its copy
     primary_qdb: str | None = None  # shadow queue: the primary's queue-db id when the copy was made
     resubmitted: bool = False
+    attempts: int = 0  # primary queue: the attempts that failed for now so far
 
 
 @dataclass(frozen=True)
@@ -127,14 +128,20 @@ class QueueDB:
                 (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, received_ms,
                  m.submitted_at_ms, m.shadow_server, m.primary if m.resubmitted else None, due_ms))
 
-    def due(self, now_ms: int, limit: int = 50) -> list[StoredMessage]:
+    def _queued(self, where: str, args: tuple) -> list[StoredMessage]:
         with self._tx() as db:
             rows = db.execute(
                 "SELECT internal_id, message_id, mail_from, rcpts, content, submitted_at_ms, shadow_server,"
-                " origin_primary FROM primary_queue WHERE due_ms <= ? ORDER BY due_ms LIMIT ?", (now_ms, limit)
-            ).fetchall()
+                f" origin_primary, attempts FROM primary_queue WHERE {where}", args).fetchall()
         return [StoredMessage(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[7] or self.node,
-                              shadow_server=r[6], resubmitted=r[7] is not None) for r in rows]
+                              shadow_server=r[6], resubmitted=r[7] is not None, attempts=r[8]) for r in rows]
+
+    def due(self, now_ms: int, limit: int = 50) -> list[StoredMessage]:
+        return self._queued("due_ms <= ? ORDER BY due_ms LIMIT ?", (now_ms, limit))
+
+    def received_before(self, before_ms: int) -> list[StoredMessage]:
+        """The messages queued since before `before_ms` (past MessageExpirationTimeout)."""
+        return self._queued("received_ms < ? ORDER BY received_ms", (before_ms,))
 
     def retry_later(self, internal_id: str, due_ms: int) -> None:
         with self._tx() as db:
@@ -148,11 +155,20 @@ class QueueDB:
 
     def delivered(self, m: StoredMessage, now_ms: int) -> None:
         """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow."""
+        self._processed(m, now_ms, into_safety_net=True)
+
+    def expired(self, m: StoredMessage, now_ms: int) -> None:
+        """Expired (MessageExpirationTimeout): out of the queue, not into Safety Net (nothing was
+        delivered); its shadow is told to discard its copy, as the message is processed."""
+        self._processed(m, now_ms, into_safety_net=False)
+
+    def _processed(self, m: StoredMessage, now_ms: int, into_safety_net: bool) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM primary_queue WHERE internal_id=?", (m.internal_id,))
             if m.shadow_server and not m.resubmitted:
                 db.execute("INSERT OR IGNORE INTO discard_status VALUES (?,?,?)", (m.shadow_server, m.internal_id, now_ms))
-            db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "primary", m.primary, now_ms))
+            if into_safety_net:
+                db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "primary", m.primary, now_ms))
 
     def take_discards(self, shadow: str) -> list[str]:
         """The discard notifications for `shadow`, removed as they are handed over."""

@@ -6,6 +6,8 @@
 Every relay node of the lab and the mailbox sink listen on `host` (loopback). The nodes'
 shadow-redundancy parameters come from the file's `[shadow_redundancy]` table, in the same
 notation as `conf/shadowtwin.toml` (a twin watching the lab must use the same values).
+How a node retries its next hop and how many sessions it opens to it are Exchange's
+Set-TransportService parameters, in the file's `[transport_service]` table (`TransportService`).
 Unknown keys and wrong types are refused with the key's name.
 
 Credentials are never in the topology file: each node has a password in a secrets file
@@ -20,9 +22,10 @@ import os
 import secrets
 import tomllib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
-from infra.config import ConfigError, build, port as port_number
+from infra.config import ConfigError, at_least, build, port as port_number, positive_duration
 from infra.settings import CONF_DIR, PROJECT_ROOT
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
 
@@ -49,6 +52,26 @@ class SinkSpec:
 
 
 @dataclass(frozen=True)
+class TransportService:
+    """A node's retries of its next hop, with Exchange's defaults (Set-TransportService). After a
+    failed attempt (a 4xx, or no session) the message is tried again TransientFailureRetryCount
+    times every TransientFailureRetryInterval, then every OutboundConnectionFailureRetryInterval,
+    until it has been queued for MessageExpirationTimeout (`[shadow_redundancy]`, the twin's own
+    parameter): then it expires."""
+
+    transient_failure_retry_count: int = field(default=6, metadata=at_least(0))
+    transient_failure_retry_interval: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
+    outbound_connection_failure_retry_interval: timedelta = field(default=timedelta(minutes=10),
+                                                                  metadata=positive_duration())
+
+    def retry_delay_ms(self, failures: int) -> int:
+        """How long after its `failures`-th failed attempt a message is tried again."""
+        quick = failures <= self.transient_failure_retry_count
+        span = self.transient_failure_retry_interval if quick else self.outbound_connection_failure_retry_interval
+        return int(span.total_seconds() * 1000)
+
+
+@dataclass(frozen=True)
 class LabTopology:
     host: str = "127.0.0.1"
     run_dir: Path = PROJECT_ROOT / ".run/lab"
@@ -61,6 +84,7 @@ class LabTopology:
     # false leaves that to the twin's redelivery commands (a queue-db change still promotes at once).
     promote_on_own_timeout: bool = True
     internal_domains: tuple[str, ...] = ("contoso.com",)
+    transport_service: TransportService = field(default_factory=TransportService)
     sink: SinkSpec = field(default_factory=SinkSpec)
     nodes: tuple[NodeSpec, ...] = ()
     shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)

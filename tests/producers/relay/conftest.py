@@ -16,14 +16,19 @@ from tests.conftest import free_port
 
 def topology_text(run_dir, nodes: dict[str, str], parameters: dict[str, object] | None = None,
                   **lab: object) -> str:
-    """A lab topology file: `nodes` maps node name -> DAG, every port free."""
+    """A lab topology file: `nodes` maps node name -> DAG, every port free; a dict in `lab` is a table
+    (`transport_service`: a next hop is tried again every second unless the test says otherwise)."""
     values = {"run_dir": str(run_dir), "next_hop_delay_seconds": 1.0, "smtp_timeout_seconds": 3.0, **lab}
+    values["transport_service"] = {"transient_failure_retry_interval": "1s", **values.get("transport_service", {})}
+    tables = {k: values.pop(k) for k in [k for k, v in values.items() if isinstance(v, dict)]}
     lines = [f"{k} = {_value(v)}" for k, v in values.items()]
     lines += ["[sink]", f"port = {free_port()}"]
     for name, dag in nodes.items():
         lines += ["[[nodes]]", f'name = "{name}"', f"port = {free_port()}", f'dag = "{dag}"']
     sr = {"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "10s", **(parameters or {})}
     lines += _table("shadow_redundancy", sr)
+    for name, table in tables.items():
+        lines += _table(name, table)
     return "\n".join(lines) + "\n"
 
 

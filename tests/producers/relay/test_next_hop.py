@@ -5,7 +5,9 @@ real servers do; the content as the sender sent it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import smtplib
+import time
 from email.message import EmailMessage
 
 import pytest
@@ -15,6 +17,7 @@ from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 from producers.relay.lab import SINK
 from producers.relay.sink import read_deliveries
 from schemas import events as ev
+from schemas.events import AlertType
 from tests.producers.relay.conftest import read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration
@@ -51,22 +54,34 @@ def _message(message_id: str, to: list[str]) -> EmailMessage:
     return message
 
 
-def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, kafka_bootstrap, topics):
-    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+@contextlib.contextmanager
+def _next_hop(lab, handler):
+    """The lab up, with an aiosmtpd server running `handler` as its nodes' next hop (on the sink's port)."""
     lab.up()
     lab.stop(SINK)
-    mailboxes = _Mailboxes()
-    next_hop = Controller(mailboxes, hostname=lab.topology.host, port=lab.topology.sink.port)
+    next_hop = Controller(handler, hostname=lab.topology.host, port=lab.topology.sink.port)
     next_hop.start()
     try:
-        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
-            smtp.send_message(_message("<mixed@x>", ["ok@contoso.com", "gone@contoso.com", "busy@contoso.com"]))
-            smtp.send_message(_message("<nobody@x>", ["gone@contoso.com"]))
+        yield
+    finally:
+        next_hop.stop()
+
+
+def _send(lab, *messages: EmailMessage, node: str = "ex01") -> None:
+    with smtplib.SMTP(lab.topology.host, lab.topology.node(node).port, timeout=20) as smtp:
+        for message in messages:
+            smtp.send_message(message)
+
+
+def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, kafka_bootstrap, topics):
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    mailboxes = _Mailboxes()
+    with _next_hop(lab, mailboxes):
+        _send(lab, _message("<mixed@x>", ["ok@contoso.com", "gone@contoso.com", "busy@contoso.com"]),
+              _message("<nobody@x>", ["gone@contoso.com"]))
         queue_empty = lambda: lab.node_status("ex01").queued == 0  # noqa: E731
         assert wait_until(lambda: len(mailboxes.received) == 2 and queue_empty(), 30), (
             f"delivered {mailboxes.received}, ex01 still holds {lab.node_status('ex01').queued}")
-    finally:
-        next_hop.stop()
     assert [rcpts for rcpts, _ in mailboxes.received] == [("ok@contoso.com",), ("busy@contoso.com",)]
 
     events = read_topic(kafka_bootstrap, topics.events)
@@ -107,12 +122,8 @@ def test_a_bare_lf_dot_line_reaches_the_next_hop_as_the_line_it_was(make_lab, ka
     both got "..", a message the sender never wrote (the primary's queue kept "."), so a promoted copy
     differed from the primary's."""
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
-    lab.up()
-    lab.stop(SINK)
     capture = _Capture()
-    next_hop = Controller(capture, hostname=lab.topology.host, port=lab.topology.sink.port)
-    next_hop.start()
-    try:
+    with _next_hop(lab, capture):
         with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
             smtp.ehlo("client.example")
             smtp.mail("a@fabrikam.example")
@@ -121,8 +132,6 @@ def test_a_bare_lf_dot_line_reaches_the_next_hop_as_the_line_it_was(make_lab, ka
             smtp.send(b"Message-ID: <barelf@x>\r\n\r\nline1\n.\nline3\r\n.\r\n")
             assert smtp.getreply()[0] == 250
         assert wait_until(lambda: capture.contents, 20)
-    finally:
-        next_hop.stop()
     sent = b"Message-ID: <barelf@x>\r\n\r\nline1\r\n.\r\nline3\r\n"
     assert capture.contents[0].split(b"\r\n", 1)[1] == sent  # after the relay's own header
     events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
@@ -144,17 +153,10 @@ def test_a_next_hop_slow_to_answer_data_gets_the_message_once(make_lab, kafka_bo
     DATA got the message again at each retry (5 copies in 25 s), and the node never saw a 250."""
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
     assert lab.topology.smtp_timeout_seconds < SLOW_S
-    lab.up()
-    lab.stop(SINK)
     slow = _SlowToAnswerData()
-    next_hop = Controller(slow, hostname=lab.topology.host, port=lab.topology.sink.port)
-    next_hop.start()
-    try:
-        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
-            smtp.send_message(_message("<slow@x>", ["b@contoso.com"]))
+    with _next_hop(lab, slow):
+        _send(lab, _message("<slow@x>", ["b@contoso.com"]))
         assert wait_until(lambda: lab.node_status("ex01").queued == 0, 30), f"{len(slow.contents)} copies so far"
-    finally:
-        next_hop.stop()
     assert len(slow.contents) == 1
     events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
         isinstance(e, ev.MovedToSafetyNet) for e in records))
@@ -175,3 +177,47 @@ def test_a_message_of_the_size_a_node_takes_is_taken_by_the_sink_with_the_node_s
     with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=60) as smtp:
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content) == {}
     assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<largest@x>"], 60)
+
+
+class _OutOfStorage:
+    """Answers every RCPT `452 4.3.1` (postfix with a full queue disk), noting when it was asked."""
+
+    def __init__(self):
+        self.asked_at: list[float] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        self.asked_at.append(time.monotonic())
+        return "452 4.3.1 Insufficient system storage"
+
+
+def test_a_next_hop_that_keeps_deferring_is_tried_less_often_until_the_message_expires(make_lab, kafka_bootstrap,
+                                                                                      topics):
+    """A next hop answering 4xx for good and all was tried every second, a DeliveryDeferred each time,
+    and the message never left the queue. Exchange tries again TransientFailureRetryCount times every
+    TransientFailureRetryInterval, then every OutboundConnectionFailureRetryInterval, and expires the
+    message after MessageExpirationTimeout (here 2 times 1 s, then 4 s, expiry after 10 s: attempts
+    1, 2, 3 and 7 s after receipt)."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, {"message_expiration_timeout": "10s"},
+                   transport_service={"transient_failure_retry_count": 2, "transient_failure_retry_interval": "1s",
+                                      "outbound_connection_failure_retry_interval": "4s"})
+    full = _OutOfStorage()
+    with _next_hop(lab, full):
+        _send(lab, _message("<later@x>", ["b@contoso.com"]))
+        assert wait_until(lambda: lab.node_status("ex01").queued == 0, 20), f"{len(full.asked_at)} attempts so far"
+    gaps = [b - a for a, b in zip(full.asked_at, full.asked_at[1:])]
+    assert len(gaps) == 3 and all(0.9 < g < 2.5 for g in gaps[:2]) and 3.9 < gaps[2] < 5.5, gaps
+    assert wait_until(lambda: lab.node_status("ex02").shadows == 0, 10), "the shadow copy was not released"
+
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.ShadowDiscarded) for e in records))
+    later = [e for e in events if e.message is not None and e.message.message_id == "<later@x>"]
+    assert sum(isinstance(e, ev.DeliveryDeferred) for e in later) == 4
+    received = next(e for e in later if isinstance(e, ev.MessageReceived))
+    expired = [e for e in later if isinstance(e, ev.MessageExpired)]
+    assert [e.message.fork_id for e in expired] == [None]
+    assert expired[0].event_time_ms - received.event_time_ms >= 10_000
+    assert not any(isinstance(e, (ev.DeliveredToMailbox, ev.MovedToSafetyNet, ev.ShadowPromoted)) for e in later)
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert [(a.type, [m.message.message_id for m in a.messages]) for a in result.alerts] == [
+        (AlertType.MESSAGE_EXPIRED, ["<later@x>"])]
+    assert result.commands == []
