@@ -8,7 +8,9 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   or ShadowCopyFailed per attempt); no copy and RejectMessageOnShadowFailure: 451 4.4.0
   (RejectedToSender); else the message is queued and 250 is answered (AcknowledgedToSender);
 - storing a copy for a peer (XSHADOW): ShadowCopyStored, with the primary's queue-db id;
-- delivering (after `next_hop_delay_seconds`): SentToNextHop, NextHopAcknowledged,
+- delivering (after `next_hop_delay_seconds`), each message in a session of its own, up to
+  `max_per_domain_outbound_connections` at once, so that a next hop that never answers one
+  message holds back no other: SentToNextHop, NextHopAcknowledged,
   DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet;
   recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred) and are
   tried again as Exchange retries (`topology.TransportService`), those it refuses for good (5xx) fail
@@ -93,6 +95,8 @@ class RelayNode:
         self._peer_turn = 0
         self._turn_lock = threading.Lock()
         self._promote_lock = threading.Lock()
+        self._in_flight: set[str] = set()  # internal ids of the messages being delivered
+        self._in_flight_lock = threading.Lock()
         self.heartbeat_s = ms(self.params.shadow_heartbeat_frequency) / 1000
         self.resubmit_ms = ms(self.params.shadow_resubmit_time_span)
 
@@ -129,6 +133,9 @@ class RelayNode:
             self._controller.stop()
         for thread in self._threads:
             thread.join(timeout=15)
+        deadline = time.monotonic() + self.topology.smtp_timeout_seconds
+        while self._in_flight and time.monotonic() < deadline:  # a session about to end records its outcome
+            time.sleep(0.1)
         self.events.emit(ev.NodeStopping, self.name, reason=reason)
         self.events.flush(self.events.deliveries.timeout_s + 5)
         if self.db is not None:
@@ -236,19 +243,37 @@ class RelayNode:
     def _delivery_loop(self) -> None:
         auto_discard_ms = ms(self.params.shadow_message_auto_discard_interval)
         expiration_ms = ms(self.params.message_expiration_timeout)
+        sessions = self.topology.transport_service.max_per_domain_outbound_connections
         while not self._stopping.is_set():
             try:
                 now = int(time.time() * 1000)
+                with self._in_flight_lock:
+                    busy = set(self._in_flight)
                 for message in self.db.received_before(now - expiration_ms):
-                    self._expire(message)
-                for message in self.db.due(now):
-                    if self._stopping.is_set():
-                        break
-                    self._deliver(message)
+                    if message.internal_id not in busy:
+                        self._expire(message)
+                due = [m for m in self.db.due(now, limit=sessions + len(busy)) if m.internal_id not in busy]
+                for message in due[:sessions - len(busy)]:
+                    self._start_delivery(message)
                 self.db.expire_discards(now - auto_discard_ms)
             except Exception:  # noqa: BLE001 - keep the node alive, say what happened
                 log.exception("delivery loop")
             self._stopping.wait(0.2)
+
+    def _start_delivery(self, m: StoredMessage) -> None:
+        with self._in_flight_lock:
+            self._in_flight.add(m.internal_id)
+
+        def deliver() -> None:
+            try:
+                self._deliver(m)
+            except Exception:  # noqa: BLE001
+                log.exception("delivery of %s", m.internal_id)
+            finally:
+                with self._in_flight_lock:
+                    self._in_flight.discard(m.internal_id)
+
+        threading.Thread(target=deliver, name=f"{self.name}-deliver-{m.internal_id}", daemon=True).start()
 
     def _deliver(self, m: StoredMessage) -> None:
         """One attempt: the recipients the next hop accepted are delivered, those it refused for good

@@ -53,7 +53,7 @@ class SinkSpec:
 
 @dataclass(frozen=True)
 class TransportService:
-    """A node's retries of its next hop, with Exchange's defaults (Set-TransportService). After a
+    """A node's sessions to its next hop, with Exchange's defaults (Set-TransportService). After a
     failed attempt (a 4xx, or no session) the message is tried again TransientFailureRetryCount
     times every TransientFailureRetryInterval, then every OutboundConnectionFailureRetryInterval,
     until it has been queued for MessageExpirationTimeout (`[shadow_redundancy]`, the twin's own
@@ -63,6 +63,9 @@ class TransportService:
     transient_failure_retry_interval: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
     outbound_connection_failure_retry_interval: timedelta = field(default=timedelta(minutes=10),
                                                                   metadata=positive_duration())
+    # Sessions a node holds open to its next hop at once: a next hop that never answers one message
+    # holds that session only (Exchange's MaxPerDomainOutboundConnections, default 20).
+    max_per_domain_outbound_connections: int = field(default=20, metadata=at_least(1))
 
     def retry_delay_ms(self, failures: int) -> int:
         """How long after its `failures`-th failed attempt a message is tried again."""

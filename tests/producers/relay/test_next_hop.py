@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import smtplib
+import threading
 import time
 from email.message import EmailMessage
 
@@ -221,3 +222,36 @@ def test_a_next_hop_that_keeps_deferring_is_tried_less_often_until_the_message_e
     assert [(a.type, [m.message.message_id for m in a.messages]) for a in result.alerts] == [
         (AlertType.MESSAGE_EXPIRED, ["<later@x>"])]
     assert result.commands == []
+
+
+class _NeverAnswersStuck(_Capture):
+    """Holds the end of DATA unanswered for a message to `stuck@` until `released` (a next hop hung
+    on one message: a content filter that never returns), and answers the others at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.released = threading.Event()
+        self.delivered_at: dict[str, float] = {}
+
+    async def handle_DATA(self, server, session, envelope):
+        if any(r.startswith("stuck@") for r in envelope.rcpt_tos):
+            while not self.released.is_set():
+                await asyncio.sleep(0.1)
+        self.delivered_at[envelope.rcpt_tos[0]] = time.monotonic()
+        return await super().handle_DATA(server, session, envelope)
+
+
+def test_a_next_hop_that_never_answers_one_message_holds_back_no_other(make_lab):
+    """One delivery at a time: a message whose end of DATA the next hop never answered held every
+    later message of the node behind it for the 10 minutes the node waits for that answer."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    hung = _NeverAnswersStuck()
+    with _next_hop(lab, hung):
+        _send(lab, _message("<stuck@x>", ["stuck@contoso.com"]))
+        sent_at = time.monotonic()
+        _send(lab, _message("<other@x>", ["other@contoso.com"]))
+        assert wait_until(lambda: "other@contoso.com" in hung.delivered_at, 15), "held behind the hung session"
+        assert hung.delivered_at["other@contoso.com"] - sent_at < 10
+        hung.released.set()
+        assert wait_until(lambda: lab.node_status("ex01").queued == 0, 15)
+    assert sorted(hung.delivered_at) == ["other@contoso.com", "stuck@contoso.com"] and len(hung.contents) == 2
