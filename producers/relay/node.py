@@ -115,7 +115,9 @@ class RelayNode:
         self._controller = RelayController(self, self.topology.host, self.spec.port, self.name, self._passwords,
                                            {p.name for p in self.peers},
                                            tls.server_context(self.topology.tls_dir(), self.name),
-                                           tls.sender_context(self.topology.tls_dir(), self.name))
+                                           tls.sender_context(self.topology.tls_dir(), self.name),
+                                           self.topology.receive_connector.connection_inactivity_timeout
+                                           .total_seconds())
         self._controller.start()
         follower = CommandFollower(self, self.bootstrap, self.commands_topic)
         for target, label in ((self._delivery_loop, "delivery"), (self._heartbeat_loop, "heartbeat"),

@@ -238,11 +238,12 @@ class RelayHandler:
 
 
 class RelayController(Controller):
-    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work."""
+    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work; a session
+    idle for `timeout` seconds is closed."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
-                 workers: int = 16, timeout: float = 60):
+                 timeout: float, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,

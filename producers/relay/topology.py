@@ -7,7 +7,8 @@ Every relay node of the lab and the mailbox sink listen on `host` (loopback). Th
 shadow-redundancy parameters come from the file's `[shadow_redundancy]` table, in the same
 notation as `conf/shadowtwin.toml` (a twin watching the lab must use the same values).
 How a node retries its next hop and how many sessions it opens to it are Exchange's
-Set-TransportService parameters, in the file's `[transport_service]` table (`TransportService`).
+Set-TransportService parameters, in the file's `[transport_service]` table (`TransportService`);
+how long it waits for a client's next command is its Receive connector's, in `[receive_connector]`.
 Unknown keys and wrong types are refused with the key's name.
 
 Credentials are never in the topology file: each node has a password in a secrets file
@@ -75,6 +76,15 @@ class TransportService:
 
 
 @dataclass(frozen=True)
+class ReceiveConnector:
+    """A node's SMTP server: how long it waits for a client's next command, or the rest of a message,
+    before it closes the session (Exchange's ConnectionInactivityTimeout). RFC 5321 4.5.3.2.7: a
+    server SHOULD wait at least 5 minutes for the next command."""
+
+    connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
+
+
+@dataclass(frozen=True)
 class LabTopology:
     host: str = "127.0.0.1"
     run_dir: Path = PROJECT_ROOT / ".run/lab"
@@ -88,6 +98,7 @@ class LabTopology:
     promote_on_own_timeout: bool = True
     internal_domains: tuple[str, ...] = ("contoso.com",)
     transport_service: TransportService = field(default_factory=TransportService)
+    receive_connector: ReceiveConnector = field(default_factory=ReceiveConnector)
     sink: SinkSpec = field(default_factory=SinkSpec)
     nodes: tuple[NodeSpec, ...] = ()
     shadow_redundancy: ModelConfig = field(default_factory=ModelConfig)

@@ -31,6 +31,23 @@ def idle(lab) -> bool:
     return all(s.queued == 0 and s.shadows == 0 for s in (lab.node_status(n.name) for n in lab.topology.nodes))
 
 
+def test_a_node_closes_a_session_idle_for_its_connection_inactivity_timeout_only(make_lab):
+    """The nodes closed a session idle for 60 s, where RFC 5321 4.5.3.2.7 has a server wait at least
+    5 minutes for the next command; the wait is now the Receive connector's ConnectionInactivityTimeout
+    (5 minutes; 3 s here)."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"connection_inactivity_timeout": "3s"})
+    lab.up()
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=10) as smtp:
+        smtp.ehlo("client.example")
+        time.sleep(2)
+        assert smtp.noop()[0] == 250
+        time.sleep(2)
+        assert smtp.noop()[0] == 250, "each command starts the wait again"
+        time.sleep(4.5)
+        with pytest.raises(smtplib.SMTPServerDisconnected):
+            smtp.noop()
+
+
 def test_a_message_is_shadowed_delivered_and_released_and_the_model_agrees(make_lab, kafka_bootstrap, topics):
     lab = make_lab({"ex01": "dag1", "ex02": "dag1", "ex03": "dag1"})
     lab.up()

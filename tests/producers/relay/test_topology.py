@@ -1,10 +1,11 @@
 """The lab's topology file: the shipped one loads; mistakes are refused with the key's name."""
 
 import stat
+from datetime import timedelta
 
 import pytest
 
-from producers.relay.topology import ensure_secrets, load_topology, topology_from
+from producers.relay.topology import LabTopology, ensure_secrets, load_topology, topology_from
 from infra.config import ConfigError
 
 
@@ -13,6 +14,13 @@ def test_the_shipped_lab_topology():
     assert [n.name for n in topology.nodes] == ["ex01", "ex02", "ex03"]
     assert [p.name for p in topology.peers("ex02")] == ["ex01", "ex03"]
     assert topology.parameters("ex01").shadow_heartbeat_frequency.total_seconds() == 1
+
+
+def test_a_node_waits_five_minutes_for_a_client_s_next_command():
+    """RFC 5321 4.5.3.2.7: a server SHOULD wait at least 5 minutes for the next command; the nodes
+    closed a session idle for 60 s."""
+    assert LabTopology().receive_connector.connection_inactivity_timeout == timedelta(minutes=5)
+    assert load_topology().receive_connector.connection_inactivity_timeout >= timedelta(minutes=5)
 
 
 @pytest.mark.parametrize("raw, message", [
