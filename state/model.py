@@ -38,9 +38,16 @@ from state.records import (
 # bucket (`ModelConfig.applied_ids_bucket_ms`).
 SEEN_BUCKET_MS = 60_000
 
+# The enum members the model reads per event, as module globals: in Python 3.11 reading
+# `SomeEnum.MEMBER` goes through the enum metaclass's `__getattr__` hook, ~180 ns a read against
+# ~15 for a global, and a message went through some twenty (docs/performance.md, "Model speed").
 _PROMOTE, _SHADOW_SILENT, _AUTO_DISCARD = _PAIR_KINDS = (
     DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
-_SETTLE_RESTART = DeadlineKind.SETTLE_RESTART
+_SETTLE_RESTART, _EXPIRE, _ACK_DELAY = DeadlineKind.SETTLE_RESTART, DeadlineKind.EXPIRE, DeadlineKind.ACK_DELAY
+_PENDING, _REDUNDANT = Redundancy.PENDING, Redundancy.REDUNDANT
+_MODE_UNKNOWN, _EXCHANGE_2010 = NodeMode.UNKNOWN, NodeMode.EXCHANGE_2010
+_SITE_UNKNOWN, _LOCAL, _REMOTE = ev.SiteLocality.UNKNOWN, ev.SiteLocality.LOCAL, ev.SiteLocality.REMOTE
+_REMOTE_ONLY = ShadowMessagePreference.REMOTE_ONLY
 
 
 @stored_through_slots
@@ -225,7 +232,7 @@ class _Transition:
                     pair.db_change_pending = False
                     self.promote_if_primary_db_changed(pair, e.event_time_ms)
             return
-        if e.mode is not NodeMode.UNKNOWN:
+        if e.mode is not _MODE_UNKNOWN:
             s.mode = e.mode
         s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
         s.primary_started_ms = e.event_time_ms
@@ -237,7 +244,7 @@ class _Transition:
             if pair.heartbeats and pair.held and pair.primary_failed_ms is None and not self.shadow_silent(pair, t):
                 # Back before the span ran out: the shadow's next heartbeat, at most one away, reaches it.
                 due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
-                s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
+                s.deadlines.set(_PROMOTE, pair.shadow, due)
 
     def unacknowledged_at_restart(self, since: int, t: int, new_database: bool) -> None:
         """The primary restarted (it was down at `since`) before it answered 250 to the senders of what it had
@@ -246,12 +253,12 @@ class _Transition:
         mensaje nunca llegó a Exchange y tratará de entregarlo de nuevo" (002). Back with a new, empty
         database, the message is its sender's alone."""
         s = self.s
-        pending_ack = s.deadlines.by_kind[DeadlineKind.ACK_DELAY]
+        pending_ack = s.deadlines.by_kind[_ACK_DELAY]
         for m in list(s.messages.values()):
             if m.received_ms >= since or m.primary_done_ms is not None:
                 continue
             if m.ref.internal_id in pending_ack:
-                s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
+                s.deadlines.clear(_ACK_DELAY, m.ref.internal_id)
             elif m.decided:
                 continue
             if new_database:
@@ -351,17 +358,17 @@ class _Transition:
             return
         if e.event_time_ms < m.received_ms:
             m.received_ms = e.event_time_ms
-            s.deadlines.set(DeadlineKind.EXPIRE, m.ref.internal_id,
+            s.deadlines.set(_EXPIRE, m.ref.internal_id,
                             m.received_ms + self.config.timing(s.primary).expiration_ms)
             if m.shadow_held:
                 self.expire_copy_by(m)
         m.recipients = shared_recipients(e.recipients)
         m.sender_supports_shadow = e.sender_supports_shadow
-        if not self.redundancy_enabled() and m.redundancy is Redundancy.PENDING:
+        if not self.redundancy_enabled() and m.redundancy is _PENDING:
             m.redundancy, m.decided = Redundancy.DISABLED, True
-        if self.mode_of(s.primary) is NodeMode.EXCHANGE_2010 and not e.sender_supports_shadow:
+        if self.mode_of(s.primary) is _EXCHANGE_2010 and not e.sender_supports_shadow:
             timing = self.config.timing(s.primary)
-            s.deadlines.set(DeadlineKind.ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
+            s.deadlines.set(_ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
 
     def redundancy_enabled(self) -> bool:
         """ShadowRedundancyEnabled for this primary: its NodeStarted's word and its configuration's, both."""
@@ -374,9 +381,9 @@ class _Transition:
         if m is None:
             return
         locality = e.locality
-        if locality is ev.SiteLocality.UNKNOWN and e.candidate:  # the line does not say: the servers' sites do
+        if locality is _SITE_UNKNOWN and e.candidate:  # the line does not say: the servers' sites do
             locality = self.locality_of(e.candidate)
-        if locality is ev.SiteLocality.REMOTE:
+        if locality is _REMOTE:
             m.remote_failures += 1
         else:
             m.local_failures += 1
@@ -392,7 +399,7 @@ class _Transition:
             # RemoteOnly's too. Either way the local site's budget decides.
             return m.local_failures >= p.max_retries_for_local_site_shadow
         remote_budget = 0 if preference is ShadowMessagePreference.LOCAL_ONLY else p.max_retries_for_remote_site_shadow
-        local_budget = 0 if preference is ShadowMessagePreference.REMOTE_ONLY else p.max_retries_for_local_site_shadow
+        local_budget = 0 if preference is _REMOTE_ONLY else p.max_retries_for_local_site_shadow
         return m.remote_failures >= remote_budget and m.local_failures >= local_budget
 
     def no_shadow(self, m: Message, t: int) -> None:
@@ -401,7 +408,7 @@ class _Transition:
         primary = self.s.primary
         # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
         if self.config.for_node(primary).reject_message_on_shadow_failure \
-                and self.mode_of(primary) is not NodeMode.EXCHANGE_2010:
+                and self.mode_of(primary) is not _EXCHANGE_2010:
             self.rejected_no_shadow(m, t)
             return
         m.redundancy = Redundancy.NOT_REDUNDANT
@@ -422,10 +429,10 @@ class _Transition:
         self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
                            db_reported=False)
         locality = e.locality
-        if locality is ev.SiteLocality.UNKNOWN:
+        if locality is _SITE_UNKNOWN:
             locality = self.locality_of(e.shadow_server)
         m.shadow_locality = locality
-        if locality is ev.SiteLocality.LOCAL and self.dag_spans_sites(m):
+        if locality is _LOCAL and self.dag_spans_sites(m):
             self.report_same_site(m, e.shadow_server, e.event_time_ms)
 
     def locality_of(self, shadow: str) -> ev.SiteLocality:
@@ -433,15 +440,15 @@ class _Transition:
         nodes = self.s.nodes
         mine, theirs = nodes.get(self.s.primary), nodes.get(shadow)
         if mine is None or theirs is None or mine.ad_site is None or theirs.ad_site is None:
-            return ev.SiteLocality.UNKNOWN
-        return ev.SiteLocality.LOCAL if mine.ad_site == theirs.ad_site else ev.SiteLocality.REMOTE
+            return _SITE_UNKNOWN
+        return _LOCAL if mine.ad_site == theirs.ad_site else _REMOTE
 
     def dag_spans_sites(self, m: Message) -> bool:
         """Whether the primary's boundary is a DAG with members in another site (a remote attempt
         failed, or the facts show such a member); outside a DAG the preference is ignored."""
         s = self.s
         preference = self.config.for_node(s.primary).shadow_message_preference_setting
-        if preference is ShadowMessagePreference.REMOTE_ONLY:
+        if preference is _REMOTE_ONLY:
             return False
         return m.remote_failures > 0 or s.dag_spans_sites
 
@@ -477,7 +484,7 @@ class _Transition:
             pair.last_query_ms = max(pair.last_query_ms, t)
             pair.silent_alerted = False
             if pair.primary_failed_ms is not None and primary_db in (None, s.queue_db_id) \
-                    and self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+                    and self.mode_of(shadow) is _EXCHANGE_2010:
                 # a 2010 shadow is the previous hop: the hand-off was a session of its own to the primary,
                 # back with its database
                 pair.primary_failed_ms = None
@@ -486,10 +493,10 @@ class _Transition:
         if primary_db is not None and (db_reported or m.primary_db is None):
             # the shadow's report of the copy names the database; the primary's side, the twin's latest
             m.primary_db = pair.primary_db_seen if primary_db == pair.primary_db_seen else shared(primary_db)
-        if m.shadow_server != shadow or m.redundancy is not Redundancy.REDUNDANT:
+        if m.shadow_server != shadow or m.redundancy is not _REDUNDANT:
             if m.shadow_server is not None and m.shadow_server != shadow and m.shadow_server in s.pairs:
                 self.unhold(s.pairs[m.shadow_server], m.ref.internal_id)
-            m.shadow_server, m.redundancy, m.decided = shadow, Redundancy.REDUNDANT, True
+            m.shadow_server, m.redundancy, m.decided = shadow, _REDUNDANT, True
             pair.held.add(m.ref.internal_id)
             self.expire_copy_by(m)
             if m.primary_done_ms is not None:
@@ -504,9 +511,9 @@ class _Transition:
     def expire_copy_by(self, m: Message) -> None:
         """The message's one expiry deadline comes no later than its copy's (a holder with a shorter hold)."""
         deadlines, key = self.s.deadlines, m.ref.internal_id
-        end, due = self.copy_expires_ms(m), deadlines.get(DeadlineKind.EXPIRE, key)
+        end, due = self.copy_expires_ms(m), deadlines.get(_EXPIRE, key)
         if due is not None and end < due:
-            deadlines.set(DeadlineKind.EXPIRE, key, end)
+            deadlines.set(_EXPIRE, key, end)
 
     def acknowledged_to_sender(self, e: ev.AcknowledgedToSender) -> None:
         m = self.known(e)
@@ -519,7 +526,7 @@ class _Transition:
         m = self.known(e)
         if m is None:
             return
-        if m.redundancy is Redundancy.REDUNDANT:
+        if m.redundancy is _REDUNDANT:
             self.close(m, e.event_time_ms, "rejected")
         else:
             self.rejected_no_shadow(m, e.event_time_ms)
@@ -601,7 +608,7 @@ class _Transition:
         if child is None:
             return
         child.decided = True
-        if child.redundancy is Redundancy.PENDING:
+        if child.redundancy is _PENDING:
             child.redundancy = Redundancy.DISABLED  # protected through its parent's copy
         parent = self.s.messages.get(e.parent.internal_id)
         if parent is None:
@@ -684,7 +691,7 @@ class _Transition:
         """Every fork and side effect of the message is processed: its shadow may be discarded."""
         s = self.s
         m.primary_done_ms, m.at_risk = t, False  # its primary had it after all
-        s.deadlines.clear(DeadlineKind.ACK_DELAY, m.ref.internal_id)
+        s.deadlines.clear(_ACK_DELAY, m.ref.internal_id)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
             if parent.side_effects:
                 parent.side_effects.discard(m.ref.internal_id)
@@ -738,7 +745,7 @@ class _Transition:
         # silent past the span, or querying once the span has run out
         returning = pair.awaiting_shadow or (query and pair.primary_failed_ms is None
                                              and t >= pair.last_contact_ms + self.promotion_span(pair))
-        waiting = self.s.deadlines.get(DeadlineKind.PROMOTE, pair.shadow)
+        waiting = self.s.deadlines.get(_PROMOTE, pair.shadow)
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False
         self.schedule_pair(pair)
@@ -749,10 +756,10 @@ class _Transition:
             if returning:
                 due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
             else:
-                due = self.s.deadlines.by_kind[DeadlineKind.PROMOTE][pair.shadow]  # as schedule_pair set it
+                due = self.s.deadlines.by_kind[_PROMOTE][pair.shadow]  # as schedule_pair set it
             if waiting is not None and waiting > t:
                 due = max(due, waiting)
-            self.s.deadlines.set(DeadlineKind.PROMOTE, pair.shadow, due)
+            self.s.deadlines.set(_PROMOTE, pair.shadow, due)
 
     def discard_query_answered(self, e: ev.DiscardQueryAnswered) -> None:
         s, t = self.s, e.event_time_ms
@@ -810,7 +817,7 @@ class _Transition:
         s = self.s
         if e.message is None:
             return
-        if s.deadlines.by_kind[DeadlineKind.SETTLE_RESTART]:
+        if s.deadlines.by_kind[_SETTLE_RESTART]:
             restart.promoted_by_shadow(self, e)
         m = s.messages.get(e.message.internal_id)
         if m is None or m.shadow_server != e.node:
@@ -877,7 +884,7 @@ class _Transition:
 
     def spans_of(self, shadow: str) -> tuple[int, int, int]:
         timing = self.config.timing(shadow)
-        if self.mode_of(shadow) is NodeMode.EXCHANGE_2010:
+        if self.mode_of(shadow) is _EXCHANGE_2010:
             promotion = timing.heartbeat_timeout_ms * self.config.for_node(shadow).shadow_heartbeat_retry_count
         else:
             promotion = timing.resubmit_ms
@@ -889,7 +896,7 @@ class _Transition:
         """How often the shadow queries its primary: ShadowHeartbeatFrequency, or in 2010 mode
         ShadowHeartbeatTimeoutInterval."""
         timing = self.config.timing(shadow)
-        return timing.heartbeat_timeout_ms if self.mode_of(shadow) is NodeMode.EXCHANGE_2010 else timing.heartbeat_ms
+        return timing.heartbeat_timeout_ms if self.mode_of(shadow) is _EXCHANGE_2010 else timing.heartbeat_ms
 
     def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
                 forecast: bool = False, only: set[str] | None = None) -> None:
@@ -908,7 +915,7 @@ class _Transition:
         if forecast:
             processed = []
         will_resubmit = [m for m in processed if include_unrouted or m.shadow_alternate_route
-                         or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
+                         or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
         if will_resubmit:
             self.predict_duplicates(
                 [Promoted(m.ref.whole(), pair.shadow, m.recipients, self.copy_db(m, pair) or s.queue_db_id, t)
@@ -922,11 +929,11 @@ class _Transition:
         # Only a 2010 shadow (the previous hop) can be without an alternate route: 2013 and later
         # transmit promoted messages to the next hop.
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
-                  or self.mode_of(pair.shadow) is not NodeMode.EXCHANGE_2010]
+                  or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
         unrouted = [m for m in held if m not in routed]
         # A 2010 shadow is the previous hop: it resubmits over an alternate route ("Los mensajes reenviados llegan
         # a otro servidor Transporte perimetral", 002), not to the failed primary's own next hop.
-        previous_hop = NodeMode.EXCHANGE_2010 in (self.mode_of(pair.shadow), self.mode_of(s.primary))
+        previous_hop = _EXCHANGE_2010 in (self.mode_of(pair.shadow), self.mode_of(s.primary))
         for m in routed:
             routes = self.pending_routes(m)
             for ref, next_hop, recipients in routes:
@@ -1054,7 +1061,7 @@ class _Transition:
             # The shadow itself is silent: it cannot promote anything. Only if the primary is
             # silent too (no event of its own within the same silence span) are its
             # unprocessed messages at risk; otherwise the primary still has them.
-            s.deadlines.clear(DeadlineKind.PROMOTE, shadow)
+            s.deadlines.clear(_PROMOTE, shadow)
             pair.awaiting_shadow = True
             if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
@@ -1110,21 +1117,21 @@ class _Transition:
             return
         pair = s.pairs.get(m.shadow_server) if m.shadow_server is not None else None
         if m.primary_done_ms is None and self.parent_shadowed(m):
-            due = s.deadlines.get(DeadlineKind.EXPIRE, m.parent)
+            due = s.deadlines.get(_EXPIRE, m.parent)
             if due is not None and due >= at_ms:  # its parent's copy is kept longer: it shares its fate
-                s.deadlines.set(DeadlineKind.EXPIRE, internal_id, due + 1)
+                s.deadlines.set(_EXPIRE, internal_id, due + 1)
                 return
         if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
             queue_end = m.received_ms + self.config.timing(s.primary).expiration_ms
             if at_ms < queue_end:  # its copy's hold ended first: the primary's queue keeps it until its own expiry
-                s.deadlines.set(DeadlineKind.EXPIRE, internal_id, queue_end)
+                s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
             # Still in a primary that is not known to have failed, past MessageExpirationTimeout.
             self.expired_in_queue(m, at_ms)
             return
         retention_end = self.copy_expires_ms(m)
         if at_ms < retention_end:  # processed (or in a failed primary): Safety Net's hold comes next
-            s.deadlines.set(DeadlineKind.EXPIRE, internal_id, retention_end)
+            s.deadlines.set(_EXPIRE, internal_id, retention_end)
             return
         if m.at_risk or (m.primary_done_ms is None and m.shadow_held and pair is not None
                          and pair.primary_failed_ms is not None):
@@ -1143,7 +1150,7 @@ class _Transition:
 
     def fire_ack_delay(self, internal_id: str, at_ms: int) -> None:
         m = self.s.messages.get(internal_id)
-        if m is None or m.primary_done_ms is not None or m.decided and m.redundancy is not Redundancy.PENDING:
+        if m is None or m.primary_done_ms is not None or m.decided and m.redundancy is not _PENDING:
             return
         m.decided, m.redundancy = True, Redundancy.NOT_REDUNDANT
         self.alert(AlertType.NOT_REDUNDANT, Severity.WARNING, [self.s.primary], [m], at_ms,
@@ -1215,7 +1222,7 @@ class _Transition:
         if node == self.s.primary and self.s.mode is not None:
             return self.s.mode
         fact = self.s.nodes.get(node)
-        if fact is not None and fact.mode is not NodeMode.UNKNOWN:
+        if fact is not None and fact.mode is not _MODE_UNKNOWN:
             return fact.mode
         return self.config.for_node(node).mode
 
@@ -1229,7 +1236,7 @@ class _Transition:
                 return None
             m = s.messages[ref.internal_id] = Message(ref=ref.whole(), received_ms=t)
             # First the queue's MessageExpirationTimeout; then (fire_expire) Safety Net's hold.
-            s.deadlines.set(DeadlineKind.EXPIRE, ref.internal_id, t + self.config.timing(s.primary).expiration_ms)
+            s.deadlines.set(_EXPIRE, ref.internal_id, t + self.config.timing(s.primary).expiration_ms)
         return m
 
     def known(self, e: ev.Event) -> Message | None:
@@ -1262,8 +1269,8 @@ class _Transition:
         internal_id = m.ref.internal_id
         if s.messages.pop(internal_id, None) is None:
             return
-        s.deadlines.clear(DeadlineKind.EXPIRE, internal_id)
-        s.deadlines.clear(DeadlineKind.ACK_DELAY, internal_id)
+        s.deadlines.clear(_EXPIRE, internal_id)
+        s.deadlines.clear(_ACK_DELAY, internal_id)
         if m.shadow_server is not None and (pair := s.pairs.get(m.shadow_server)) is not None:
             self.unhold(pair, internal_id)
             if schedule_pair:
@@ -1286,7 +1293,7 @@ class _Transition:
                 s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
         processed = m.primary_done_ms if m.primary_done_ms is not None else t
         self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
-                                         m.redundancy is Redundancy.REDUNDANT))
+                                         m.redundancy is _REDUNDANT))
 
     def alert(self, alert_type: AlertType, severity: Severity, servers: list[str], messages: list[Message],
               t: int, reason: str) -> None:

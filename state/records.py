@@ -79,6 +79,9 @@ class Redundancy(enum.Enum):
     LOST = "lost"  # there was a shadow copy, but its server lost it
 
 
+_REDUNDANT = Redundancy.REDUNDANT  # a global: an enum's member read through its class is slow (state/model.py)
+
+
 @dataclass(slots=True)
 class Fork:
     next_hop: str
@@ -110,7 +113,7 @@ class Message:
 
     @property
     def shadow_held(self) -> bool:
-        return self.shadow_server is not None and self.redundancy is Redundancy.REDUNDANT
+        return self.shadow_server is not None and self.redundancy is _REDUNDANT
 
     def forks_of(self) -> dict[str, Fork]:
         """The forks, to add one to (the shared empty one replaced by the message's own)."""
