@@ -691,7 +691,8 @@ class _Transition:
         """Every fork and side effect of the message is processed: its shadow may be discarded."""
         s = self.s
         m.primary_done_ms, m.at_risk = t, False  # its primary had it after all
-        s.deadlines.clear(_ACK_DELAY, m.ref.internal_id)
+        if m.ref.internal_id in s.deadlines.by_kind[_ACK_DELAY]:
+            s.deadlines.clear(_ACK_DELAY, m.ref.internal_id)
         if m.parent is not None and (parent := s.messages.get(m.parent)) is not None:
             if parent.side_effects:
                 parent.side_effects.discard(m.ref.internal_id)
@@ -1270,7 +1271,8 @@ class _Transition:
         if s.messages.pop(internal_id, None) is None:
             return
         s.deadlines.clear(_EXPIRE, internal_id)
-        s.deadlines.clear(_ACK_DELAY, internal_id)
+        if internal_id in s.deadlines.by_kind[_ACK_DELAY]:  # only a 2010 primary's for some senders
+            s.deadlines.clear(_ACK_DELAY, internal_id)
         if m.shadow_server is not None and (pair := s.pairs.get(m.shadow_server)) is not None:
             self.unhold(pair, internal_id)
             if schedule_pair:

@@ -198,7 +198,7 @@ class Deadlines:
     rebuilt from the maps whenever such entries outnumber the live ones."""
 
     by_kind: list[dict[str, int]] = field(default_factory=_no_deadlines)  # indexed by DeadlineKind
-    heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)
+    heap: list[tuple[int, int, str]] = field(default_factory=list, compare=False)  # (time, kind as an int, key)
     rebuild_at: int = field(default=64, compare=False)  # the heap length at which to count stale entries
 
     def set(self, kind: DeadlineKind, key: str, at_ms: int) -> None:
@@ -242,7 +242,7 @@ class Deadlines:
                 heapq.heappop(heap)
         return None
 
-    def pop_before(self, now_ms: int) -> tuple[int, DeadlineKind, str] | None:
+    def pop_before(self, now_ms: int) -> tuple[int, int, str] | None:
         """The earliest deadline strictly before `now_ms`, removed; None if there is none."""
         at_ms = self.next()
         if at_ms is None or at_ms >= now_ms:
@@ -261,8 +261,7 @@ class Deadlines:
         live = sum(map(len, self.by_kind))
         heap = self.heap
         if always or len(heap) > 2 * live:
-            heap[:] = [(at_ms, DeadlineKind(kind), key) for kind, due in enumerate(self.by_kind)
-                       for key, at_ms in due.items()]
+            heap[:] = [(at_ms, kind, key) for kind, due in enumerate(self.by_kind) for key, at_ms in due.items()]
             heapq.heapify(heap)
         self.rebuild_at = len(heap) + live // 2 + 64
 
