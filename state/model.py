@@ -186,11 +186,14 @@ class ShadowRedundancyModel:
 class _Transition:
     """One call's worth of work on one group's state."""
 
-    __slots__ = ("model", "config", "s", "out", "spans", "closed_bucket_end")
+    __slots__ = ("model", "config", "primary_params", "primary_timing", "s", "out", "spans", "closed_bucket_end")
 
     def __init__(self, model: ShadowRedundancyModel, state: PrimaryState, output: Output | None = None):
         self.model = model
         self.config = model.config
+        # The primary's parameters, read for every message (a look-up each in the configuration).
+        self.primary_params = model.config.for_node(state.primary)
+        self.primary_timing = model.config.timing(state.primary)
         self.s = state
         self.out = Output() if output is None else output
         # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
@@ -359,7 +362,7 @@ class _Transition:
         if e.event_time_ms < m.received_ms:
             m.received_ms = e.event_time_ms
             s.deadlines.set(_EXPIRE, m.ref.internal_id,
-                            m.received_ms + self.config.timing(s.primary).expiration_ms)
+                            m.received_ms + self.primary_timing.expiration_ms)
             if m.shadow_held:
                 self.expire_copy_by(m)
         m.recipients = shared_recipients(e.recipients)
@@ -367,13 +370,13 @@ class _Transition:
         if not self.redundancy_enabled() and m.redundancy is _PENDING:
             m.redundancy, m.decided = Redundancy.DISABLED, True
         if self.mode_of(s.primary) is _EXCHANGE_2010 and not e.sender_supports_shadow:
-            timing = self.config.timing(s.primary)
+            timing = self.primary_timing
             s.deadlines.set(_ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
 
     def redundancy_enabled(self) -> bool:
         """ShadowRedundancyEnabled for this primary: its NodeStarted's word and its configuration's, both."""
         s = self.s
-        enabled = self.config.for_node(s.primary).shadow_redundancy_enabled
+        enabled = self.primary_params.shadow_redundancy_enabled
         return enabled if s.shadow_redundancy_enabled is None else (enabled and s.shadow_redundancy_enabled)
 
     def shadow_copy_failed(self, e: ev.ShadowCopyFailed) -> None:
@@ -391,7 +394,7 @@ class _Transition:
             self.no_shadow(m, e.event_time_ms)
 
     def retries_exhausted(self, m: Message) -> bool:
-        p = self.config.for_node(self.s.primary)
+        p = self.primary_params
         preference = p.shadow_message_preference_setting
         if preference is not ShadowMessagePreference.LOCAL_ONLY and m.local_failures > 0:
             # A local attempt under a remote preference: PreferRemote's remote phase is over, or
@@ -407,7 +410,7 @@ class _Transition:
         m.decided = True
         primary = self.s.primary
         # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
-        if self.config.for_node(primary).reject_message_on_shadow_failure \
+        if self.primary_params.reject_message_on_shadow_failure \
                 and self.mode_of(primary) is not _EXCHANGE_2010:
             self.rejected_no_shadow(m, t)
             return
@@ -447,7 +450,7 @@ class _Transition:
         """Whether the primary's boundary is a DAG with members in another site (a remote attempt
         failed, or the facts show such a member); outside a DAG the preference is ignored."""
         s = self.s
-        preference = self.config.for_node(s.primary).shadow_message_preference_setting
+        preference = self.primary_params.shadow_message_preference_setting
         if preference is _REMOTE_ONLY:
             return False
         return m.remote_failures > 0 or s.dag_spans_sites
@@ -458,7 +461,7 @@ class _Transition:
         waiting = s.same_site.get(shadow)
         if waiting is None:
             waiting = s.same_site[shadow] = []
-            s.deadlines.set(DeadlineKind.SAME_SITE_REPORT, shadow, t + self.config.timing(s.primary).heartbeat_ms)
+            s.deadlines.set(DeadlineKind.SAME_SITE_REPORT, shadow, t + self.primary_timing.heartbeat_ms)
         waiting.append(m.ref)
 
     def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
@@ -890,7 +893,7 @@ class _Transition:
         else:
             promotion = timing.resubmit_ms
         spans = self.spans[shadow] = (promotion, self.heartbeat_of(shadow) * self.config.shadow_silence_heartbeats,
-                                      self.config.timing(self.s.primary).auto_discard_ms)
+                                      self.primary_timing.auto_discard_ms)
         return spans
 
     def heartbeat_of(self, shadow: str) -> int:
@@ -981,7 +984,7 @@ class _Transition:
         """Kept until the message would expire from the primary's queue (receipt + MessageExpirationTimeout):
         back with that queue later, the primary expires it instead of delivering it."""
         s = self.s
-        expires = m.received_ms + self.config.timing(s.primary).expiration_ms
+        expires = m.received_ms + self.primary_timing.expiration_ms
         if expires <= t:
             return
         record = Promoted(m.ref.whole(), holder, m.recipients if recipients is None else recipients,
@@ -1123,7 +1126,7 @@ class _Transition:
                 s.deadlines.set(_EXPIRE, internal_id, due + 1)
                 return
         if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
-            queue_end = m.received_ms + self.config.timing(s.primary).expiration_ms
+            queue_end = m.received_ms + self.primary_timing.expiration_ms
             if at_ms < queue_end:  # its copy's hold ended first: the primary's queue keeps it until its own expiry
                 s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
@@ -1235,9 +1238,9 @@ class _Transition:
         if m is None:
             if ref.internal_id in s.closed:
                 return None
-            m = s.messages[ref.internal_id] = Message(ref=ref.whole(), received_ms=t)
+            m = s.messages[ref.internal_id] = Message(ref.whole(), t)
             # First the queue's MessageExpirationTimeout; then (fire_expire) Safety Net's hold.
-            s.deadlines.set(_EXPIRE, ref.internal_id, t + self.config.timing(s.primary).expiration_ms)
+            s.deadlines.set(_EXPIRE, ref.internal_id, t + self.primary_timing.expiration_ms)
         return m
 
     def known(self, e: ev.Event) -> Message | None:
