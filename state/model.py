@@ -772,8 +772,10 @@ class _Transition:
             pair.heartbeats = True
             pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
             pair.silent_alerted = pair.awaiting_shadow = False
-            for m in (s.messages[i] for i in pair.held if i in s.messages):
-                m.at_risk = False
+            messages = s.messages
+            for i in pair.held:
+                if (m := messages.get(i)) is not None:
+                    m.at_risk = False
             for ref in e.discarded:
                 self.release_shadow(ref.internal_id, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
