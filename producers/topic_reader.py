@@ -7,8 +7,9 @@ and `commands tail`.
         ...
 
 Where it starts: every partition's beginning (`from_beginning`), the last `last` records of each
-partition, or (the default) its end: only what is published from then on. With `until_end`, it stops once every
-partition has been read up to where it ended when reading began (a bounded run); else it goes on
+partition (records a consumer is given: a transaction's markers and aborted records, which take offsets
+too, are not counted), or (the default) its end: only what is published from then on. With `until_end`,
+it stops once every partition has been read up to where it ended when reading began (a bounded run); else it goes on
 until `stop` is set, `seconds` have passed, or `count` records were taken. A partition counts as
 read up to its end at its last record, or when the broker says there is nothing more to read:
 the last offsets of a topic written through Kafka transactions are a commit marker or aborted
@@ -60,7 +61,8 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
                       **{"enable.partition.eof": until_end})
     try:
         ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
-        firsts = {p: low if from_beginning else max(low, high - last) for p, (low, high) in ends.items()}
+        firsts = {p: low if from_beginning else last_records_start(bootstrap, topic, p, low, high, last)
+                  for p, (low, high) in ends.items()}
         client.assign([TopicPartition(topic, p, firsts[p]) for p in ends])
         # With until_end: the partitions not yet read up to their end at start.
         pending = {p for p, (_, high) in ends.items() if high > firsts[p]} if until_end else None
@@ -90,6 +92,44 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
             kind, at_ms = message.timestamp()
             yield record, None if kind == TIMESTAMP_NOT_AVAILABLE else at_ms
         outcome.reached_end = pending == set()
+    finally:
+        client.close()
+
+
+def last_records_start(kafka: Kafka, topic: str, partition: int, low: int, high: int, last: int) -> int:
+    """The offset of the `last`-th record before `high` a consumer is given (`low` if there are fewer):
+    offsets held by a transaction's commit or abort markers or by aborted records are skipped."""
+    if not last or high <= low:
+        return high
+    window = last
+    while True:
+        start = max(low, high - window)
+        offsets = record_offsets(kafka, topic, partition, start, high)
+        if len(offsets) >= last:
+            return offsets[-last]
+        if start == low:
+            return low
+        window *= 2
+
+
+def record_offsets(kafka: Kafka, topic: str, partition: int, start: int, end: int) -> list[int]:
+    """The offsets of the records between `start` and `end` (excluded) that a consumer is given."""
+    client = consumer(kafka, f"shadowtwin-scan-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
+                      **{"enable.partition.eof": True})
+    try:
+        client.assign([TopicPartition(topic, partition, start)])
+        offsets: list[int] = []
+        while True:
+            message = client.poll(1.0)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    return offsets
+                raise RuntimeError(f"{topic}: {message.error()}")
+            if message.offset() >= end:
+                return offsets
+            offsets.append(message.offset())
     finally:
         client.close()
 

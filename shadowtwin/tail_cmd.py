@@ -32,7 +32,7 @@ def add_tail_parser(actions, what: str) -> None:
     tail.add_argument("--json", action="store_true", help="one JSON object a line (the contract's JSON Lines form)")
     tail.add_argument("--from-beginning", action="store_true", help="from the start of the topic")
     tail.add_argument("--lines", "-n", type=ZERO_OR_MORE, default=10, metavar="N",
-                      help="without --from-beginning: start N records before the end of each partition (default 10)")
+                      help="without --from-beginning: the last N records of each partition (default 10)")
     tail.add_argument("--follow", "-f", action="store_true", help="go on printing new records until Ctrl-C or SIGTERM")
     tail.add_argument("--topic", help=f"the topic to read (default: the {what} topic)")
     tail.set_defaults(run=run_tail, what=what)

@@ -4,6 +4,7 @@ foreign record is counted on stderr, SIGTERM ends it with 143; a count that cann
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -99,3 +100,21 @@ def test_record_says_what_it_left_out_on_stderr_and_exits_1(kafka_bootstrap, top
     assert f"recorded {len(alerts)} Alert records to {recording}" in done.stdout
     assert "1 records did not decode" in done.stderr and "bad magic" in done.stderr
     assert len(recording.read_text().splitlines()) == len(alerts)
+
+
+def test_the_last_n_alerts_are_n_alerts_on_a_topic_written_through_transactions(kafka_bootstrap, topics):
+    """Each transaction's commit marker takes an offset no consumer is given: `-n 3` used to start 3 offsets
+    before the end, and showed one alert of four published one per transaction."""
+    alert = crash_and_return()[0]
+    alerts = [dataclasses.replace(alert, alert_id=f"{alert.alert_id}-{i}") for i in range(4)]
+    out = producer(kafka_bootstrap, **{"transactional.id": f"tail-{uuid.uuid4().hex[:8]}"})
+    out.init_transactions(30)
+    for one in alerts:
+        out.begin_transaction()
+        out.produce(topics.alerts, key=kafka_key(one), value=encode(one))
+        out.commit_transaction(30)
+    done = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "alerts", "tail", "-n", "3", "--json",
+                           "--topic", topics.alerts], capture_output=True, text=True,
+                          env=dict(os.environ, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["alert_id"] for line in done.stdout.splitlines()] == [a.alert_id for a in alerts[1:]]
