@@ -5,7 +5,8 @@ what correctness depends on: the partition count (a primary server's events stay
 partition, in order, only while it does not change), LogAppendTime on the events topic (the
 clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
 compaction on the state topic (the latest summary per key: state/summary.py) and on no other
-(the events topic is keyed by primary server: compacted, it would keep one event of each), room on the
+(the events topic is keyed by primary server: compacted, it would keep one event of each), the events
+topic's retention.ms against how long the twin needs its events (`events_retention_needed_ms`), room on the
 dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`) and on the
 alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from infra.kafka import Kafka, admin, cluster_metadata
-from infra.settings import TopicSettings
+from infra.settings import Settings, TopicSettings
 
 LOG_APPEND_TIME = "LogAppendTime"
 UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
@@ -81,10 +83,21 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
     return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 
 
+def events_retention_needed_ms(settings: Settings) -> int:
+    """How long the events topic must keep an event: the longest ShadowResubmitTimeSpan of any server
+    plus the watermark delay, the longest the twin may decide on an event after its time (a shadow
+    promotes its copies that long after its primary's last answer). An event deleted sooner is lost to
+    a twin that was stopped, or fell behind, for as long, and to one started again on a new checkpoint."""
+    model = settings.shadow_redundancy
+    spans = [model.defaults.shadow_resubmit_time_span, *(p.shadow_resubmit_time_span for p in model.nodes.values())]
+    return int(max(spans).total_seconds() * 1000) + settings.twin.watermark_delay.ms
+
+
 def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
-                  json_topics: bool = False) -> list[TopicOutcome]:
+                  json_topics: bool = False, events_retention_ms: int = 0) -> list[TopicOutcome]:
     """Create every configured topic that does not exist yet; check the existing ones.
-    With `json_topics`, the alerts' and commands' JSON topics too."""
+    With `json_topics`, the alerts' and commands' JSON topics too; with `events_retention_ms`, that an
+    existing events topic keeps its events at least that long."""
     existing = cluster_metadata(kafka, timeout).topics  # first: refused credentials end here, in one line
     client = admin(kafka)
     wanted = wanted_topics(topics, json_topics)
@@ -111,7 +124,8 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
         partitions = existing[name].partitions
         replicas = min((len(p.replicas) for p in partitions.values()), default=0)
         outcomes.append(TopicOutcome(name, len(partitions), created=False, differences=differences(
-            wanted[name], len(partitions), topics.replication_factor, replicas, configs[name], actual_configs[name])))
+            wanted[name], len(partitions), topics.replication_factor, replicas, configs[name], actual_configs[name],
+            events_retention_ms if name == topics.events else 0)))
     return sorted(outcomes, key=lambda o: o.topic)
 
 
@@ -132,9 +146,15 @@ def _listing(kafka: Kafka, names: list[str], timeout: float) -> dict:
 
 
 def differences(partitions: int, actual_partitions: int, replication: int, actual_replication: int,
-                configs: dict[str, str], actual_configs: dict[str, str]) -> tuple[str, ...]:
-    """What an existing topic lacks of the configured one, in words, in what correctness depends on."""
+                configs: dict[str, str], actual_configs: dict[str, str], retention_ms: int = 0) -> tuple[str, ...]:
+    """What an existing topic lacks of the configured one, in words, in what correctness depends on;
+    `retention_ms`: how long it must keep its records."""
     found = []
+    kept_ms = int(actual_configs.get("retention.ms", "-1"))
+    if retention_ms and 0 <= kept_ms < retention_ms:
+        found.append(f"retention.ms is {kept_ms} ({timedelta(milliseconds=kept_ms)}), must be at least {retention_ms}"
+                     f" ({timedelta(milliseconds=retention_ms)}: the longest ShadowResubmitTimeSpan plus the watermark"
+                     " delay; Kafka deletes an event sooner than the twin may need it)")
     if actual_partitions != partitions:
         found.append(f"has {actual_partitions} partitions, configured {partitions}")
     if actual_replication < replication:

@@ -74,9 +74,10 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _topics(settings: Settings, args: argparse.Namespace) -> int:
-    from infra.topics import create_topics
+    from infra.topics import create_topics, events_retention_needed_ms
 
-    outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics)
+    outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
+                             events_retention_ms=events_retention_needed_ms(settings))
     for outcome in outcomes:
         print(outcome.describe())
     differing = [o.topic for o in outcomes if o.differences]

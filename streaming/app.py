@@ -32,7 +32,7 @@ from infra.broker import EmbeddedKafka, start_if_needed
 from infra.kafka import producer
 from infra.settings import Settings
 from infra.signals import Stop, stop_on_signals
-from infra.topics import create_topics
+from infra.topics import create_topics, events_retention_needed_ms
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.consumer_group import GroupCommitter
@@ -163,7 +163,8 @@ class TwinApplication:
 
     def _create_topics(self) -> None:
         settings = self.settings
-        for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics):
+        for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
+                                     events_retention_ms=events_retention_needed_ms(settings)):
             self._say(f"topic {outcome.describe()}")
 
     def _start_views(self) -> None:
