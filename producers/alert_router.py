@@ -18,8 +18,8 @@ first server named, the second of SHADOW_SERVER_UNREACHABLE, which names the sha
 `decided_at`; `startsAt` is the event time of the decision. Alerts are of two sorts:
 
 - **events** (something happened: duplicates expected, a message lost or expired, rejected,
-  not redundant, shadows expired, discard events dropped, late events, a shadow in the same
-  site, a queue database changed): `endsAt` = startsAt + `event_alert_hold`;
+  not redundant, shadows expired, discard events dropped, late events, events lost, a shadow in
+  the same site, a queue database changed): `endsAt` = startsAt + `event_alert_hold`;
 - **conditions** (something is still wrong until the twin says otherwise): `endsAt` = startsAt
   + `condition_hold`, unless a later alert clears it; the router then sends the same labels
   again with `endsAt` = the clearing alert's event time (a resolve), on both receivers.

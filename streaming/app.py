@@ -10,8 +10,9 @@ this object started is stopped: the embedded broker when no other broker answers
 and the benchmark do); the query (`streaming.twin.start_query`); the clock ticks; the listener
 that prints one progress line per batch and raises LATE_EVENTS alerts; the one that commits
 what each batch read to `twin.consumer_group` for Kafka's tools; the HTTP server of the
-metrics and the live page (`[views]`, streaming/http_views.py). Before the query starts, it says
-which events Kafka deleted while the twin was stopped, before it read them (streaming/lost_events.py).
+metrics and the live page (`[views]`, streaming/http_views.py); the one that says which events
+Kafka deleted before the twin read them, while it was stopped (before the query starts) or while it
+runs (streaming/lost_events.py).
 `twin run`, `demo`, `lab up --twin`, the benchmarks and the tests all start the twin through this
 class, with settings as typed objects (`infra.settings.Settings`).
 """
@@ -36,7 +37,7 @@ from infra.topics import create_topics, events_retention_needed_ms
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.consumer_group import GroupCommitter
-from streaming.lost_events import checkpoint_positions, say_lost_events
+from streaming.lost_events import LostEvents
 from streaming.progress import ProgressReporter
 from streaming.session import build_spark
 from streaming.ticker import Ticker
@@ -70,6 +71,7 @@ class TwinApplication:
         self.query: StreamingQuery | None = None
         self.progress: ProgressReporter | None = None
         self.group: GroupCommitter | None = None
+        self.lost_events: LostEvents | None = None
         self._broker: EmbeddedKafka | None = None
         self._ticker: Ticker | None = None
         self._alerts_out = None
@@ -96,7 +98,9 @@ class TwinApplication:
             if settings.twin.consumer_group:
                 self.group = GroupCommitter(settings.kafka, settings.twin.consumer_group, self._say)
                 self.spark.streams.addListener(self.group)
-            say_lost_events(settings.kafka, checkpoint_positions(self.checkpoint_dir), self._say)
+            self.lost_events = LostEvents(settings.kafka, self._say, self._publish_alert)
+            self.lost_events.at_start(self.checkpoint_dir)
+            self.spark.streams.addListener(self.lost_events)
             self.query = start_query(self.spark, settings, self.checkpoint_dir, self._transform)
             topics = settings.topics
             self._say(f"twin running: {topics.events} -> {topics.alerts}, {topics.commands}, {topics.dead_letters};"
@@ -204,6 +208,8 @@ class TwinApplication:
             self._quietly("the query", lambda: self.query.isActive and stop_between_batches(self.query))
         if self.progress is not None and self.spark is not None:
             self._quietly("the progress listener", lambda: self.spark.streams.removeListener(self.progress))
+        if self.lost_events is not None and self.spark is not None:
+            self._quietly("the lost events' listener", lambda: self.spark.streams.removeListener(self.lost_events))
         if self.group is not None:
             if self.spark is not None:
                 self._quietly("the consumer group's listener", lambda: self.spark.streams.removeListener(self.group))

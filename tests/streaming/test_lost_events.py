@@ -3,11 +3,15 @@ real broker, records removed as `kafka-delete-records` removes them (the admin c
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from confluent_kafka import TopicPartition
 
+from infra.config import SparkInterval
 from infra.kafka import admin, producer
+from producers.topic_reader import ReadOutcome, read_topic
+from schemas.events import AlertType
 from streaming.app import TwinApplication
 from streaming.lost_events import checkpoint_positions, say_lost_events
 from tests.streaming.test_consumer_group import log_ends
@@ -62,6 +66,31 @@ def test_a_twin_started_again_says_which_events_were_deleted_while_it_was_stoppe
     assert f"events lost: {topics.events} partition 0, offsets 2 to 4 (3 records), deleted by Kafka" \
            f" (retention.ms, retention.bytes or kafka-delete-records) before the twin read them; it goes on from 5" \
            in lines, lines
+
+
+def test_events_deleted_while_the_twin_runs_before_it_read_them_are_said_and_alerted(settings, spark, kafka_bootstrap,
+                                                                                     topics, tmp_path):
+    """`kafka-delete-records` (or retention) past the running twin's position between two batches: Spark's
+    source skipped them and said so only in an executor's WARN; the twin's lines and alerts said nothing."""
+    conf = twin_settings(settings, kafka_bootstrap, topics)
+    conf = dataclasses.replace(conf, spark=dataclasses.replace(conf.spark, trigger_interval=SparkInterval("8 seconds")))
+    checkpoint = tmp_path / "checkpoint"
+    fill(kafka_bootstrap, topics.events, 0, 2)
+    lines: list[str] = []
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lines.append) as twin:
+        deadline = time.monotonic() + 120
+        while checkpoint_positions(checkpoint).get((topics.events, 0)) != 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        fill(kafka_bootstrap, topics.events, 0, 3)  # well before the next trigger, 8 s after the last
+        delete_below(kafka_bootstrap, topics.events, 0, 5)
+        while checkpoint_positions(checkpoint).get((topics.events, 0)) != 5 and time.monotonic() < deadline:
+            twin.wait(seconds=0.5)
+    said = (f"events lost: {topics.events} partition 0, offsets 2 to 4 (3 records), deleted by Kafka"
+            f" (retention.ms, retention.bytes or kafka-delete-records) before the twin read them; it goes on from 5")
+    assert said in lines, lines
+    alerts = [a for a, _ in read_topic(kafka_bootstrap, topics.alerts, ReadOutcome(), expected="Alert",
+                                       from_beginning=True, until_end=True) if a.type is AlertType.EVENTS_LOST]
+    assert [a.reason.split(":")[0] for a in alerts] == [said.removeprefix("events lost: ").split(":")[0]]
 
 
 def test_a_twin_reads_next_from_the_end_of_its_last_committed_batch(tmp_path):
