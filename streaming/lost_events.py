@@ -17,7 +17,10 @@ events said is unknown to the twin, so it says which, as a line and as an EVENTS
   Kafka deleted it is not said lost. A topic written through transactions has offsets no consumer
   is given (its commit markers): a batch there reads fewer records than its offsets span anyway,
   and a range Kafka deleted just after the batch read it can be said lost.
-  A partition added while the twin runs is read from its start, offset 0.
+
+Partitions added to the events topic while the twin runs (`kafka-topics --alter --partitions`) are
+read by Spark's source from their start, nothing skipped (a range Kafka deleted there first is said
+lost); the twin names them, as `topics create` names a partition count other than the configured one.
 """
 
 from __future__ import annotations
@@ -146,12 +149,20 @@ class LostEvents(StreamingQueryListener):
             if source.get("startOffset") is None:
                 continue  # the first batch of a new checkpoint: it starts at the oldest record, nothing skipped
             starts, ends = _positions(source, "startOffset"), _positions(source)
-            # a partition added while the twin runs is read from its start
-            starts |= {tp: 0 for tp in ends.keys() - starts.keys()}
+            added = sorted(ends.keys() - starts.keys())
+            if added:
+                self._say_added(added, len(ends))
+            starts |= {tp: 0 for tp in added}  # read from their start
             spanned = sum(max(0, ends[tp] - starts[tp]) for tp in ends)
             if spanned > int(source.get("numInputRows", 0)):
                 watermark = (progress.get("eventTime") or {}).get("watermark")
                 self.check(starts, ends, at_ms=_ms(watermark))
+
+    def _say_added(self, added: list[tuple[str, int]], partitions: int) -> None:
+        self._say(f"events topic {added[0][0]}: partitions {', '.join(str(p) for _, p in added)} added since the"
+                  f" twin's last batch ({partitions} partitions now); it reads them from their start. A primary"
+                  f" server's events may now go to another partition than its earlier ones: set [topics]"
+                  f" events_partitions = {partitions}")
 
     def onQueryIdle(self, event) -> None:
         pass

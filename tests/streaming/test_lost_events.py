@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Callable
 
 from confluent_kafka import TopicPartition
+from confluent_kafka.admin import NewPartitions
 
 from infra.config import SparkInterval
 from infra.kafka import admin, producer
@@ -68,29 +70,61 @@ def test_a_twin_started_again_says_which_events_were_deleted_while_it_was_stoppe
            in lines, lines
 
 
+def lines_of_a_twin_that(conf, spark, topics, checkpoint, between: Callable[[], None], reads_up_to: tuple[int, int]):
+    """What the twin says while it reads 2 records of partition 0, then `between` is done, then it reads
+    partition `reads_up_to[0]` up to offset `reads_up_to[1]`."""
+    fill(conf.kafka.bootstrap_servers, topics.events, 0, 2)
+    lines: list[str] = []
+    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lines.append) as twin:
+        deadline = time.monotonic() + 120
+        while checkpoint_positions(checkpoint).get((topics.events, 0)) != 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        between()
+        partition, offset = reads_up_to
+        while checkpoint_positions(checkpoint).get((topics.events, partition)) != offset and time.monotonic() < deadline:
+            twin.wait(seconds=0.5)
+    return lines
+
+
 def test_events_deleted_while_the_twin_runs_before_it_read_them_are_said_and_alerted(settings, spark, kafka_bootstrap,
                                                                                      topics, tmp_path):
     """`kafka-delete-records` (or retention) past the running twin's position between two batches: Spark's
     source skipped them and said so only in an executor's WARN; the twin's lines and alerts said nothing."""
     conf = twin_settings(settings, kafka_bootstrap, topics)
     conf = dataclasses.replace(conf, spark=dataclasses.replace(conf.spark, trigger_interval=SparkInterval("8 seconds")))
-    checkpoint = tmp_path / "checkpoint"
-    fill(kafka_bootstrap, topics.events, 0, 2)
-    lines: list[str] = []
-    with TwinApplication(conf, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lines.append) as twin:
-        deadline = time.monotonic() + 120
-        while checkpoint_positions(checkpoint).get((topics.events, 0)) != 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        fill(kafka_bootstrap, topics.events, 0, 3)  # well before the next trigger, 8 s after the last
+
+    def delete_unread() -> None:  # well before the next trigger, 8 s after the last
+        fill(kafka_bootstrap, topics.events, 0, 3)
         delete_below(kafka_bootstrap, topics.events, 0, 5)
-        while checkpoint_positions(checkpoint).get((topics.events, 0)) != 5 and time.monotonic() < deadline:
-            twin.wait(seconds=0.5)
+
+    lines = lines_of_a_twin_that(conf, spark, topics, tmp_path / "checkpoint", delete_unread, reads_up_to=(0, 5))
     said = (f"events lost: {topics.events} partition 0, offsets 2 to 4 (3 records), deleted by Kafka"
             f" (retention.ms, retention.bytes or kafka-delete-records) before the twin read them; it goes on from 5")
     assert said in lines, lines
     alerts = [a for a, _ in read_topic(kafka_bootstrap, topics.alerts, ReadOutcome(), expected="Alert",
                                        from_beginning=True, until_end=True) if a.type is AlertType.EVENTS_LOST]
     assert [a.reason.split(":")[0] for a in alerts] == [said.removeprefix("events lost: ").split(":")[0]]
+
+
+def test_partitions_added_to_the_events_topic_while_the_twin_runs_are_read_from_their_start_and_named(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """`kafka-topics --alter --partitions 6`: Spark's source reads the new partitions from offset 0, nothing
+    lost, but the twin named the new count only when started again (`topics create`'s check)."""
+    checkpoint = tmp_path / "checkpoint"
+
+    def add_partitions() -> None:
+        client = admin(kafka_bootstrap)  # kept until the answer
+        client.create_partitions([NewPartitions(topics.events, 6)])[topics.events].result(30)
+        fill(kafka_bootstrap, topics.events, 5, 4)
+
+    lines = lines_of_a_twin_that(twin_settings(settings, kafka_bootstrap, topics), spark, topics, checkpoint,
+                                 add_partitions, reads_up_to=(5, 4))
+    assert checkpoint_positions(checkpoint) == {(topics.events, p): {0: 2, 5: 4}.get(p, 0) for p in range(6)}
+    assert f"events topic {topics.events}: partitions {', '.join(map(str, range(topics.events_partitions, 6)))}" \
+           f" added since the twin's last batch (6 partitions now); it reads them from their start. A primary" \
+           f" server's events may now go to another partition than its earlier ones: set [topics]" \
+           f" events_partitions = 6" in lines, lines
+    assert not [line for line in lines if line.startswith("events lost")]
 
 
 def test_a_twin_reads_next_from_the_end_of_its_last_committed_batch(tmp_path):
