@@ -38,7 +38,7 @@ from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.consumer_group import GroupCommitter
 from streaming.lost_events import LostEvents
-from streaming.progress import ProgressReporter
+from streaming.progress import ProgressReporter, first_line
 from streaming.session import build_spark
 from streaming.ticker import Ticker
 from streaming.twin import refuse_checkpoint_in_a_file, start_query, stop_between_batches, twin_output
@@ -152,7 +152,7 @@ class TwinApplication:
 
     def _restart_query(self, attempt: int) -> None:
         pause = min(60.0, self.settings.twin.restart_backoff_seconds * 2 ** (attempt - 1))
-        reason = str(self.query.exception()).splitlines()[0][:300]
+        reason = first_line(self.query.exception())
         self._say(f"the twin's query failed ({reason}); starting it again from its checkpoint in {pause:.0f} s"
                   f" (attempt {attempt} of {self.settings.twin.restart_attempts})")
         if self.stop_signal.wait(pause):
@@ -162,7 +162,7 @@ class TwinApplication:
             self._create_topics()  # one deleted under the running query, say
             self.query = start_query(self.spark, self.settings, self.checkpoint_dir, self._transform)
         except Exception as exc:  # noqa: BLE001 - counted as one more failure; the old query's error stays
-            self._say(f"the twin's query could not start again: {str(exc).splitlines()[0][:300]}")
+            self._say(f"the twin's query could not start again: {first_line(exc)}")
         self._triggers_at_restart = self.progress.triggers if self.progress else 0
 
     def _create_topics(self) -> None:
@@ -247,7 +247,7 @@ class TwinApplication:
             try:
                 ending = self.wait(seconds)
                 if ending is Ending.QUERY_FAILED:
-                    self._say(f"the twin's query failed: {self.query.exception()}")
+                    self._say(f"the twin's query failed: {first_line(self.query.exception())}")
                 elif ending is Ending.SIGNALLED:
                     self._say(f"stopping ({self.stop_signal.reason}) ...")
             finally:

@@ -81,7 +81,12 @@ class ProgressReporter(StreamingQueryListener):
         return self.batches + self.idle_triggers
 
     def onQueryTerminated(self, event) -> None:
-        self._say(f"twin query stopped{': ' + str(event.exception) if event.exception else ''}")
+        self._say(f"twin query stopped{': ' + first_line(event.exception) if event.exception else ''}")
+
+
+def first_line(failure: object, limit: int = 500) -> str:
+    """A query's failure in one line: Spark's text of it goes on with the JVM's stack traces."""
+    return next((line for line in str(failure).splitlines() if line.strip()), "")[:limit]
 
 
 def late_events_alert(progress: dict, late: int) -> Alert:

@@ -36,3 +36,14 @@ def test_late_rows_past_the_threshold_raise_one_alert_at_the_watermark():
     reporter.onQueryProgress(batch({**PROGRESS, "batchId": 8, "stateOperators": [{"numRowsDroppedByWatermark": 4}]}))
     assert len(alerts) == 1, "below the threshold: counted, not alerted"
     assert reporter.late_total == 9 and len(lines) == 2
+
+
+def test_a_query_that_stops_on_a_failure_is_said_in_one_line():
+    """The events topic deleted under the twin: Spark's failure text goes on with 185 lines of the JVM's
+    stack traces ("Driver stacktrace: at org.apache.spark..."), which the twin used to print whole."""
+    failure = ("org.apache.spark.SparkException: Job aborted due to stage failure: ... TimeoutException: Timeout of"
+               " 60000ms expired before the position for partition shadowtwin.events-0 could be determined\n"
+               "Driver stacktrace:\n\tat org.apache.spark.scheduler.DAGScheduler.abortStage(DAGScheduler.scala:3122)\n")
+    lines = []
+    ProgressReporter(lines.append).onQueryTerminated(SimpleNamespace(exception=failure))
+    assert lines == [f"twin query stopped: {failure.splitlines()[0]}"]
