@@ -37,7 +37,7 @@ from infra.topics import create_topics, events_retention_needed_ms
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.consumer_group import GroupCommitter
-from streaming.lost_events import LostEvents
+from streaming.lost_events import LostEvents, checkpoint_positions
 from streaming.progress import ProgressReporter, first_line
 from streaming.session import build_spark
 from streaming.ticker import Ticker
@@ -98,6 +98,8 @@ class TwinApplication:
             if settings.twin.consumer_group:
                 self.group = GroupCommitter(settings.kafka, settings.twin.consumer_group, self._say)
                 self.spark.streams.addListener(self.group)
+            if self.group is not None:
+                self.group.say_where_they_differ(checkpoint_positions(self.checkpoint_dir))
             self.lost_events = LostEvents(settings.kafka, self._say, self._publish_alert)
             self.lost_events.at_start(self.checkpoint_dir)
             self.spark.streams.addListener(self.lost_events)

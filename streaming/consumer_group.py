@@ -8,8 +8,10 @@ trails its events topic. After each micro-batch, the offsets the batch read up t
     kafka-consumer-groups.sh --bootstrap-server HOST:9092 --describe --group shadowtwin-twin
 
 The group has no members (the twin commits as a standalone consumer) and is only a reading:
-the twin starts again from its checkpoint, never from these offsets. Commits are asynchronous;
-one that fails is said once (and once more when they work again), and the twin decides on.
+the twin starts again from its checkpoint, never from these offsets. When it starts, it says where
+they differ from its checkpoint (`kafka-consumer-groups --reset-offsets` moved them, say, which moves
+the twin no more than its own commits do). Commits are asynchronous; one that fails is said once
+(and once more when they work again), and the twin decides on.
 """
 
 from __future__ import annotations
@@ -51,6 +53,21 @@ class GroupCommitter(StreamingQueryListener):
         self._closed = False  # Spark may still deliver a queued event once the listener is removed
         self.committed = 0  # commits the broker accepted
         self._consumer = consumer(kafka, group_id, on_commit=self._on_commit)  # never subscribed: commits only
+
+    def say_where_they_differ(self, positions: dict[tuple[str, int], int], timeout_s: float = 10.0) -> None:
+        """Say the partitions where the group's offsets are not the twin's `positions` (its checkpoint's)."""
+        try:
+            found = self._consumer.committed([TopicPartition(t, p) for t, p in positions], timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - a reading for Kafka's tools must not keep the twin from starting
+            return
+        at = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+        differ = [f"{t} partition {p}: group {offset}, checkpoint {positions[(t, p)]}"
+                  for (t, p), offset in sorted(at.items()) if offset != positions[(t, p)]]
+        if differ:
+            self._say(f"consumer group {self.group_id} is not where the twin's checkpoint is ({'; '.join(differ)}):"
+                      f" the twin reads on from its checkpoint, never from the group (kafka-consumer-groups"
+                      f" --reset-offsets does not move it; a new checkpoint does), and commits its position there"
+                      f" after its next batch")
 
     def onQueryStarted(self, event) -> None:
         pass

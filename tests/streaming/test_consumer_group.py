@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import TopicPartition
 
-from infra.kafka import consumer
+from infra.kafka import admin, consumer
 from producers.topic_reader import watermarks
 from streaming.app import TwinApplication
 from streaming.consumer_group import GroupCommitter, read_up_to
@@ -101,3 +101,26 @@ def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(ka
     committer.onQueryProgress(progress_event(present))
     committer.onQueryIdle(None)
     committer.close()
+
+
+def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_bootstrap, topics):
+    """`kafka-consumer-groups --reset-offsets --to-earliest --execute` on the twin's group (the admin client's
+    AlterConsumerGroupOffsets, as the tool does it), to have the twin read the events again: it reads on from
+    its checkpoint and overwrote the group at its next batch, unsaid."""
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    group = f"twin-{uuid.uuid4().hex[:8]}"
+    client = admin(kafka_bootstrap)
+    reset = [TopicPartition(topics.events, 0, 0), TopicPartition(topics.events, 1, 7)]
+    (future,) = client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, reset)]).values()
+    future.result(30)
+    lines: list[str] = []
+    committer = GroupCommitter(kafka_bootstrap, group, lines.append)
+    try:
+        committer.say_where_they_differ({(topics.events, 0): 286, (topics.events, 1): 7})
+    finally:
+        committer.close()
+    assert lines == [f"consumer group {group} is not where the twin's checkpoint is ({topics.events} partition 0:"
+                     f" group 0, checkpoint 286): the twin reads on from its checkpoint, never from the group"
+                     f" (kafka-consumer-groups --reset-offsets does not move it; a new checkpoint does), and commits"
+                     f" its position there after its next batch"]
