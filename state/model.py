@@ -777,7 +777,7 @@ class _Transition:
                 if (m := messages.get(i)) is not None:
                     m.at_risk = False
             for ref in e.discarded:
-                self.release_shadow(ref.internal_id, pair, t)
+                self.discard(ref, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
                 self.schedule_pair(pair)
         if s.queue_db_id is None and s.unreachable_ms is None:
@@ -814,9 +814,23 @@ class _Transition:
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)
-        if e.message is not None and pair is not None and self.release_shadow(e.message.internal_id, pair,
-                                                                                e.event_time_ms):
+        if e.message is not None and pair is not None and self.discard(e.message, pair, e.event_time_ms):
             self.schedule_pair(pair)
+
+    def discard(self, ref: MessageRef, pair: Pair, t: int) -> bool:
+        """A discard notification reached the shadow. One naming a fork empties that next hop's shadow queue
+        only: the copy is released once every fork is processed (a fork the twin does not know keeps it held,
+        so a promotion resends the whole message). Whether the pair held the copy, as `release_shadow`."""
+        m = self.s.messages.get(ref.internal_id) if ref.fork_id is not None else None
+        if m is None or m.shadow_server != pair.shadow or m.primary_done_ms is not None:
+            return self.release_shadow(ref.internal_id, pair, t)
+        fork = m.forks.get(ref.fork_id)
+        if fork is not None and not fork.done:
+            fork.done = True
+            self.maybe_primary_done(m, t)
+            if m.primary_done_ms is not None:
+                return self.release_shadow(ref.internal_id, pair, t)
+        return False
 
     def shadow_promoted(self, e: ev.ShadowPromoted) -> None:
         """The node promoted its copy on its own: record it, command nothing."""

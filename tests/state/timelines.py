@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from schemas import events as ev
 from schemas.events import AlertType, CommandReason, NodeMode, SiteLocality
 from state.parameters import ModelConfig, parameters_from
-from tests.state.scenario import DAY, HOUR, MINUTE, Org, T0, at
+from tests.state.scenario import DAY, HOUR, MINUTE, Org, T0, at, ref
 
 
 @dataclass(frozen=True)
@@ -1062,6 +1062,36 @@ def an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it() -> 
         Expected(AlertType.SHADOW_EXPIRED, at(1) + 3 * DAY, ("m1",))))
 
 
+# ---- behaviours of the seeds a tenth review found decided otherwise --------------------------
+
+def a_discard_notification_for_one_fork_keeps_the_copy_of_the_others() -> Timeline:
+    """m1 is for a@ and b@; mbx01 forks it to mbx03 (f1, a@) and mbx04 (f2, b@). mbx03 acknowledges f1 and
+    mbx02's query at 2 gets the discard notification of that fork alone; mbx01 then fails before mbx04
+    acknowledges f2. "For messages with multiple recipients, each next hop for the primary message requires
+    separate shadow queues", and the manager makes sure "the redundant copy of the message isn't released until
+    all forks of the message are fully processed" (003): f2's copy stays on mbx02, which promotes it at
+    ShadowResubmitTimeSpan and resends it to mbx04, for b@ only (before: f1's notification released the whole
+    copy, and b@'s fork was never delivered, with no alert). m2, forked alike, has both forks acknowledged: the
+    notifications of f1 and f2 release its copy."""
+    org = Org()
+    both = ("a@contoso.com", "b@contoso.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for mid in ("m1", "m2"):
+        events += [*org.received("mbx01", mid, 0, recipients=both), *org.shadowed("mbx01", "mbx02", mid, 0),
+                   *org.sent("mbx01", mid, "mbx03", 1, fork="f1", recipients=both[:1]),
+                   *org.sent("mbx01", mid, "mbx04", 1, fork="f2", recipients=both[1:]),
+                   *org.acked("mbx01", mid, "mbx03", 1.5, fork="f1")]
+    events += [*org.acked("mbx01", "m2", "mbx04", 1.5, fork="f2"),
+               ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 2), shadow_queue_db_id="dbS1"),
+               ev.DiscardQueryAnswered(**org._header("mbx02", "mbx01", 2), primary_queue_db_id="dbP1",
+                                       discarded=(ref("m1", "f1"), ref("m2", "f1"), ref("m2", "f2"))),
+               *org.heartbeats_failing("mbx02", "mbx01", 4, 4 * 60), *org.tick(3 * 24 * 60)]
+    promoted_at = at(2) + 3 * HOUR
+    return Timeline("a discard notification for one fork keeps the copy of the others", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),),
+        commands=(Command("mbx02", "mbx01", "m1", "f2", "mbx04", ("b@contoso.com",), promoted_at),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1098,6 +1128,7 @@ ALL = (
     a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
     a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
     an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
+    a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1115,5 +1146,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_failed_query_does_not_keep_the_discard_notifications,
            a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
            a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
-           an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it)
+           an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
+           a_discard_notification_for_one_fork_keeps_the_copy_of_the_others)
 
