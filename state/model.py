@@ -851,7 +851,11 @@ class _Transition:
             self.close(m, t, "delivered")
             return
         pair = s.pairs.get(e.node)
-        self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db)
+        # Back with its queue, the primary delivers only what it had not handed on: the recipients still pending
+        # (as after the twin's own promotion, `promote`).
+        pending = self.pending_recipients(m)
+        if pending or not m.recipients:
+            self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db, pending or None)
         self.close(m, t, "promoted")
 
     def release_shadow(self, internal_id: str, pair: Pair, t: int) -> bool:

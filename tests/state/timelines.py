@@ -1092,6 +1092,30 @@ def a_discard_notification_for_one_fork_keeps_the_copy_of_the_others() -> Timeli
         commands=(Command("mbx02", "mbx01", "m1", "f2", "mbx04", ("b@contoso.com",), promoted_at),))
 
 
+def a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending() -> Timeline:
+    """m1 is for a@fabrikam.com and b@tailspin.com. mbx01 hands fork f1 (a@) to the Internet gateway, which
+    acknowledges, and mbx02 collects that fork's discard notification at 2; mbx01 fails before it sends anything
+    for b@. mbx02 takes ownership on its own at ShadowResubmitTimeSpan (its RESUBMIT, 182). mbx01 comes back at
+    240 with the same queue database: "it will deliver the messages in its queues, which have already been
+    delivered by the servers that hold shadow copies" (003): its queue holds b@'s delivery only, the gateway
+    acknowledged a@'s: the duplicate forecast names b@, never a@, as after the twin's own promotion (crash between
+    forks). Before: it named a@ too, whose copy reached the gateway once."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 0, recipients=(), external=("a@fabrikam.com", "b@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
+              ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 2), shadow_queue_db_id="dbS1"),
+              ev.DiscardQueryAnswered(**org._header("mbx02", "mbx01", 2), primary_queue_db_id="dbP1",
+                                      discarded=(ref("m1", "f1"),)),
+              *org.heartbeats_failing("mbx02", "mbx01", 3, 182), *org.promoted("mbx02", "mbx01", "m1", 182),
+              *org.started("mbx01", "dbP1", 4 * 60), *org.query_ok("mbx02", "mbx01", 4 * 60 + 1)]
+    return Timeline("a shadow's own resubmission is delivered twice only to the recipients still pending", events,
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(4 * 60), ("m1",),
+                                     (("b@tailspin.com",),)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1129,6 +1153,7 @@ ALL = (
     a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
     an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
     a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
+    a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1147,5 +1172,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
            a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
            an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
-           a_discard_notification_for_one_fork_keeps_the_copy_of_the_others)
+           a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
+           a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending)
 
