@@ -279,7 +279,7 @@ class _Transition:
         for pair in list(s.pairs.values()):
             for i in pair.held:  # back with the database they were in: they are in its queue again
                 if (m := s.messages.get(i)) is not None and m.at_risk and self.copy_db(m, pair) in (None, db_id):
-                    m.at_risk = False
+                    self.in_queue_again(m, t)
             # A silent shadow cannot see the new id: it promotes when it queries again, if its
             # own copies survived (discard_query_sent), and they are lost if they did not.
             if not self.shadow_silent(pair, t):
@@ -298,6 +298,24 @@ class _Transition:
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None and m.decided
                     and (back_after is None or m.received_ms < back_after)]
             self.lost_with_the_database(lost, t, "came back")
+
+    def in_queue_again(self, m: Message, t: int) -> None:
+        """The primary is up with the queue database the unprocessed message is in: it is no longer at risk, and
+        "How long a message can remain in a queue before it expires" (MessageExpirationTimeout, 003) holds again
+        (before: the later end of its copy's hold, while no server could deliver it): it expires at receipt +
+        MessageExpirationTimeout, at once if that has passed."""
+        m.at_risk = False
+        deadlines, key = self.s.deadlines, m.ref.internal_id
+        end = max(m.received_ms + self.primary_timing.expiration_ms, t)
+        due = deadlines.get(_EXPIRE, key)
+        if due is not None and end < due:
+            deadlines.set(_EXPIRE, key, end)
+
+    def back_with_the_copies(self, pair: Pair, t: int) -> None:
+        """A primary declared failed is back with the database of the copies `pair` still holds."""
+        for i in pair.held:
+            if (m := self.s.messages.get(i)) is not None and m.primary_done_ms is None:
+                self.in_queue_again(m, t)
 
     def lost_with_the_database(self, lost: list[Message], t: int, how: str) -> None:
         """The primary `how` (came back, restarted) with a new, empty database: what it held alone is lost
@@ -491,6 +509,7 @@ class _Transition:
                 # a 2010 shadow is the previous hop: the hand-off was a session of its own to the primary,
                 # back with its database
                 pair.primary_failed_ms = None
+                self.back_with_the_copies(pair, t)
         if pair.primary_db_seen is None:
             pair.primary_db_seen = primary_db
         if primary_db is not None and (db_reported or m.primary_db is None):
@@ -774,8 +793,8 @@ class _Transition:
             pair.silent_alerted = pair.awaiting_shadow = False
             messages = s.messages
             for i in pair.held:
-                if (m := messages.get(i)) is not None:
-                    m.at_risk = False
+                if (m := messages.get(i)) is not None and m.at_risk:
+                    self.in_queue_again(m, t)
             for ref in e.discarded:
                 self.discard(ref, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
@@ -798,6 +817,7 @@ class _Transition:
             # back with the database of the copies it still holds (those of an older one were promoted just
             # now): a later outage is judged afresh
             pair.primary_failed_ms = None
+            self.back_with_the_copies(pair, t)
             self.schedule_pair(pair)
 
     def answered_before_the_restart(self, e: ev.DiscardQueryAnswered) -> bool:

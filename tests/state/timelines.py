@@ -1116,6 +1116,39 @@ def a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_p
                                      (("b@tailspin.com",),)),))
 
 
+def a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then() -> Timeline:
+    """What if heartbeats came every hour. mbx01 (primary of m1) and mbx02 (its shadow) go down after minute 2;
+    mbx03 goes on: at the span m1 is at risk. mbx01 comes back at 3 days with the SAME queue database, m1 in its
+    queue: "How long a message can remain in a queue before it expires" (MessageExpirationTimeout, 2 days, 003)
+    has passed, so m1 expires then: MESSAGE_EXPIRED at 3 days (before: at receipt + SafetyNetHoldTime +
+    MessageExpirationTimeout, 4 days, the end of the copy's hold on mbx02, down all along). hub01 (Exchange
+    2010) is declared failed by hub02, which holds the copy of m1b for want of an alternate route; hub01 answers
+    again at 3 days with the same database: m1b expires in its queue then (before: at 4 days too)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_heartbeat_frequency": "1h"}),
+                         nodes={"hub02": parameters_from({"mode": "EXCHANGE_2010",
+                                                          "shadow_heartbeat_timeout_interval": "1h"})})
+    back = 3 * 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.busy("mbx03", 0, 5 * 24 * 60, every=60),
+              *org.started("mbx01", "dbP1", back),
+              *org.started("hub01", "db-A", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("hub02", "db-H2", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("hub01", "m1b", 1),
+              *org.shadowed("hub01", "hub02", "m1b", 1, db="db-A", alternate_route=False),
+              *org.query_ok("hub02", "hub01", 2, db="db-A", shadow_db="db-H2"),
+              *org.heartbeats_failing("hub02", "hub01", 62, back, every=60, shadow_db="db-H2"),
+              *org.query_ok("hub02", "hub01", back + 2, db="db-A", shadow_db="db-H2"),
+              *_heartbeats_ok(org, "hub02", "hub01", back + 62, 5 * 24 * 60, every=60, db="db-A", shadow_db="db-H2")]
+    return Timeline("a primary back with its queue after MessageExpirationTimeout expires the message then", events,
+                    config, alerts=(Expected(AlertType.HELD_NO_ALTERNATE_ROUTE, at(2) + 3 * HOUR, ("m1b",)),
+                                    Expected(AlertType.MESSAGE_AT_RISK, at(2) + 3 * HOUR, ("m1",)),
+                                    Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(2) + 3 * HOUR, ("m1",)),
+                                    Expected(AlertType.MESSAGE_EXPIRED, at(back), ("m1",)),
+                                    Expected(AlertType.MESSAGE_EXPIRED, at(back + 2), ("m1b",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1154,6 +1187,7 @@ ALL = (
     an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
     a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
     a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
+    a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1173,5 +1207,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
            an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
            a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
-           a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending)
+           a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
+           a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then)
 
