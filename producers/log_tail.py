@@ -242,6 +242,15 @@ class LogTail:
         self.rolled_over.clear()
 
 
+def head_lines(path: Path, size: int = CHUNK) -> list[bytes]:
+    """The complete lines among a file's first `size` bytes, as its reader gets them (UTF-16 transcoded)."""
+    with open(path, "rb") as handle:
+        head = handle.read(size)
+    codec, newline, cr = _UTF16.get(head[:2], (None, b"\n", b"\r"))
+    lines = [raw.removesuffix(cr) for raw in _split(head, newline)[:-1]]
+    return lines if codec is None else [raw.decode(codec, errors="replace").encode("utf-8") for raw in lines]
+
+
 def _same_watch(watches: list[tuple[Path, re.Pattern[str]]], one: Path, other: Path) -> bool:
     return one.parent == other.parent and any(
         folder == one.parent and pattern.fullmatch(one.name) and pattern.fullmatch(other.name)

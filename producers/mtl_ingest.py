@@ -17,7 +17,8 @@ in an earlier run is read (the mapper learns from it) but not sent again, and th
 each file advances on delivery reports; it is saved every poll. With `follow`, a record the
 broker refuses ends the run (the caller flushes, saves, and exits non-zero; a restart sends
 again from the saved position); so does a save that fails, with or without `follow`.
-`max_age_s` leaves out files last written longer ago.
+`max_age_s` leaves out files last written longer ago. A file named at the start that is no message-tracking
+log (`mtl_log.not_a_tracking_log`) ends it before anything is read: `NotATrackingLog`.
 """
 
 from __future__ import annotations
@@ -30,11 +31,15 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from producers.ingest_positions import Positions
-from producers.log_tail import Line, LogTail
+from producers.log_tail import Line, LogTail, head_lines
 from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
-from producers.mtl_log import BadLine, MtlReader
+from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
+
+
+class NotATrackingLog(ValueError):
+    """A file to ingest is something else: its lines would all be dead letters."""
 
 
 class Sink(Protocol):
@@ -78,6 +83,13 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
     """Read the files (to their end, or with `follow` until `stop` is set) into `sink`."""
     stop = stop or threading.Event()
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
+    for path in tail.open_paths():
+        why = not_a_tracking_log(head_lines(path))
+        if why is not None:
+            tail.close()
+            raise NotATrackingLog(f"{path}: not an Exchange message-tracking log, nothing published: {why}; expected"
+                                  f" a #Fields: line naming {','.join(REQUIRED_FIELDS)} (or an Export-Csv of"
+                                  " Get-MessageTrackingLog)")
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
     try:

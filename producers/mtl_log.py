@@ -19,6 +19,10 @@ are mapped to the log's field names (`EXPORT_COLUMNS`), so the mapper sees one k
 (EXCHANGE_LOGS.md: export on a UTC machine or as ISO).
 A multi-valued property exported without `-join` (`System.String[]`) is a bad line.
 
+A file that is no message-tracking log at all (`not_a_tracking_log`: its first record comes before any
+header, or its header lacks a field every tracking log since Exchange 2007 has: an SMTP protocol log, a CSV
+of something else, a binary file) is refused as a whole by the ingester, not read line by line.
+
 Which transport service logged a raw file is in its name (`service_of`): MSGTRK (Transport),
 MSGTRKMS (Mailbox Transport Submission), MSGTRKMD (Mailbox Transport Delivery), MSGTRKMA
 (moderation approval); an Export-Csv file or another name is "" (unknown). Each Row carries it.
@@ -31,6 +35,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Iterable
 
 BOM = b"\xef\xbb\xbf"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -60,6 +65,9 @@ EXPORT_COLUMNS = {
     "eventdata": "custom-data",
 }
 _EXPORT_DELIMITERS = (",", ";", "\t")  # Export-Csv's default, -UseCulture's in most of Europe, a tab
+# Fields every message-tracking log has (Exchange 2007 to 2019) and the mapper reads.
+REQUIRED_FIELDS = ("date-time", "client-hostname", "server-hostname", "source", "event-id", "internal-message-id",
+                   "message-id", "recipient-address")
 _MULTI_VALUED = ("recipient-address", "recipient-status", "reference", "related-recipient-address")
 
 
@@ -105,6 +113,9 @@ class BadLine:
     reason: str
 
 
+_NO_HEADER = BadLine("no #Fields: header line (or Export-Csv header) before this record")
+
+
 class MtlReader:
     """Turns the lines of one file, in order, into rows; remembers the file's header."""
 
@@ -137,7 +148,7 @@ class MtlReader:
                 (self.fields, self.delimiter), self.exported = header, True
                 return None
         if self.fields is None:
-            return BadLine("no #Fields: header line (or Export-Csv header) before this record")
+            return _NO_HEADER
         try:
             values = next(csv.reader([text], strict=True, delimiter=self.delimiter))
         except csv.Error as exc:
@@ -169,6 +180,29 @@ class MtlReader:
             if "timestamp" in keys and "eventid" in keys:
                 return tuple(EXPORT_COLUMNS.get(key, key) for key in keys), delimiter
         return None
+
+
+def not_a_tracking_log(lines: Iterable[bytes]) -> str | None:
+    """Why a file whose first lines these are is no message-tracking log, or None: it is one, or it has no
+    header or record yet to tell."""
+    reader, log_type = MtlReader(), ""
+    for raw in lines:
+        if raw.removeprefix(BOM).startswith(b"#Log-type:"):
+            log_type = raw.removeprefix(BOM)[len(b"#Log-type:"):].decode("utf-8", "replace").strip()
+        item = reader.line(raw)
+        if reader.fields is not None:
+            missing = [name for name in REQUIRED_FIELDS if name not in reader.fields]
+            if not missing:
+                return None
+            if reader.exported:
+                export_names = {field: prop for prop, field in EXPORT_COLUMNS.items()}
+                return f"its Export-Csv header has no {', '.join(export_names[name] for name in missing)} column"
+            kind = f" (#Log-type: {log_type})" if log_type else ""
+            return f"its #Fields: line{kind} has no {', '.join(missing)}"
+        if item is not None:
+            return ("no #Fields: line or Export-Csv header comes before its first record" if item == _NO_HEADER
+                    else f"before any #Fields: line, a line is {item.reason}")
+    return None
 
 
 def parse_time(text: str) -> int | None:

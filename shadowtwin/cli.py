@@ -23,7 +23,7 @@ from infra.kafka import NoSuchTopic, bootstrap_of
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
-from producers.mtl_ingest import KafkaSink, ingest
+from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest
 from producers.recorder import record
 from producers.recording import RecordingNameError, check_name, writable_file
 from producers.topic_reader import schema_of
@@ -40,7 +40,8 @@ from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
 
 # The lower layers' errors that mean bad input, not a fault of the program (exit 2) ...
-BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError)
+BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError,
+             NotATrackingLog)
 # ... and those that mean a part the command needs failed: a broker that does not answer, a topic
 # it does not have, a lab process that does not start (exit 1).
 FAILED = (KafkaException, BrokerError, LabError, NoSuchTopic)

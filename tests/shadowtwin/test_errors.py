@@ -401,6 +401,51 @@ def test_a_topic_the_broker_does_not_have_is_one_line_and_exit_1(command, kafka_
     assert not list(tmp_path.iterdir()), "no recording begun"
 
 
+SMTP_RECEIVE_LOG = ("#Software: Microsoft Exchange Server\r\n#Version: 15.2.1544.4\r\n"
+                    "#Log-type: SMTP Receive Protocol Log\r\n#Date: 2026-11-22T02:00:00.000Z\r\n#Fields: date-time,connector-id,session-id,sequence-number,"
+                    "local-endpoint,remote-endpoint,event,data,context\r\n"
+                    "2026-11-22T02:00:00.000Z,EX01\\Default EX01,08DD,0,10.0.0.1:25,10.0.0.2:50000,+,,\r\n")
+# Exchange 2003's tracking log: tab-separated, its header a comment line of its own names.
+EXCHANGE_2003_LOG = ("# Message Tracking Log File\r\n# Exchange System Attendant Version 6.5.7638.1\r\n"
+                     "# Date\tTime\tclient-ip\tClient-hostname\tPartner-Name\tServer-hostname\tserver-IP\t"
+                     "Recipient-Address\tEvent-ID\tMSGID\r\n"
+                     "2026-11-22\t2:0:0 GMT\t10.0.0.2\tex02\t-\tEX01\t10.0.0.1\ta@contoso.com\t1019\t<1@x>\r\n")
+
+
+@pytest.mark.parametrize("name, body, why", [
+    ("people.csv", b"name,age\r\nalice,3\r\n", "no #Fields: line or Export-Csv header comes before its first record"),
+    ("core.bin", bytes(range(128, 256)) * 8 + b"\n" + bytes(range(256)), "a line is not UTF-8 text"),
+    ("RECV20261122-1.LOG", SMTP_RECEIVE_LOG.encode(), "(#Log-type: SMTP Receive Protocol Log) has no client-hostname"),
+    ("MSGTRK-2003.log", EXCHANGE_2003_LOG.encode(), "no #Fields: line"),
+], ids=["other-csv", "binary", "smtp-protocol-log", "exchange-2003-log"])
+def test_ingest_of_a_file_that_is_no_tracking_log_says_so_and_publishes_nothing(name, body, why, kafka_bootstrap,
+                                                                              topics, tmp_path, monkeypatch):
+    """Before: every line went to the dead letters (or was skipped) and the command exited 0."""
+    from tests.producers.test_mtl import EX01
+
+    (tmp_path / name).write_bytes(body)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_EVENTS", topics.events)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", topics.dead_letters)
+    result = shadowtwin("ingest", "exchange-mtl", EX01, tmp_path / name, "--bootstrap", kafka_bootstrap)
+    line = one_line_naming(result, f"{tmp_path / name}: not an Exchange message-tracking log, nothing published: ",
+                           why, "expected a #Fields: line naming date-time,")
+    assert str(EX01) not in line and result.stdout == ""
+    assert published(kafka_bootstrap, topics.events) == published(kafka_bootstrap, topics.dead_letters) == 0, \
+        "the real log beside it is not half sent: given again alone, nothing of it is lost"
+
+
+def published(bootstrap: str, topic: str) -> int:
+    from infra.kafka import consumer, partitions_of
+    from confluent_kafka import TopicPartition
+
+    client = consumer(bootstrap, "test-published")
+    try:
+        return sum(client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                   for p in partitions_of(client, topic))
+    finally:
+        client.close()
+
+
 def test_where_without_its_state_topic_is_one_line_and_exit_1(kafka_bootstrap, monkeypatch):
     monkeypatch.setenv("SHADOWTWIN_TOPICS_STATE", "nosuch.topic")
     result = shadowtwin("where", "<1@x>", "--bootstrap", kafka_bootstrap)
