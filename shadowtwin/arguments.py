@@ -4,6 +4,7 @@ a duration when the command reads them.
     record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
     tail.add_argument("-n", type=ZERO_OR_MORE)      # -3: `argument --lines/-n: expected ...`, exit 2
     seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
+    server_name("EX01", {"ex01", "ex02"})           # 'ex01': Exchange's server names are read in any case
 
 A refused value is one line naming the option and the value, exit status 2: argparse's error for
 the numbers, a UsageError for the others.
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
+
+from infra.config import closest
 
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
@@ -66,3 +69,16 @@ def duration_option(text: str, option: str, *, whole_ms: bool = False) -> float:
     if whole_ms and seconds < 0.001:
         raise UsageError(f"{option} {text}: must be 1ms or longer (it is counted in whole milliseconds)")
     return seconds
+
+
+def server_name(name: str, known: Iterable[str]) -> str | None:
+    """The server of `known` that `name` names, read in any case as Exchange reads server names; None if none."""
+    known = set(known)
+    return name if name in known else next((k for k in sorted(known) if k.casefold() == name.casefold()), None)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean 'mbx06'?` with the server of `known` closest to `name` in any case, or "" when none is."""
+    folded = {k.casefold(): k for k in sorted(known)}
+    meant = closest(name.casefold(), folded)
+    return f"; did you mean {folded[meant]!r}?" if meant else ""

@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
-from infra.config import closest
 from infra.settings import Settings
 from producers.recording import check_name, read_recorded
 from schemas import jsonl
 from schemas.codec import encode, kafka_key
 from schemas.container import ContainerError
 from schemas.events import DeadLetter, Event
+from shadowtwin.arguments import did_you_mean, server_name
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state import collector
@@ -84,7 +84,11 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
         if not recorded:  # nothing to replay: a summary of zeros would only hide the reason
             raise damage or UsageError(f"{file}: holds no events")
-        _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
+        spelled = _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
+        if spelled != {"--set": sets, "--compare": compares}:
+            base = _assigned(settings.shadow_redundancy, spelled["--set"], "--set")
+            other = _assigned(base, spelled["--compare"], "--compare") if compares else None
+            runs = [(name, config) for (name, _), config in zip(runs, (base, other))]
     except BaseException:
         _remove(made)  # refused before writing anything: no empty folder left behind
         raise
@@ -183,21 +187,27 @@ def _assigned(config: ModelConfig, assignments: list[str], option: str) -> Model
         raise UsageError(f"{option}: {exc}") from None
 
 
-def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list, file: Path) -> None:
-    """Refuse a `node:name=value` whose node is a server neither the recording nor the configuration
-    (`[shadow_redundancy] servers`, `nodes`) names: it would change nothing, silently. A configured
+def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list,
+                 file: Path) -> dict[str, list[str]]:
+    """The assignments with each node spelled as the recording or the configuration (`[shadow_redundancy]
+    servers`, `nodes`) spells it: Exchange's server names are read in any case (MBX01 is mbx01). Refuse a
+    `node:name=value` whose node is a server neither names: it would change nothing, silently. A configured
     server the recording does not name is let through: the same settings may serve many recordings."""
     configured = set(config.servers) | set(config.nodes)
-    unknown = [(option, assignment, node) for option, assignments in options.items() for assignment in assignments
-               if (node := parse_assignment(assignment)[0]) is not None and node not in configured]
-    if not unknown:
-        return
-    recorded_servers = _servers_named(event for event, _ in recorded)
-    for option, assignment, node in unknown:
-        if node not in recorded_servers:
-            meant = closest(node, recorded_servers | configured)
-            raise UsageError(f"{option} {assignment}: no server {node!r} in {file} or [shadow_redundancy] servers"
-                             + (f"; did you mean {meant!r}?" if meant else ""))
+    if all(parse_assignment(a)[0] in configured | {None} for assignments in options.values() for a in assignments):
+        return options
+    known = configured | _servers_named(event for event, _ in recorded)
+    spelled: dict[str, list[str]] = {option: [] for option in options}
+    for option, assignments in options.items():
+        for assignment in assignments:
+            node, name, value = parse_assignment(assignment)
+            if node is not None:
+                if server_name(node, known) is None:
+                    raise UsageError(f"{option} {assignment}: no server {node!r} in {file} or [shadow_redundancy]"
+                                     f" servers{did_you_mean(node, known)}")
+                assignment = f"{server_name(node, known)}:{name}={value}"
+            spelled[option].append(assignment)
+    return spelled
 
 
 _SERVER_FIELDS = ("node", "primary_server", "shadow_server", "candidate", "next_hop", "mailbox_server", "server")

@@ -3,7 +3,8 @@ the command line, like Queue Viewer's Get-Message and Get-Queue.
 
 Both read the compacted state topic (streaming/state_rows.py) to its end, with no Spark: the
 latest record per message in flight and the latest summary per server, as of the event time
-each names. `--json` prints the records as they are. Nothing found: a line on stderr, exit 1.
+each names. `--json` prints the records as they are. Nothing found: a line on stderr, exit 1. A server
+is named in any case, as Exchange names it (`server MBX01` is mbx01); an unknown one gets the closest name.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import datetime, timezone
 
 from infra.broker import BrokerError
 from infra.settings import Settings
+from shadowtwin.arguments import did_you_mean, server_name
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from state.summary import TopologyView
 from streaming.views import read_state
@@ -64,10 +66,12 @@ def _where(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _server(settings: Settings, args: argparse.Namespace) -> int:
-    answer = _view(settings, args).server(args.name)
+    view = _view(settings, args)
+    known = view.server_names()
+    answer = view.server(server_name(args.name, known) or args.name)
     if answer is None:
-        print(f"{args.name}: no such server in the twin's state (it has sent no event, or the twin is not running)",
-              file=sys.stderr)
+        print(f"{args.name}: no such server in the twin's state (it has sent no event, or the twin is not running)"
+              + did_you_mean(args.name, known), file=sys.stderr)
         return NOT_FOUND
     print(json.dumps(answer, sort_keys=True) if args.json else describe_server(answer))
     return 0

@@ -227,6 +227,11 @@ class TopologyView:
         joined = [*record["deadlines"], *({"kind": k, "at_ms": at, "shadow": shadow} for k, at in pair["deadlines"].items())]
         return {**record, "deadlines": sorted(joined, key=lambda d: d["at_ms"])}
 
+    def server_names(self) -> set[str]:
+        """Every server the records name: as primary, as holder of copies, as shadow of a pair."""
+        return {*self.servers, *(holder for s in self.servers.values() for holder in s["shadow_copies_by_holder"]),
+                *(p["shadow"] for s in self.servers.values() for p in s["pairs"])}
+
     def server(self, name: str) -> dict | None:
         """What `name` holds as primary, what others hold for it, and what it holds for others."""
         summary = self.servers.get(name)

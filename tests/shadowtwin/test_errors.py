@@ -454,6 +454,28 @@ def test_where_without_its_state_topic_is_one_line_and_exit_1(kafka_bootstrap, m
                                           " create makes them)"]
 
 
+def test_server_is_named_in_any_case_and_an_unknown_one_gets_the_closest_name(kafka_bootstrap, topics, monkeypatch):
+    """Before: `server MBX01` and `server mbx1` both said only 'no such server', exit 1."""
+    from infra.kafka import producer
+    from state.summary import state_records, to_json
+    from tests.state.test_summary import Org, at, primary_dies, run
+
+    state, _ = run([e for e in primary_dies(Org()) if e.event_time_ms <= at(4)])
+    publisher = producer(kafka_bootstrap)
+    for key, record in state_records(state):
+        publisher.produce(topics.state, key=key.encode(), value=to_json(record))
+    assert publisher.flush(30) == 0
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_STATE", topics.state)
+    found = shadowtwin("server", "MBX01", "--bootstrap", kafka_bootstrap)
+    assert found.returncode == 0 and found.stdout.startswith("mbx01: DAG dag1"), found.stderr[-2000:]
+    holder = shadowtwin("server", "Mbx02", "--bootstrap", kafka_bootstrap)
+    assert holder.returncode == 0 and "it holds shadow copies for: mbx01 2" in holder.stdout, holder.stderr[-2000:]
+    unknown = shadowtwin("server", "mbx1", "--bootstrap", kafka_bootstrap)
+    assert unknown.returncode == 1 and unknown.stderr.splitlines() == [
+        "mbx1: no such server in the twin's state (it has sent no event, or the twin is not running);"
+        " did you mean 'mbx01'?"], unknown.stderr
+
+
 def test_lab_send_with_the_lab_down_says_what_it_could_not_reach_and_how_much_was_not_sent(tmp_path, capfd):
     from shadowtwin import cli
     from tests.producers.relay.conftest import topology_text

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from producers.recording import write_events
 from tests.state.scenario import Org
 
@@ -65,6 +67,17 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert "31.0m" in next(line for line in per_node.stdout.splitlines() if line.startswith("delay per hop"))
     bad = whatif(recording, "--set", "ShadowResubmitTimespam=1h")
     assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("option", ["--set", "--compare"])
+def test_a_per_node_setting_names_its_server_in_any_case_as_exchange_does(option, tmp_path):
+    """Before: `MBX02:` was refused as no server of the recording, with no suggestion."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    per_node = whatif(recording, option, "MBX02:shadow_resubmit_time_span=30m")
+    assert per_node.returncode == 0, per_node.stderr
+    delays = next(line for line in per_node.stdout.splitlines() if line.startswith("delay per hop"))
+    assert "31.0m" in delays, "the setting changed mbx02"
 
 
 def test_a_per_node_setting_for_a_declared_server_the_recording_does_not_name_is_let_through(tmp_path, monkeypatch,
