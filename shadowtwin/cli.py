@@ -251,7 +251,8 @@ def parser() -> argparse.ArgumentParser:
     whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE",
                         help="change a parameter for a second run shown beside the baseline (repeatable)")
     whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
-    whatif.add_argument("--json", action="store_true", help="print the summaries as one JSON object")
+    whatif.add_argument("--json", action="store_true",
+                        help="print the summaries as one JSON object (its keys: README.md, What-if reports)")
     whatif.add_argument("--progress", action="store_true",
                         help="progress on stderr even when it is not a terminal (it is shown on a terminal)")
     whatif.add_argument("--report", metavar="DIR",

@@ -26,7 +26,7 @@ from shadowtwin.json_output import plain
 from shadowtwin.svg_plots import grouped_bars, lines_over_time, timeline
 from state.replay import ReplayResult
 from state.scoring import PROMOTIONS, Score
-from state.whatif import Summary, render
+from state.whatif import Summary, percentiles, render
 
 HOUR_MS = 3_600_000
 # upper edges (seconds) of the delay histogram's buckets, with their labels
@@ -102,13 +102,6 @@ def _restart(after: Event, database: str | None) -> str:
 
 def _clock(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%H:%M")
-
-
-def percentiles(delays_ms: list[int]) -> dict[str, int] | None:
-    if not delays_ms:
-        return None
-    at = lambda p: delays_ms[min(len(delays_ms) - 1, max(0, round(p / 100 * len(delays_ms)) - 1))]  # noqa: E731
-    return {"count": len(delays_ms), "p50": at(50), "p90": at(90), "p99": at(99), "max": delays_ms[-1]}
 
 
 def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, ReplayResult]], events: list[Event],

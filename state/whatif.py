@@ -27,7 +27,7 @@ class Summary:
     rejected: int
     duplicates: int
     duplicates_seen_outside: int
-    delay_ms: tuple[int, int, int, int] | None  # p50, p90, p99, max of received -> left this hop
+    delay_per_hop_ms: dict[str, int] | None  # `percentiles` of received -> left this hop, in milliseconds
 
     @classmethod
     def of(cls, label: str, result: ReplayResult) -> "Summary":
@@ -56,7 +56,7 @@ class Summary:
             rejected=len(messages_in(AlertType.REJECTED_NO_SHADOW)),
             duplicates=sum(len(a.messages) for a in duplicate_alerts),
             duplicates_seen_outside=sum(1 for a in duplicate_alerts for m in a.messages if m.recipients),
-            delay_ms=(_pct(delays, 50), _pct(delays, 90), _pct(delays, 99), delays[-1]) if delays else None,
+            delay_per_hop_ms=percentiles(delays),
         )
 
 
@@ -76,7 +76,9 @@ def render(summaries: list[Summary]) -> str:
         ("not redundantly persisted", lambda s: f"{s.not_redundant:,}"),
         ("rejected 451 4.4.0", lambda s: f"{s.rejected:,}"),
         ("expected duplicate deliveries", lambda s: f"{s.duplicates:,} ({s.duplicates_seen_outside:,} seen outside)"),
-        ("delay per hop p50 / p90 / p99 / max", lambda s: " / ".join(_duration(v) for v in s.delay_ms) if s.delay_ms else "-"),
+        ("delay per hop p50 / p90 / p99 / max", lambda s: " / ".join(_duration(s.delay_per_hop_ms[k]) for k in
+                                                                      ("p50", "p90", "p99", "max"))
+         if s.delay_per_hop_ms else "-"),
     ]
     label_width = max(len(r[0]) for r in rows)
     cells = [[s.label for s in summaries]] + [[fmt(s) for s in summaries] for _, fmt in rows]
@@ -88,9 +90,13 @@ def render(summaries: list[Summary]) -> str:
     return "\n".join(lines)
 
 
-def _pct(sorted_values: list[int], percentile: int) -> int:
-    index = min(len(sorted_values) - 1, max(0, round(percentile / 100 * len(sorted_values)) - 1))
-    return sorted_values[index]
+def percentiles(sorted_values: list[int]) -> dict[str, int] | None:
+    """{"count", "p50", "p90", "p99", "max"} of sorted values (nearest rank); None when there are none."""
+    if not sorted_values:
+        return None
+    n = len(sorted_values)
+    at = lambda p: sorted_values[min(n - 1, max(0, round(p / 100 * n) - 1))]  # noqa: E731
+    return {"count": n, "p50": at(50), "p90": at(90), "p99": at(99), "max": sorted_values[-1]}
 
 
 def _time(ms: int) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 
 from infra.settings import load_settings
 from producers.simulator.run import to_file
@@ -97,13 +99,22 @@ def test_progress_on_stderr_is_quiet_for_a_short_run_and_paced_for_a_long_one(ca
     assert capsys.readouterr().err == ""
 
 
-def test_json_is_one_object_with_both_summaries(tmp_path):
+def test_json_is_one_object_with_both_summaries_each_figure_named_with_its_unit_and_documented(tmp_path):
+    """Before: `delay_ms` was a bare list of four numbers, named nowhere."""
     recording = tmp_path / "outage.jsonl"
     outage_recording(recording)
     result = whatif(recording, "--compare", "ShadowResubmitTimeSpan=01:00:00", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert [s["promoted_messages"] for s in out["summaries"]] == [3, 3] and out["skewed_events"] == 0
+    baseline, shorter = out["summaries"]
+    assert baseline["delay_per_hop_ms"] == {"count": 3, "p50": 10_860_000, "p90": 10_860_000, "p99": 10_860_000,
+                                            "max": 10_860_000}
+    assert shorter["delay_per_hop_ms"]["max"] == 3_660_000, "the 1 h span + the minute before the heartbeats failed"
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    documented = set(re.findall(r"`([a-z_0-9]+)`", readme.split("## What-if reports")[1].split("\n## ")[0]))
+    keys = {*out, *baseline, *baseline["delay_per_hop_ms"]}
+    assert keys <= documented, f"not in the README's What-if reports: {sorted(keys - documented)}"
 
 
 def test_a_simulated_day_is_scored_against_its_truth(tmp_path):
