@@ -12,6 +12,8 @@ from html import escape
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 760, 300, 60, 50, 30, 20
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 FONT = 'font-family="sans-serif" font-size="11"'
+CHAR_W = 7.0  # about the widest a character of FONT takes on average (sans-serif at 11 px: 6 to 7)
+LEGEND_ROW = 16
 
 
 def _frame(title: str, body: list[str], height: int = HEIGHT) -> str:
@@ -21,21 +23,29 @@ def _frame(title: str, body: list[str], height: int = HEIGHT) -> str:
             f'{escape(title)}</text>' + "".join(body) + "</svg>")
 
 
-def _legend(names: list[str]) -> list[str]:
-    out, x = [], LEFT + 10
+def _legend(names: list[str]) -> tuple[list[str], int]:
+    """The legend's items, in rows as wide as the plot (a name too long for a row is cut, in full in its
+    tooltip); and how far below one row the plot must start."""
+    out, x, y, room = [], LEFT + 10, TOP, WIDTH - RIGHT - LEFT - 10
     for i, name in enumerate(names):
-        out.append(f'<rect x="{x}" y="{TOP}" width="10" height="10" fill="{COLOURS[i % len(COLOURS)]}"/>'
-                   f'<text x="{x + 14}" y="{TOP + 9}" {FONT}>{escape(name)}</text>')
-        x += 30 + 6.5 * len(name)  # about the width of the text at this size
-    return out
+        shown = name if 14 + CHAR_W * len(name) <= room else name[:int((room - 14) / CHAR_W) - 1] + "…"
+        width = 14 + CHAR_W * len(shown)
+        if x > LEFT + 10 and x + width > WIDTH - RIGHT:
+            x, y = LEFT + 10, y + LEGEND_ROW
+        out.append(f'<g class="legend"><title>{escape(name)}</title>'
+                   f'<rect x="{x}" y="{y}" width="10" height="10" fill="{COLOURS[i % len(COLOURS)]}"/>'
+                   f'<text x="{x + 14}" y="{y + 9}" {FONT}>{escape(shown)}</text></g>')
+        x += width + 16
+    return out, y - TOP
 
 
-def _y_axis(top_value: float, plot_h: float, log: bool = False) -> list[str]:
-    out = [f'<line x1="{LEFT}" y1="{TOP + 15}" x2="{LEFT}" y2="{TOP + 15 + plot_h}" stroke="black"/>']
+def _y_axis(top_value: float, plot_h: float, log: bool = False, below: int = 0) -> list[str]:
+    top = TOP + 15 + below  # the plot's top line: under the legend
+    out = [f'<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{top + plot_h}" stroke="black"/>']
     ticks = [(10 ** k, _scaled(10 ** k, top_value, True)) for k in range(int(math.log10(max(1.0, top_value))) + 1)] \
         if log else [(top_value * k / 4, k / 4) for k in range(5)]
     for value, fraction in ticks:
-        y = TOP + 15 + plot_h - plot_h * fraction
+        y = top + plot_h - plot_h * fraction
         out.append(f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{value:,.0f}</text>'
                    f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#ddd"/>')
     return out
@@ -56,19 +66,21 @@ def grouped_bars(title: str, categories: list[str], series: dict[str, list[float
     top_value = max([1.0, *(v for values in series.values() for v in values)])
     group_w = plot_w / max(1, len(categories))
     bar_w = group_w * 0.8 / max(1, len(series))
-    body = _y_axis(top_value, plot_h, log) + _legend(list(series))
+    legend, below = _legend(list(series))
+    base = TOP + 15 + below + plot_h  # the plot's bottom line
+    body = _y_axis(top_value, plot_h, log, below) + legend
     for s, (name, values) in enumerate(series.items()):
         for c, value in enumerate(values):
             h = plot_h * _scaled(value, top_value, log)
             x = LEFT + c * group_w + group_w * 0.1 + s * bar_w
-            body.append(f'<rect class="bar" x="{x:.1f}" y="{TOP + 15 + plot_h - h:.1f}" width="{bar_w:.1f}"'
+            body.append(f'<rect class="bar" x="{x:.1f}" y="{base - h:.1f}" width="{bar_w:.1f}"'
                         f' height="{h:.1f}" fill="{COLOURS[s % len(COLOURS)]}"><title>{escape(name)}:'
                         f' {escape(categories[c])}: {value:,.0f}</title></rect>')
     for c, category in enumerate(categories):
-        body.append(f'<text x="{LEFT + c * group_w + group_w / 2:.1f}" y="{HEIGHT - BOTTOM + 18}"'
+        body.append(f'<text x="{LEFT + c * group_w + group_w / 2:.1f}" y="{base + 18}"'
                     f' text-anchor="middle" {FONT}>{escape(category)}</text>')
-    body.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 8}" text-anchor="middle" {FONT}>{escape(y_label)}</text>')
-    return _frame(title, body)
+    body.append(f'<text x="{WIDTH / 2}" y="{HEIGHT + below - 8}" text-anchor="middle" {FONT}>{escape(y_label)}</text>')
+    return _frame(title, body, HEIGHT + below)
 
 
 def lines_over_time(title: str, times: list[str], series: dict[str, list[float]]) -> str:
@@ -76,17 +88,18 @@ def lines_over_time(title: str, times: list[str], series: dict[str, list[float]]
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
     top_value = max([1.0, *(v for values in series.values() for v in values)])
     step = plot_w / max(1, len(times) - 1)
-    body = _y_axis(top_value, plot_h) + _legend(list(series))
+    legend, below = _legend(list(series))
+    base = TOP + 15 + below + plot_h  # the plot's bottom line
+    body = _y_axis(top_value, plot_h, below=below) + legend
     for s, (name, values) in enumerate(series.items()):
-        points = " ".join(f"{LEFT + i * step:.1f},{TOP + 15 + plot_h - plot_h * v / top_value:.1f}"
-                          for i, v in enumerate(values))
+        points = " ".join(f"{LEFT + i * step:.1f},{base - plot_h * v / top_value:.1f}" for i, v in enumerate(values))
         body.append(f'<polyline class="line" fill="none" stroke="{COLOURS[s % len(COLOURS)]}" stroke-width="2"'
                     f' points="{points}"><title>{escape(name)}</title></polyline>')
     every = max(1, len(times) // 8)
     for i in range(0, len(times), every):
-        body.append(f'<text x="{LEFT + i * step:.1f}" y="{HEIGHT - BOTTOM + 18}" text-anchor="middle" {FONT}>'
+        body.append(f'<text x="{LEFT + i * step:.1f}" y="{base + 18}" text-anchor="middle" {FONT}>'
                     f'{escape(times[i])}</text>')
-    return _frame(title, body)
+    return _frame(title, body, HEIGHT + below)
 
 
 def timeline(title: str, rows: dict[str, list[tuple[float, float, str]]], start: float, end: float,

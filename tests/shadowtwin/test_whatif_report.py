@@ -69,6 +69,30 @@ def test_report_has_three_plots_and_a_parseable_summary(tmp_path):
     assert len([r for r in outages.iter(f"{SVG}rect") if r.get("class") == "outage"]) == 1
 
 
+def test_every_legend_entry_is_inside_its_plot_and_above_what_it_explains(tmp_path):
+    """Before: the fourth entry of the per-hour plot, `at risk, ShadowResubmitTimeSpan=01:00:00`, began at x = 668 of
+    760 and was cut off."""
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    result = whatif(recording, "--compare", "ShadowResubmitTimeSpan=01:00:00", "--report", tmp_path / "report")
+    assert result.returncode == 0, result.stderr
+    page = Figures((tmp_path / "report" / "report.html").read_text())
+    histogram, over_time, _ = (ET.fromstring(svg) for svg in page.svgs)
+    for plot, names in ((histogram, ["baseline", "ShadowResubmitTimeSpan=01:00:00"]),
+                        (over_time, [f"{what}, {run}" for what in ("promoted", "at risk")
+                                     for run in ("baseline", "ShadowResubmitTimeSpan=01:00:00")])):
+        width = float(plot.get("width"))
+        plot_top = min(float(line.get("y1")) for line in plot.iter(f"{SVG}line") if line.get("stroke") == "black")
+        elements = list(plot.iter())
+        swatches = [i for i, e in enumerate(elements)
+                    if e.tag == f"{SVG}rect" and e.get("width") == e.get("height") == "10"]
+        labels = [next(e for e in elements[i:] if e.tag == f"{SVG}text") for i in swatches]
+        assert [label.text for label in labels] == names
+        for i, label in zip(swatches, labels):
+            assert float(label.get("x")) + 6.0 * len(label.text) <= width, (label.text, label.get("x"))
+            assert float(elements[i].get("y")) + 10 <= plot_top, (label.text, "over the plot")
+
+
 def test_progress_says_what_was_read_and_replayed(tmp_path):
     recording = tmp_path / "outage.jsonl"
     outage_recording(recording)
