@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Mapping
 
-from infra.config import ConfigError, Milliseconds, allowed, at_least, build, more_than, one_of, written_as
+from infra.config import ConfigError, Milliseconds, allowed, at_least, build, closest, more_than, one_of, written_as
 from infra.settings import CONF_DIR
 from schemas.events import NodeMode
 from state.parameters import ModelConfig, model_config_from
@@ -213,11 +213,20 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
 
 def _check_fault(fault: Fault, at: str, servers: set[str], hops: set[str], refuse) -> None:
     if fault.kind in ("crash", "clock_skew", "shadow_failure") and fault.server not in servers:
-        raise refuse(f"{at}.server = {fault.server!r}: expected a server of the topology")
+        raise refuse(f"{at}.server = {fault.server!r}: expected a server of the topology"
+                     + _meant(fault.server, servers))
     if fault.kind == "partition" and (len(fault.servers) != 2 or not set(fault.servers) <= servers):
-        raise refuse(f"{at}.servers = {list(fault.servers)}: expected two servers of the topology")
+        unknown = next((name for name in fault.servers if name not in servers), "")
+        raise refuse(f"{at}.servers = {list(fault.servers)}: expected two servers of the topology"
+                     + _meant(unknown, servers))
     if fault.kind in ("slow_next_hop", "refusing_next_hop") and fault.next_hop not in hops:
-        raise refuse(f"{at}.next_hop = {fault.next_hop!r}: expected a server, mailbox database or outside domain")
+        raise refuse(f"{at}.next_hop = {fault.next_hop!r}: expected a server, mailbox database or outside domain"
+                     + _meant(fault.next_hop, hops))
+
+
+def _meant(name: str, known: set[str]) -> str:
+    meant = closest(name, sorted(known)) if name else None
+    return f"; did you mean {meant!r}?" if meant else ""
 
 
 def _instant(value: object) -> int | None:

@@ -36,6 +36,26 @@ def test_a_broken_topology_is_refused_with_the_key_named(tmp_path, capsys):
     assert not (tmp_path / "x.avro").exists()
 
 
+@pytest.mark.parametrize("fault, named", [
+    ('kind = "crash"\nserver = "mbx2"', "faults[0].server = 'mbx2': expected a server of the topology;"
+                                        " did you mean 'mbx02'?"),
+    ('kind = "partition"\nservers = ["mbx01", "mbx2"]', "faults[0].servers = ['mbx01', 'mbx2']: expected two servers"
+                                                        " of the topology; did you mean 'mbx02'?"),
+    ('kind = "slow_next_hop"\nnext_hop = "mbx2"\ndelay = "5m"', "faults[0].next_hop = 'mbx2': expected a server,"
+                                                                " mailbox database or outside domain; did you mean"
+                                                                " 'mbx02'?"),
+], ids=["server", "servers", "next_hop"])
+def test_a_fault_naming_a_misspelt_server_gets_the_closest_name(fault, named, tmp_path, capsys):
+    """Before: only 'expected a server of the topology', with nine servers to compare by eye."""
+    bad = tmp_path / "topology.toml"
+    bad.write_text('[organisation]\nduration = "1h"\n[[servers]]\nname = "mbx01"\nsite = "s"\n'
+                   '[[servers]]\nname = "mbx02"\nsite = "s"\n'
+                   f'[[faults]]\nat = "00:10:00"\nduration = "00:10:00"\n{fault}\n')
+    assert main(["simulate", "--topology", str(bad), "--out", str(tmp_path / "x.avro")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith(named), line
+
+
 @pytest.mark.parametrize("options, named", [
     (["--out", "typo/x.avro"], "typo/x.avro"),
     (["--out", "x.avro", "--truth", "typo/x.truth.jsonl"], "typo/x.truth.jsonl"),
