@@ -54,6 +54,14 @@ def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, in
         raise RecordingNameError(path)
 
 
+def count_events(path: Path) -> int:
+    """How many records the recording holds (a JSON Lines file: its lines that are not blank)."""
+    if check_name(path).suffix in JSONL_SUFFIXES:
+        with open(path, "rb") as lines:
+            return sum(1 for line in lines if line.strip())
+    return container.count(path)
+
+
 def check_name(path: Path) -> Path:
     """`path` when its suffix names a recording format; else RecordingNameError (before anything is written)."""
     if path.suffix not in SUFFIXES:

@@ -8,11 +8,12 @@ event time pass per second of wall time (60: a minute a second); None publishes 
 possible. While it runs, `progress` gets a line about every `every` seconds: events sent, the
 event-time position, the rate. The outcome counts what the broker did not acknowledge
 (see `producers.publisher`); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
-the run early, after flushing what was sent.
+the run early, after flushing what was sent; the outcome then says how many of the recording's events were not sent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, Publisher
-from producers.recording import read_events
+from producers.recording import count_events, read_events
+from schemas.container import ContainerError
 from schemas.events import Event
 from schemas.jsonl import iso_time
 
@@ -52,6 +54,7 @@ class ReplayOutcome:
     last_event_ms: int | None
     interrupted: bool = False
     deliveries: Deliveries | None = None
+    total: int | None = None  # the recording's events, when it was interrupted
 
     @property
     def unacknowledged(self) -> int:
@@ -61,8 +64,9 @@ class ReplayOutcome:
         rate = self.sent / self.seconds if self.seconds > 0 else 0.0
         until = f", up to event time {iso_time(self.last_event_ms)}" if self.last_event_ms is not None else ""
         verb = "interrupted after sending" if self.interrupted else "sent"
+        of = f" of {self.total:,} ({self.total - self.sent:,} not sent)" if self.total is not None else ""
         acknowledged = f", {self.deliveries.acknowledged} acknowledged" if self.unacknowledged else ""
-        return f"{verb} {self.sent} events in {self.seconds:.1f} s ({rate:,.0f} events/s){until}{acknowledged}"
+        return f"{verb} {self.sent} events{of} in {self.seconds:.1f} s ({rate:,.0f} events/s){until}{acknowledged}"
 
     def failure(self) -> str | None:
         """One line when some events were not acknowledged, else None."""
@@ -88,8 +92,12 @@ class _Position:
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
            progress: Callable[[str], None] | None = None, every: float = 2.0, stop: threading.Event | None = None,
            delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
-    return publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every, stop=stop,
-                   delivery_timeout_s=delivery_timeout_s)
+    outcome = publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every, stop=stop,
+                      delivery_timeout_s=delivery_timeout_s)
+    if outcome.interrupted:  # how much of the recording was not sent (a damaged one was said as it was read)
+        with contextlib.suppress(ContainerError):
+            outcome.total = count_events(path)
+    return outcome
 
 
 def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float | None = None,

@@ -9,7 +9,7 @@ import fastavro
 import pytest
 
 from schemas import container
-from producers.recording import read_events, write_events
+from producers.recording import count_events, read_events, write_events
 from producers.synthetic import Workload, generate
 from schemas import binary, catalogue
 from schemas.datum import from_datum, to_datum
@@ -67,6 +67,9 @@ def test_a_long_recording_is_written_in_several_blocks(tmp_path):
     assert len(counts) > 2 and sum(counts) == len(events)
     assert read_with_fastavro(path) == events
     assert list(read_events(path)) == events
+    assert count_events(path) == len(events), "counted from the blocks' counts"
+    write_events(tmp_path / "day.jsonl", events)
+    assert count_events(tmp_path / "day.jsonl") == len(events)
 
 
 @pytest.mark.parametrize("codec", ["deflate", "null"])

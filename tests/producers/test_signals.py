@@ -71,6 +71,7 @@ def test_replay_stops_on_sigterm_after_flushing_what_it_sent(kafka_bootstrap, to
     assert code == 143 and "interrupted after sending" in said
     sent = int(said.split("interrupted after sending ")[1].split()[0])
     assert 0 < sent < len(events)
+    assert f"interrupted after sending {sent} events of {len(events):,} ({len(events) - sent:,} not sent)" in said
     assert len(read_topic(kafka_bootstrap, topics.events)) == sent, "every event it counted was acknowledged"
 
 
