@@ -31,6 +31,7 @@ from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 from state import collector
 from schemas.convert import AVRO_SUFFIXES
+from schemas.jsonl import iso_time
 
 
 @dataclass
@@ -43,12 +44,16 @@ class SimulationOutcome:
     commands_obeyed: int = 0
     interrupted: bool = False
     failure: str | None = None  # how many events the broker did not acknowledge, and why
+    reached_ms: int | None = None  # interrupted: the simulated time it got to, of the run's end
+    end_ms: int | None = None
 
     def describe(self) -> str:
         rate = self.events / self.seconds if self.seconds > 0 else 0.0
         results = ", ".join(f"{k} {v}" for k, v in self.results.items() if v)
+        reached = (f", up to simulated time {iso_time(self.reached_ms)} of {iso_time(self.end_ms)}"
+                   if self.interrupted and self.reached_ms is not None and self.end_ms is not None else "")
         lines = [f"{'interrupted after' if self.interrupted else 'simulated'} {self.events:,} events in"
-                 f" {self.seconds:.1f} s ({rate:,.0f} events/s); messages: {results}"]
+                 f" {self.seconds:.1f} s ({rate:,.0f} events/s){reached}; messages: {results}"]
         if self.commands_obeyed:
             lines.append(f"redelivery commands obeyed: {self.commands_obeyed}")
         if not self.drained:
@@ -82,7 +87,7 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
     truth_path = truth_path or truth_path_for(path)
     simulation.truth.write(truth_path, seed, count)
     return SimulationOutcome(count, seconds, truth_path, simulation.truth.counts(), simulation.drained,
-                             interrupted=stop.is_set())
+                             interrupted=stop.is_set(), reached_ms=simulation.now, end_ms=simulation.end_ms)
 
 
 def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed: float | None = None,
@@ -98,7 +103,8 @@ def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed
     if truth_path is not None:
         simulation.truth.write(truth_path, seed, outcome.sent)
     return SimulationOutcome(outcome.sent, outcome.seconds, truth_path, simulation.truth.counts(),
-                             simulation.drained, simulation.commands_obeyed, outcome.interrupted, outcome.failure())
+                             simulation.drained, simulation.commands_obeyed, outcome.interrupted, outcome.failure(),
+                             outcome.last_event_ms, simulation.end_ms)
 
 
 def live(topology: Topology, seed: int, bootstrap: str, topic: str, commands_topic: str, *, speed: float = 1.0,

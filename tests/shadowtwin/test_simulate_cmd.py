@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 
 import pytest
 
@@ -94,9 +95,12 @@ def test_ctrl_c_ends_a_file_run_early_with_a_valid_shorter_recording(tmp_path):
     assert run.returncode == 130, stderr
     assert stderr == ""
     summary = next(line for line in stdout.splitlines() if line.startswith("interrupted after "))
-    written = sum(1 for _ in read_events(out))
-    assert f"interrupted after {written:,} events" in summary
-    assert json.loads((tmp_path / "big.truth.jsonl").read_text().splitlines()[0])["events"] == written
+    written = list(read_events(out))
+    assert f"interrupted after {len(written):,} events" in summary
+    reached, end = summary.split(", up to simulated time ")[1].split(";")[0].split(" of ")
+    assert end == "2026-01-07T00:00:00.000Z", "how much of the two days was not simulated"
+    assert 0 <= datetime.fromisoformat(reached).timestamp() * 1000 - written[-1].event_time_ms < 60_000, reached
+    assert json.loads((tmp_path / "big.truth.jsonl").read_text().splitlines()[0])["events"] == len(written)
 
 
 @pytest.mark.parametrize("option", ["--to", "--topic"])
