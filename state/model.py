@@ -1046,7 +1046,7 @@ class _Transition:
             servers=(s.primary, *sorted({r.holder for r in records} - {s.primary})), messages=tuple(messages),
             reason=f"{s.primary} {why}: {len(messages)} message(s) resubmitted by their shadows will be"
                    f" delivered twice; mailbox users see none (duplicate detection), but the listed recipients"
-                   f" outside the organisation ({outside} message(s)) may",
+                   f" outside the organisation ({outside} message(s)) may receive them twice",
             decided_at_ms=t,
         ))
         for r in records:

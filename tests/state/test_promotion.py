@@ -231,6 +231,8 @@ def test_same_database_after_promotion_predicts_duplicates_for_outside_recipient
     assert len(duplicates) == 1 and duplicates[0].decided_at_ms == at(5 * 60)
     by_message = {m.message.internal_id: m.recipients for m in duplicates[0].messages}
     assert by_message == {"m1": ("bob@fabrikam.com",), "m2": ()}
+    assert duplicates[0].reason.endswith("the listed recipients outside the organisation (1 message(s)) may receive"
+                                         " them twice"), "a whole sentence, not one that reads cut off"
     assert result.settles("mbx01")
 
 
