@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from infra.settings import Settings
-from shadowtwin.arguments import COUNT, INTERVAL
+from shadowtwin.arguments import COUNT, INTERVAL, did_you_mean, server_name
 from shadowtwin.errors import UsageError
 
 
@@ -60,13 +60,20 @@ def _lab(settings: Settings, args: argparse.Namespace):
 def run_lab(settings: Settings, args: argparse.Namespace) -> int:
     """Errors go to `shadowtwin.cli.main`: an unknown node or a bad topology is a UsageError."""
     lab = _lab(settings, args)
-    named = getattr(args, "node", None) or []  # kill and restart name one node, send any number
-    for node in [named] if isinstance(named, str) else named:
-        try:
-            lab.topology.node(node)
-        except KeyError as exc:
-            raise UsageError(exc.args[0]) from None
+    named = getattr(args, "node", None)  # kill and restart name one node, send any number
+    if named:
+        spelled = [_node_named(lab, node) for node in ([named] if isinstance(named, str) else named)]
+        args.node = spelled[0] if isinstance(named, str) else spelled
     return _ACTIONS[args.lab_action](lab, settings, args)
+
+
+def _node_named(lab, node: str) -> str:
+    """The node `node` names, in any case as Exchange reads a server's name; an unknown one is a UsageError."""
+    names = [spec.name for spec in lab.topology.nodes]
+    name = server_name(node, names)
+    if name is None:
+        raise UsageError(f"no node {node!r} in the topology (nodes: {', '.join(names)}){did_you_mean(node, names)}")
+    return name
 
 
 def _up(lab, settings: Settings, args) -> int:

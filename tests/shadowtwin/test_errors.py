@@ -492,6 +492,16 @@ def test_lab_names_an_unknown_node():
     one_line_naming(shadowtwin("lab", "kill", "nosuch"), "no node 'nosuch' in the topology")
     one_line_naming(shadowtwin("lab", "send", "--count", "1", "--node", "ex01", "--node", "nosuch"),
                     "no node 'nosuch' in the topology")
+    one_line_naming(shadowtwin("lab", "kill", "ex2"), "no node 'ex2' in the topology", "did you mean 'ex02'?")
+
+
+def test_lab_names_a_node_in_any_case_as_exchange_names_a_server(tmp_path):
+    """Before: `lab kill EX02` was refused, no node 'EX02'."""
+    conf = tmp_path / "lab.toml"
+    conf.write_text((Path(__file__).parents[2] / "conf" / "lab.toml").read_text().replace('run_dir = ".run/lab"',
+                                                                                          f'run_dir = "{tmp_path}"'))
+    result = shadowtwin("lab", "--topology", conf, "kill", "EX02")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ex02 was not running\n", "")
 
 
 def test_lab_send_to_a_named_node_sends_to_that_node_only(tmp_path, capfd):
