@@ -17,17 +17,21 @@ in an earlier run is read (the mapper learns from it) but not sent again, and th
 each file advances on delivery reports; it is saved every poll. With `follow`, a record the
 broker refuses ends the run (the caller flushes, saves, and exits non-zero; a restart sends
 again from the saved position); so does a save that fails, with or without `follow`.
-`max_age_s` leaves out files last written longer ago. A file named at the start that is no message-tracking
-log (`mtl_log.not_a_tracking_log`) ends it before anything is read: `NotATrackingLog`.
+`max_age_s` leaves out files last written longer ago. Setting `stop` ends the reading after the line at hand
+(a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
+start that is no message-tracking log (`mtl_log.not_a_tracking_log`) ends it before anything is read:
+`NotATrackingLog`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Protocol
 
 from producers.ingest_positions import Positions
@@ -58,6 +62,7 @@ class IngestCounts:
     skipped: Counter = field(default_factory=Counter)  # by reason
     unjoined: int = 0  # events whose primary internal id could not be learned (see mtl_events)
     published_before: int = 0  # lines an earlier run had acknowledged: read, not sent again
+    unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
 
     def describe(self) -> str:
         parts = [f"{self.lines} lines: {sum(self.events.values())} events, {self.dead_letters} dead letters,"
@@ -69,6 +74,10 @@ class IngestCounts:
         if self.unjoined:
             parts.append(f"  {self.unjoined} lines named a message whose primary's internal id was not seen"
                          " (see producers/EXCHANGE_LOGS.md)")
+        if self.unread is not None:
+            left = {path: n for path, n in self.unread.items() if n}
+            parts.append(f"interrupted: {sum(left.values()):,} bytes in {len(left)} of the {len(self.unread)} files"
+                         " were not read")
         return "\n".join(parts)
 
 
@@ -92,12 +101,18 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
                                   " Get-MessageTrackingLog)")
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
+    read_to: dict[Path, int] = {}  # the byte after the last line read, per file
     try:
         while True:
             idle = True
             for line in tail.poll():
                 idle = False
                 _one(line, mapper, sink, counts, wall_clock, positions, holds)
+                read_to[line.path] = line.end
+                if stop.is_set():  # Ctrl-C: what is left is said, not read
+                    counts.unread = {str(path): max(0, os.fstat(f.handle.fileno()).st_size - read_to.get(path, 0))
+                                     for path, f in tail.files.items()}
+                    break
             if idle or not follow:  # nothing more to join them with for now
                 for (line, again), result in mapper.flush():
                     _emit(line, again, result, sink, counts, wall_clock, positions, holds)

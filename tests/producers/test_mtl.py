@@ -63,6 +63,25 @@ def test_a_record_before_any_fields_header_and_bad_bytes_are_bad_lines():
     assert isinstance(reader.line(b"2026-11-22T02:00:00Z,RECEIVE"), BadLine)
 
 
+def test_a_stop_ends_the_reading_at_once_and_says_how_much_was_left_unread():
+    """Before: Ctrl-C in a one-shot ingest was answered only once every file had been read to its end."""
+    stop = threading.Event()
+
+    class StoppedAtTheFirstEvent(ListSink):
+        def event(self, event):
+            super().event(event)
+            stop.set()
+
+    sink, whole = StoppedAtTheFirstEvent(), run([EX01, EX02])[1]
+    counts = ingest([str(EX01), str(EX02)], sink, stop=stop)
+    assert counts.lines < whole.lines and len(sink.events) < sum(whole.events.values()), "not the files' events"
+    assert set(counts.unread) == {str(EX01), str(EX02)}
+    assert 0 < sum(counts.unread.values()) < EX01.stat().st_size + EX02.stat().st_size
+    assert counts.describe().splitlines()[-1] == (f"interrupted: {sum(counts.unread.values()):,} bytes in 2 of the 2"
+                                                  " files were not read")
+    assert run([EX01, EX02])[1].unread is None, "nothing said of a run read to its end"
+
+
 def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files():
     sink, counts = run([EX01, EX02])
     kinds = [(e.kind, e.node, e.primary_server, e.message.internal_id, e.message.fork_id) for e in sink.events
