@@ -37,6 +37,9 @@ from state.records import (
 # Applied event ids are remembered in buckets of at most this much event time, one deadline per
 # bucket (`ModelConfig.applied_ids_bucket_ms`).
 SEEN_BUCKET_MS = 60_000
+# A failed shadow attempt is followed at once by the next one, whose line comes when that session
+# ends: this long without one, the primary went on without a copy.
+NEXT_ATTEMPT_WAIT_MS = 60_000
 
 # The enum members the model reads per event, as module globals: in Python 3.11 reading
 # `SomeEnum.MEMBER` goes through the enum metaclass's `__getattr__` hook, ~180 ns a read against
@@ -44,6 +47,7 @@ SEEN_BUCKET_MS = 60_000
 _PROMOTE, _SHADOW_SILENT, _AUTO_DISCARD = _PAIR_KINDS = (
     DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
 _SETTLE_RESTART, _EXPIRE, _ACK_DELAY = DeadlineKind.SETTLE_RESTART, DeadlineKind.EXPIRE, DeadlineKind.ACK_DELAY
+_NO_SHADOW = DeadlineKind.NO_SHADOW
 _PENDING, _REDUNDANT = Redundancy.PENDING, Redundancy.REDUNDANT
 _MODE_UNKNOWN, _EXCHANGE_2010 = NodeMode.UNKNOWN, NodeMode.EXCHANGE_2010
 _SITE_UNKNOWN, _LOCAL, _REMOTE = ev.SiteLocality.UNKNOWN, ev.SiteLocality.LOCAL, ev.SiteLocality.REMOTE
@@ -89,6 +93,7 @@ def stable_id(*parts: object) -> str:
 # they mean the message will be delivered twice.
 _DELIVERY_EVENTS = (ev.NextHopAcknowledged, ev.DeliveredToMailbox, ev.BoundaryCrossed, ev.DiscardStatusSet,
                     ev.MovedToSafetyNet)
+_SHADOW_ATTEMPTS = (ev.ShadowCopyFailed, ev.ShadowCopyAcknowledged)
 
 
 class ShadowRedundancyModel:
@@ -408,8 +413,15 @@ class _Transition:
             m.remote_failures += 1
         else:
             m.local_failures += 1
-        if not m.decided and (e.reason is ev.ShadowFailureReason.NO_PEER or self.retries_exhausted(m)):
-            self.no_shadow(m, e.event_time_ms)
+        if m.decided or not (e.reason is ev.ShadowFailureReason.NO_PEER or self.retries_exhausted(m)):
+            return
+        if e.reason is not ev.ShadowFailureReason.NO_PEER and locality is ev.SiteLocality.UNKNOWN \
+                and not self.every_attempt_failed(m):
+            # Counted against the local budget, these may have been PreferRemote's remote attempts: the
+            # next attempt's line, or none, says whether the primary tries on.
+            self.s.deadlines.set(_NO_SHADOW, m.ref.internal_id, e.event_time_ms + NEXT_ATTEMPT_WAIT_MS)
+            return
+        self.no_shadow(m, e.event_time_ms)
 
     def retries_exhausted(self, m: Message) -> bool:
         p = self.primary_params
@@ -422,6 +434,19 @@ class _Transition:
         remote_budget = 0 if preference is ShadowMessagePreference.LOCAL_ONLY else p.max_retries_for_remote_site_shadow
         local_budget = 0 if preference is _REMOTE_ONLY else p.max_retries_for_local_site_shadow
         return m.remote_failures >= remote_budget and m.local_failures >= local_budget
+
+    def every_attempt_failed(self, m: Message) -> bool:
+        """Whether the failures spend every budget the preference can give, whatever the candidates' sites."""
+        p = self.primary_params
+        remote, local = p.max_retries_for_remote_site_shadow, p.max_retries_for_local_site_shadow
+        budget = {ShadowMessagePreference.LOCAL_ONLY: local, ShadowMessagePreference.REMOTE_ONLY: max(remote, local)}
+        return m.remote_failures + m.local_failures >= budget.get(p.shadow_message_preference_setting, remote + local)
+
+    def fire_no_shadow(self, internal_id: str, at_ms: int) -> None:
+        m = self.s.messages.get(internal_id)
+        self.s.deadlines.clear(_NO_SHADOW, internal_id)
+        if m is not None and not m.decided:
+            self.no_shadow(m, at_ms)
 
     def no_shadow(self, m: Message, t: int) -> None:
         """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
@@ -1297,6 +1322,11 @@ class _Transition:
             # database, and a new one learned later came with a later restart.
             s.unreachable_ms = None
         m = s.messages.get(ref.internal_id)
+        if m is not None and not m.decided and e.node == s.primary and not isinstance(e, _SHADOW_ATTEMPTS) \
+                and s.deadlines.get(_NO_SHADOW, ref.internal_id) is not None:
+            # the primary went on with the message: no other attempt came
+            self.fire_no_shadow(ref.internal_id, e.event_time_ms)
+            m = s.messages.get(ref.internal_id)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
             record = s.promoted[ref.internal_id]
             self.predict_duplicates([record], e.event_time_ms, "delivered a message its shadow had already resubmitted")
@@ -1316,6 +1346,8 @@ class _Transition:
         s.deadlines.clear(_EXPIRE, internal_id)
         if internal_id in s.deadlines.by_kind[_ACK_DELAY]:  # only a 2010 primary's for some senders
             s.deadlines.clear(_ACK_DELAY, internal_id)
+        if internal_id in s.deadlines.by_kind[_NO_SHADOW]:  # only after failed attempts whose site nothing says
+            s.deadlines.clear(_NO_SHADOW, internal_id)
         if m.shadow_server is not None and (pair := s.pairs.get(m.shadow_server)) is not None:
             self.unhold(pair, internal_id)
             if schedule_pair:
@@ -1368,5 +1400,6 @@ _FIRE_BY_KIND: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.SAME_SITE_REPORT: _Transition.fire_same_site_report,
     DeadlineKind.FORGET_SEEN: _Transition.fire_forget_seen,
     DeadlineKind.SETTLE_RESTART: restart.fire_settle,
+    DeadlineKind.NO_SHADOW: _Transition.fire_no_shadow,
 }
 _FIRE = [_FIRE_BY_KIND.get(kind) for kind in range(max(DeadlineKind) + 1)]  # indexed by the kind

@@ -180,6 +180,7 @@ class DeadlineKind(enum.IntEnum):
     SAME_SITE_REPORT = 8
     FORGET_SEEN = 9
     SETTLE_RESTART = 10  # a restart whose queue database is unknown (state/restart.py)
+    NO_SHADOW = 11  # failed attempts of unknown site: no copy unless another attempt follows
 
 
 def _no_deadlines() -> list[dict[str, int]]:

@@ -29,7 +29,7 @@ VERSION = 1
 SERVER_PREFIX, MESSAGE_PREFIX = "server/", "message/"
 # Accepted without a shadow copy, or its copy is gone: a crash of the primary loses it.
 _NOT_REDUNDANT = (Redundancy.NOT_REDUNDANT, Redundancy.LOST, Redundancy.DISABLED)
-_MESSAGE_DEADLINES = (DeadlineKind.ACK_DELAY, DeadlineKind.EXPIRE)
+_MESSAGE_DEADLINES = (DeadlineKind.ACK_DELAY, DeadlineKind.NO_SHADOW, DeadlineKind.EXPIRE)
 _MESSAGE_KINDS = frozenset((*_MESSAGE_DEADLINES, DeadlineKind.FORGET_PROMOTED))
 _PAIR_DEADLINES = (DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
 _MESSAGE_DEADLINE_NAMES = tuple((kind, kind.name.lower()) for kind in _MESSAGE_DEADLINES)

@@ -801,6 +801,14 @@ def deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients() ->
                   Command("mbx02", "mbx01", "m3", None, None, ("b@contoso.com",), at(181))))
 
 
+def _unsaid_failures(org: Org, mid: str, minute: float, candidates: tuple[str, ...]) -> list[ev.Event]:
+    """mbx01's failed attempts at `mid`'s copy on `candidates`, 0.01 min apart, none saying its site
+    (a message-tracking HAREDIRECTFAIL)."""
+    return [e for attempt, candidate in enumerate(candidates, start=1)
+            for e in org.shadow_failed("mbx01", mid, minute + attempt * 0.01, locality=SiteLocality.UNKNOWN,
+                                       attempt=attempt, candidate=candidate)]
+
+
 def prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say() -> Timeline:
     """dag1 spans site1 (mbx01, mbx02) and site2 (mbx03); the failed attempts do not say in which site their
     candidate is (a message-tracking HAREDIRECTFAIL), the servers' NodeStarted do. "PreferRemote: Try to make
@@ -813,15 +821,9 @@ def prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_
     not before."""
     org = Org()
     events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
-              *org.started("mbx03", "dbX1", 0, site="site2"), *org.received("mbx01", "m1", 1)]
-    unsaid = SiteLocality.UNKNOWN
-    for attempt in (1, 2):
-        events += org.shadow_failed("mbx01", "m1", 1 + attempt * 0.01, locality=unsaid, attempt=attempt,
-                                    candidate="mbx03")
-    events += [*org.shadowed("mbx01", "mbx03", "m1", 1.05), *org.received("mbx01", "m2", 2)]
-    for attempt, candidate in enumerate(("mbx03",) * 4 + ("mbx02",) * 2, start=1):
-        events += org.shadow_failed("mbx01", "m2", 2 + attempt * 0.01, locality=unsaid, attempt=attempt,
-                                    candidate=candidate)
+              *org.started("mbx03", "dbX1", 0, site="site2"), *org.received("mbx01", "m1", 1),
+              *_unsaid_failures(org, "m1", 1, ("mbx03",) * 2), *org.shadowed("mbx01", "mbx03", "m1", 1.05),
+              *org.received("mbx01", "m2", 2), *_unsaid_failures(org, "m2", 2, ("mbx03",) * 4 + ("mbx02",) * 2)]
     events += [*org.delivered("mbx01", "m1", "mbx09", 4), *org.delivered("mbx01", "m2", "mbx09", 4),
                *org.query_ok("mbx03", "mbx01", 5, discarded=("m1",))]
     return Timeline("PreferRemote counts failures by the candidate's site when the line does not say", events,
@@ -1043,6 +1045,30 @@ def a_copy_the_primary_reported_is_of_the_database_its_first_answer_names() -> T
         commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(12), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt() -> Timeline:
+    """Message-tracking logs alone: no NodeStarted names a site, and HAREDIRECTFAIL does not say the
+    candidate's (locality UNKNOWN). With PreferRemote the primary may have four remote attempts and two local
+    ones, or, in a DAG in one site, two (003); the twin cannot tell which. m1: two attempts on mbx03 fail,
+    the third makes the copy there: redundant, no alert (before: NOT_REDUNDANT at 1.02, the second failure,
+    counted against the local budget of 2; a simulated world with a server alone in its site down 15
+    minutes: 8 such alerts). m2: two attempts fail and no line follows: NOT_REDUNDANT a minute after the
+    last (NEXT_ATTEMPT_WAIT_MS). m3: six fail, every budget spent: NOT_REDUNDANT at the sixth. m4: two fail,
+    and the primary's next line about it is its SEND: NOT_REDUNDANT then, the primary went on without a copy."""
+    org = Org()
+    events = [*org.received("mbx01", "m1", 1), *_unsaid_failures(org, "m1", 1, ("mbx03",) * 2),
+              *org.shadowed("mbx01", "mbx03", "m1", 1.05),
+              *org.received("mbx01", "m2", 2), *_unsaid_failures(org, "m2", 2, ("mbx02",) * 2),
+              *org.delivered("mbx01", "m2", "mbx09", 3.5),
+              *org.received("mbx01", "m3", 4), *_unsaid_failures(org, "m3", 4, ("mbx03",) * 4 + ("mbx02",) * 2),
+              *org.delivered("mbx01", "m1", "mbx09", 5), *org.delivered("mbx01", "m3", "mbx09", 5),
+              *org.query_ok("mbx03", "mbx01", 5.5, discarded=("m1",)),
+              *org.received("mbx01", "m4", 6), *_unsaid_failures(org, "m4", 6, ("mbx02",) * 2),
+              *org.delivered("mbx01", "m4", "mbx09", 6.2)]
+    return Timeline("failures whose site nothing says leave the copy to the next attempt", events, alerts=(
+        Expected(AlertType.NOT_REDUNDANT, at(3.02), ("m2",)), Expected(AlertType.NOT_REDUNDANT, at(4.06), ("m3",)),
+        Expected(AlertType.NOT_REDUNDANT, at(6.2), ("m4",))))
+
+
 def an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it() -> Timeline:
     """What if mbx02's MessageExpirationTimeout (Set-TransportService, one server's) were 1 day, the rest
     default. mbx02 keeps the copy of mbx01's m1 and falls silent after its query of minute 8; mbx01 delivers
@@ -1188,6 +1214,7 @@ ALL = (
     a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
     a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
     a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
+    failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1208,5 +1235,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
            a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
            a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
-           a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then)
+           a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
+           failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt)
 
