@@ -1157,6 +1157,10 @@ class _Transition:
         pair = s.pairs.get(shadow)
         if pair is None or not pair.held:
             return
+        due = self.feed_verdict_due(pair, at_ms)
+        if due is not None:
+            s.deadlines.set(_SHADOW_SILENT, shadow, due)
+            return
         pair.silent_alerted = True
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
         if held and not self.feed_stopped(at_ms):
@@ -1259,6 +1263,18 @@ class _Transition:
                    f" in the same site as {s.primary} ({site}): a failure of that site loses both copies",
             decided_at_ms=at_ms,
         ))
+
+    def feed_verdict_due(self, pair: Pair, at_ms: int) -> int | None:
+        """When the shadow fell silent with every other server (none has a sign of life a liveness
+        bucket, the facts' grain, after its last query), when the silent-feed rule can tell a stopped
+        feed from a silent shadow, if that is still ahead of `at_ms`; else None."""
+        last = self.s.last_seen
+        span = self.config.shadow_silence_heartbeats * self.config.timing("").heartbeat_ms
+        if not last or span <= 0:
+            return None
+        latest = max(last.values())
+        due = latest + span
+        return due if at_ms < due and latest < pair.last_query_ms + self.model.liveness_bucket_ms else None
 
     def feed_stopped(self, at_ms: int) -> bool:
         """Whether every server known from the liveness facts has been silent for the silence span

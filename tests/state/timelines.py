@@ -344,6 +344,24 @@ def silent_feed() -> Timeline:
     ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
 
 
+def a_feed_that_stops_seconds_after_the_shadows_last_query() -> Timeline:
+    """The feed stops as in `silent_feed`, but mbx03's last event (8.2) comes 12 s after mbx02's last query
+    (8): at 14, mbx02 silent for the silence span, the others have been for 5.8 minutes only. Both fell
+    silent within a heartbeat of each other: the twin waits for the silent-feed rule (at 14.2) and says
+    the feed stopped, not that mbx02 is unreachable (before: SHADOW_SERVER_UNREACHABLE at 14, then
+    EVENTS_STOPPED at 14.2; seen on simulated logs as the workload ended, hunt seeds 353 and 357)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9), *org.busy("mbx03", 0.2, 9, every=1),
+              *org.tick(4 * 60)]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a feed that stops seconds after the shadow's last query", events, alerts=(
+        Expected(AlertType.EVENTS_STOPPED, at(8.2) + 6 * MINUTE),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
+
+
 def silent_shadow_and_primary_while_others_publish() -> Timeline:
     """The contrast: mbx01 and mbx02 stop, mbx03 goes on: mbx02 is down, m1 is at risk."""
     org = Org()
@@ -1215,6 +1233,7 @@ ALL = (
     a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
     a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
     failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
+    a_feed_that_stops_seconds_after_the_shadows_last_query,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
