@@ -485,13 +485,14 @@ class Simulation:
                    next_hop=fork.hop.name, smtp_response=why, recipients=tuple(r.address for r in fork.recipients))
 
     def _next_change(self, mail: Mail) -> int:
-        """How soon a slow hop lets the mail through: its delay, counted from when it first waited."""
+        """How soon a slow hop lets the mail through: its delay, counted from when it first waited (one
+        whose delay has run out already let it through: what holds the mail now is another cause)."""
         soonest = RETRY_MS
         for fork in mail.forks:
             since = mail.slow_since.get(fork.hop.name)
             delay = self._slow.get(fork.hop.name)
-            if not fork.done and since is not None and delay is not None:
-                soonest = min(soonest, max(1, since + delay - self.now))
+            if not fork.done and since is not None and delay is not None and since + delay > self.now:
+                soonest = min(soonest, since + delay - self.now)
         return soonest
 
     def _hand_over(self, node: Node, mail: Mail, fork: Fork, t: int) -> bool:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
+
 import pytest
 
+from producers.simulator.engine import Simulation
 from schemas import events as ev
 from schemas.events import AlertType
 from state.scoring import score
@@ -227,3 +231,16 @@ def test_the_twin_scores_the_half_delivered_messages_as_they_went(split_run):
         if c.message.message_id in split:
             commanded.setdefault(c.message.message_id, set()).update(c.recipients)
     assert commanded == {m: set(t.promotions[0]["recipients"]) for m, t in split.items()}
+
+
+def test_a_slow_next_hop_that_then_refuses_is_retried_every_five_minutes_not_every_millisecond():
+    # DB01 answers slowly from 01:00 (10 minutes) and refuses from 01:05 to 01:35: mail that waited out the
+    # slowness is refused, and retried at RETRY_MS (hunt seed 359: before, every millisecond once the
+    # delay had run out, millions of DEFERs in minutes of simulated time, the run never ending).
+    faults = [{"kind": "slow_next_hop", "next_hop": "DB01", "at": "01:00:00", "duration": "01:00:00",
+               "delay": "00:10:00"},
+              {"kind": "refusing_next_hop", "next_hop": "DB01", "at": "01:05:00", "duration": "00:30:00"}]
+    events = list(itertools.islice(Simulation(topology(faults, duration="02:00:00", rate=0.1), 7).events(), 200_000))
+    assert len(events) < 200_000, "the run ends"
+    deferrals = Counter((e.message.internal_id, e.message.fork_id) for e in events if isinstance(e, ev.DeliveryDeferred))
+    assert deferrals and max(deferrals.values()) <= 12  # ~10 minutes slow, then 30 refused, a try per 5
