@@ -318,6 +318,7 @@ class Simulation:
                    recipients=mail.recipients, size_bytes=mail.size, submitted_at_ms=mail.submitted_ms,
                    sender_supports_shadow=supports_xshadow or node.mode is NodeMode.EXCHANGE_2013)
         shadow: Node | None = None
+        shadow_done = t  # when the session for the shadow copy ended: the message is queued only then
         if node.params.shadow_redundancy_enabled:
             if node.mode is NodeMode.EXCHANGE_2010:
                 if supports_xshadow:
@@ -327,7 +328,7 @@ class Simulation:
                     node.event(ev.ShadowCopyAcknowledged, t + 3, node.name, ref, shadow_server=shadow.name,
                                locality=_locality(node, shadow))
             else:
-                shadow = self._make_shadow(node, copy, t)
+                shadow, shadow_done = self._make_shadow(node, copy, t)
                 if shadow is None and node.params.reject_message_on_shadow_failure and not resubmission:
                     node.event(ev.RejectedToSender, t + 40, node.name, ref)
                     node.forget(copy.internal_id)
@@ -342,17 +343,18 @@ class Simulation:
             copy.ack_pending = True
             self._at(t + node.timing.max_ack_delay_ms, self._delayed_ack, node, copy.internal_id, node.epoch)
         copy.forks = self._route(node, mail.recipients)
-        self._at(t + self._queue_time(), self._deliver, node, copy.internal_id, node.epoch)
+        self._at(max(t + self._queue_time(), shadow_done), self._deliver, node, copy.internal_id, node.epoch)
         return True
 
-    def _make_shadow(self, node: Node, copy: Mail, t: int) -> Node | None:
-        """2013 and later: a simultaneous session to a peer in the boundary, per the preference."""
+    def _make_shadow(self, node: Node, copy: Mail, t: int) -> tuple[Node | None, int]:
+        """2013 and later: a simultaneous session to a peer in the boundary, per the preference; the
+        shadow (None when every attempt failed) and when the last attempt ended."""
         p = node.params
         peers, remote, local = self._peers_of(node)
         if not peers:
             node.event(ev.ShadowCopyFailed, t + 5, node.name, copy.ref(), candidate="", attempt=1,
                        reason=ev.ShadowFailureReason.NO_PEER)
-            return None
+            return None, t + 5
         preference = p.shadow_message_preference_setting
         if node.server.dag is None or not remote:
             plan = [(local or peers, p.max_retries_for_local_site_shadow)]
@@ -386,8 +388,8 @@ class Simulation:
                 self._store_shadow(candidate, node, copy, at + 10, alternate_route=True)
                 node.event(ev.ShadowCopyAcknowledged, at + 15, node.name, copy.ref(), shadow_server=candidate.name,
                            locality=locality)
-                return candidate
-        return None
+                return candidate, at + 15
+        return None, at
 
     def _peers_of(self, node: Node) -> tuple[list[Node], list[Node], list[Node]]:
         """The other servers of the node's boundary: all, those in another site, those in its own."""

@@ -4,6 +4,7 @@ from producers.mtl_ingest import ingest
 from producers.mtl_log import parse_time, service_of
 from producers.simulator.mtl_check import check_logs
 from producers.simulator.mtl_writer import to_mtl
+from schemas.events import AlertType
 from shadowtwin.cli import main
 from tests.producers.simulator.scenarios import topology
 from tests.producers.test_mtl import ListSink
@@ -84,3 +85,17 @@ def test_servers_log_their_health_probes_while_the_simulation_drains_after_the_w
                                 shadow_redundancy={"shadow_resubmit_time_span": "00:30:00"}), 7, tmp_path)
     last = max(t for server in ("MBX02", "MBX03") for t in _lines(tmp_path, server, b"Inbound proxy probe"))
     assert last > "2026-01-05T01:20" and check.false_alerts == []
+
+
+def test_a_server_alone_in_its_site_down_makes_no_message_not_redundant_that_got_its_copy(tmp_path):
+    # mbx03, alone in lon, is down 20 minutes: mbx01's and mbx02's messages fail four times on it (PreferRemote),
+    # then get their copy in nyc. Their HAREDIRECTFAIL lines say no site: before, the log-fed twin counted
+    # them against the local budget and said NOT_REDUNDANT at the second (hunt seed 339: 8 such alerts).
+    check = check_logs(topology([crash("mbx03", at="00:10:00", duration="00:20:00", backlog="00:00:00")],
+                                duration="00:40:00", rate=0.2), 7, tmp_path)
+    assert len(_lines(tmp_path, "MBX01", b",HAREDIRECTFAIL,") + _lines(tmp_path, "MBX02", b",HAREDIRECTFAIL,")) > 10
+
+    def not_redundant(result):
+        return {m.message.message_id for a in result.alerts if a.type is AlertType.NOT_REDUNDANT for m in a.messages}
+    assert not_redundant(check.logs) == not_redundant(check.native)
+    assert check.false_alerts == []

@@ -244,3 +244,22 @@ def test_a_slow_next_hop_that_then_refuses_is_retried_every_five_minutes_not_eve
     assert len(events) < 200_000, "the run ends"
     deferrals = Counter((e.message.internal_id, e.message.fork_id) for e in events if isinstance(e, ev.DeliveryDeferred))
     assert deferrals and max(deferrals.values()) <= 12  # ~10 minutes slow, then 30 refused, a try per 5
+
+
+def test_a_message_goes_to_its_next_hop_only_once_its_shadow_attempts_are_over():
+    # mbx03, alone in lon, is down: mbx01 and mbx02 (nyc, PreferRemote) try it four times, a second each,
+    # then their own site. The message is the primary's only once the sender has its answer (domain.md, "How
+    # a shadow copy is made"): before, it was sent on after its queue time (2 s on average) while the
+    # attempts went on, so a log showed SEND before the HAREDIRECT that made its copy.
+    run = simulate(topology([crash("mbx03", at="00:10:00", duration="00:20:00", backlog="00:00:00")],
+                            duration="00:40:00", rate=0.2))
+    attempts_end: dict[str, int] = {}
+    first_sent: dict[str, int] = {}
+    for e in run.events:
+        if isinstance(e, (ev.ShadowCopyFailed, ev.ShadowCopyAcknowledged)):
+            attempts_end[e.message.internal_id] = max(attempts_end.get(e.message.internal_id, 0), e.event_time_ms)
+        elif isinstance(e, ev.SentToNextHop):
+            first_sent.setdefault(e.message.internal_id, e.event_time_ms)
+    failed = {e.message.internal_id for e in run.events if isinstance(e, ev.ShadowCopyFailed)}
+    assert len(failed & set(first_sent)) > 5
+    assert all(first_sent[i] >= attempts_end[i] for i in failed & set(first_sent))
