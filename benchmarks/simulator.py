@@ -4,10 +4,11 @@
 
 Runs the example topology (conf/topology.toml, its workload and fault schedule) for
 `--duration` of simulated time three ways: drained in memory (the engine alone), written to
-an Avro file (what `shadowtwin simulate` does), and published to a fresh topic on the
-configured broker (the embedded one is started if nothing answers), `--kafka-runs` times: the
-first run meets a broker just started (its JVM not yet compiled hot), the later ones a warm
-broker, as a broker that has run for a while is. Prints events/s for each.
+an Avro file (what `shadowtwin simulate` does: on two cores, encoded and written by a second
+process), and published to a fresh topic on the configured broker (the embedded one is started
+if nothing answers), `--kafka-runs` times: the first run meets a broker just started (its JVM not
+yet compiled hot), the later ones a warm broker, as a broker that has run for a while is. Prints
+events/s for each.
 """
 
 from __future__ import annotations

@@ -113,6 +113,46 @@ def arguments_encoder(record_type: type) -> Callable[..., bytes]:
     return compiler.compile(f"encode_{name}", lines)
 
 
+@functools.cache
+def arguments_flattener(event_type: type[Event]) -> Callable[..., tuple]:
+    """For an event kind: a function that takes what the class takes and returns the event as a flat
+    tuple of the builtins `marshal` carries to another process (the kind's index in the body union,
+    then every field in the envelope's order, a nested record as the tuple of its fields, an enum
+    member as its index), checked as `arguments_encoder` checks, with the same ValidationError.
+    `flat_writer(event_type)` writes the Avro body of such a tuple: the same bytes."""
+    from schemas.validate import explain
+
+    name = event_type.__name__
+    compiler = _WriterCompiler(name)
+    parameters, defaults = init_parameters(event_type)
+    compiler.namespace.update(defaults, RECORD=event_type, explain=explain)
+    arguments = ", ".join(f"{f.name}={f.name}" for f in dataclasses.fields(event_type))
+    lines = [f"def flatten_{name}({parameters}):", "    try:"]
+    values = [compiler.flatten(f.shape, f.name, lines, "        ") for f in fields_of(event_type)]
+    lines += [f"        return ({list(EVENT_TYPES.values()).index(event_type)}, {', '.join(values)})",
+              "    except TypeError:",
+              f"        explain(RECORD({arguments}))  # raises ValidationError naming the field",
+              "        raise"]
+    return compiler.compile(f"flatten_{name}", lines)
+
+
+@functools.cache
+def flat_writer(event_type: type[Event]) -> Write:
+    """The writer of an event kind's flat tuples (`arguments_flattener`, which checked them): the bytes
+    `record_writer` writes for the event."""
+    compiler = _WriterCompiler(event_type.__name__, flat=True)
+    lines = [f"def write_flat_{event_type.__name__}(flat, out):"]
+    header, body = header_fields(), body_fields(event_type)
+    for i, f in enumerate(header, 1):
+        lines.append(f"    {f.name} = flat[{i}]")
+    compiler.fields(header, None, lines, "    ")
+    lines.append(f"    out += {compiler.name(varint(list(EVENT_TYPES.values()).index(event_type)), 'MEMBER')}")
+    for i, f in enumerate(body, len(header) + 1):
+        lines.append(f"    {f.name} = flat[{i}]")
+    compiler.fields(body, None, lines, "    ")
+    return compiler.compile(f"write_flat_{event_type.__name__}", lines)
+
+
 # Names the generated source uses for itself: `arguments_encoder` refuses a class with a field so named
 # (an Alert's `type`).
 _GENERATED = frozenset({"out", "bytes", "len", "type", "explain", "RECORD", "TypeError", "OverflowError",
@@ -122,8 +162,10 @@ _GENERATED = frozenset({"out", "bytes", "len", "type", "explain", "RECORD", "Typ
 class _WriterCompiler:
     """Writes the source of one record class's writer function, and the names it uses."""
 
-    def __init__(self, schema: str):
+    def __init__(self, schema: str, *, flat: bool = False):
+        """`flat`: the values written are flat (`arguments_flattener`): records as tuples, enum members as indexes."""
         self.schema = schema
+        self.flat = flat
         self.namespace: dict[str, Any] = {"write_long": write_long, "SHORT_LENGTHS": _SHORT_LENGTHS}
         self._ids: dict[int, str] = {}
         self._count = 0
@@ -175,9 +217,16 @@ class _WriterCompiler:
                           f"{indent}    write_long({value}, out)"]
             case Scalar(avro="boolean"):
                 lines += [self.exactly(bool, value, indent), f"{indent}out.append(1 if {value} else 0)"]
+            case EnumType(cls=cls) if self.flat:
+                lines.append(f"{indent}out += {self.name(tuple(varint(i) for i in range(len(cls))), 'ENUM')}[{value}]")
             case EnumType(cls=cls):
                 indexes = {member: varint(i) for i, member in enumerate(cls)}
                 lines += [self.exactly(cls, value, indent), f"{indent}out += {self.name(indexes, 'ENUM')}[{value}]"]
+            case RecordType(cls=cls) if self.flat:
+                for i, f in enumerate(fields_of(cls)):
+                    item = self.local("v")
+                    lines.append(f"{indent}{item} = {value}[{i}]")
+                    self.emit(f.shape, item, lines, indent)
             case RecordType(cls=cls):
                 lines.append(self.exactly(cls, value, indent))
                 self.fields(fields_of(cls), value, lines, indent)
@@ -197,9 +246,48 @@ class _WriterCompiler:
             case _:
                 raise TypeError(f"no binary writer for {shape}")
 
+    def flatten(self, shape: Shape, value: str, lines: list[str], indent: str) -> str:
+        """The lines that check the local `value` as `emit`'s do; returns the expression of its flat form."""
+        match shape:
+            case Scalar() | Timestamp():
+                lines.append(self.exactly(int if isinstance(shape, Timestamp) else shape.python, value, indent))
+                return value
+            case EnumType(cls=cls):
+                lines.append(self.exactly(cls, value, indent))
+                return f"{self.name({member: i for i, member in enumerate(cls)}, 'INDEX')}[{value}]"
+            case RecordType(cls=cls):
+                lines.append(self.exactly(cls, value, indent))
+                items = []
+                for f in fields_of(cls):
+                    item = self.local("v")
+                    lines.append(f"{indent}{item} = {value}.{f.name}")
+                    items.append(self.flatten(f.shape, item, lines, indent))
+                return f"({', '.join(items)},)"
+            case Nullable(inner=inner):
+                flat = self.local("f")
+                lines += [f"{indent}if {value} is None:", f"{indent}    {flat} = None", f"{indent}else:"]
+                lines.append(f"{indent}    {flat} = {self.flatten(inner, value, lines, indent + '    ')}")
+                return flat
+            case Array(item=item):
+                each, inner = self.local("x"), []
+                flat = self.flatten(item, each, inner, indent + "    ")
+                lines += [self.exactly(tuple, value, indent), f"{indent}for {each} in {value}:", *inner]
+                if flat == each:  # items kept as they are (checked)
+                    lines.append(f"{indent}    pass")
+                    return value
+                items = self.local("a")
+                lines.insert(len(lines) - len(inner) - 1, f"{indent}{items} = []")
+                lines.append(f"{indent}    {items}.append({flat})")
+                return f"tuple({items})"
+            case _:
+                raise TypeError(f"no flat form for {shape}")
+
     def exactly(self, python: type, value: str, indent: str) -> str:
         """The line that refuses a value of another type than the contract's (a subclass too, as
-        `schemas.validate` does: a bool is no long, a plain string no enum member)."""
+        `schemas.validate` does: a bool is no long, a plain string no enum member). A flat value was
+        checked when it was made flat."""
+        if self.flat:
+            return f"{indent}pass"
         return f"{indent}if type({value}) is not {self.name(python, 'TYPE')}: raise TypeError"
 
     def compile(self, function: str, lines: list[str]) -> Write:

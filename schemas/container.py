@@ -2,6 +2,7 @@
 
     count = write(out, "Event", events)                 # header, then deflate blocks, each ending in the sync marker
     count = write_encoded(out, "Event", bodies)         # the same, from each record's Avro body
+    count = write_flat(out, events)                     # the same, from each event's flat tuple
     for record in read(Path("day.avro"), "Event"): ...  # lazily, in file order, into the current schema
 
 A file holds the records of one top-level schema (`Event`, `Alert`, ...) and carries its writer
@@ -24,6 +25,7 @@ the field); a file without it reads with None for every timestamp.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -39,6 +41,7 @@ from fastavro.schema import SchemaParseException
 from schemas import binary, catalogue
 from schemas.codec import default_codec, without_logical_types
 from schemas.datum import from_datum
+from schemas.events import EVENT_TYPES
 from schemas.shape import TOP_LEVEL_NAMES, top_level_name
 
 MAGIC = b"Obj\x01"
@@ -109,6 +112,21 @@ def write_encoded(out: IO[bytes], name: str, bodies: Iterable[bytes], *, sync: b
         if in_block:
             blocks.put(block, in_block)
     return count + in_block
+
+
+def write_flat(out: IO[bytes], events: Iterable[tuple], *, sync: bytes | None = None, codec: str = "deflate") -> int:
+    """`write` for events given as the flat tuples `binary.arguments_flattener` makes (what the
+    simulator's writing process receives): the same blocks, the same bytes."""
+    sync = _write_header(out, "Event", sync, codec, timestamps=False)
+    writers = flat_writers()
+    return _write_blocks(out, sync, codec, events, lambda block, flat, _: writers[flat[0]](flat, block))
+
+
+@functools.cache
+def flat_writers() -> tuple[binary.Write, ...]:
+    """What `write_flat` writes with, by the kind's index (compiled once: a forked writer asks before it forks)."""
+    catalogue.default()
+    return tuple(binary.flat_writer(kind) for kind in EVENT_TYPES.values())
 
 
 def _write_blocks(out: IO[bytes], sync: bytes, codec: str, items: Iterable[Any],

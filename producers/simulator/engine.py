@@ -12,8 +12,9 @@ servers, cut links, slow or refuse next hops, skew clocks and refuse shadow copi
 Every SMTP-level event is stamped with the emitting server's own (possibly skewed) clock
 and comes out in true-time order; `GroundTruth` records what really happened. One seed
 gives one run, event for event. `command()` lets a live run obey the twin's redelivery
-commands. An encoded run (`encoded=True`, what `to_file` writes) yields each event's Avro body
-instead of the event, encoded from the arguments it would have been made of.
+commands. An encoded run (`encoded=True`) yields each event's Avro body instead of the event,
+encoded from the arguments it would have been made of; a flat run (`flat=True`, what `to_file`
+hands to the process that writes its Avro file) yields each event as a flat tuple of builtins.
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ class Fork:
 
 
 class Simulation:
-    def __init__(self, topology: Topology, seed: int = 7, start_ms: int | None = None, *, encoded: bool = False):
+    def __init__(self, topology: Topology, seed: int = 7, start_ms: int | None = None, *, encoded: bool = False,
+                 flat: bool = False):
         """`encoded`: `events()` yields the Avro body of each event (`binary.arguments_encoder`), the
-        same bytes as encoding the event, without making it."""
+        same bytes as encoding the event, without making it; `flat`: each event as the flat tuple
+        `binary.arguments_flattener` makes of its arguments."""
         self.topology = topology
         self.seed = seed
         self.rng = random.Random(seed)
@@ -68,7 +71,8 @@ class Simulation:
         self.truth = GroundTruth()
         self.now = self.start_ms
         self.model = topology.model_config()
-        self._make = {kind: binary.arguments_encoder(kind) if encoded else kind for kind in ev.EVENT_TYPES.values()}
+        make = binary.arguments_encoder if encoded else binary.arguments_flattener if flat else None
+        self._make = {kind: make(kind) if make else kind for kind in ev.EVENT_TYPES.values()}
         self._actions: list[tuple[int, int, Callable, tuple]] = []
         self._out: list[tuple[int, int, ev.Event | bytes]] = []  # what the nodes emit, by true time
         self._sequence = itertools.count()
@@ -102,10 +106,10 @@ class Simulation:
 
     # ---- running --------------------------------------------------------------------
 
-    def events(self, drain_ms: int | None = None) -> Iterator[ev.Event | bytes]:
-        """Every event of the run in true-time order (or its body, `encoded`). After the workload ends the servers keep
-        working (up to `drain_ms`, by default the longest resubmit span plus an hour) until
-        nothing is queued or held anywhere."""
+    def events(self, drain_ms: int | None = None) -> Iterator[ev.Event | bytes | tuple]:
+        """Every event of the run in true-time order (or its body, `encoded`, or its flat tuple, `flat`). After
+        the workload ends the servers keep working (up to `drain_ms`, by default the longest resubmit
+        span plus an hour) until nothing is queued or held anywhere."""
         if drain_ms is None:
             drain_ms = max(n.timing.resubmit_ms for n in self.nodes.values()) + 3_600_000
         for node in self.nodes.values():

@@ -5,8 +5,10 @@
     outcome = live(topology, seed=7, bootstrap=..., topic=..., commands_topic=...)
 
 A file run is reproducible byte for byte: the events come from the seed alone and the Avro
-sync marker is derived from it. An Avro file is written from the events' bodies, which the
-simulation encodes as it goes (`Simulation(encoded=True)`), without making the events, and
+sync marker is derived from it. An Avro file is written by a second process from the events made
+flat (`Simulation(flat=True)`, `producers.simulator.writer`: the simulation runs on one core, the
+encoding and the writing on the other), or, on one core, from the events' bodies, which the
+simulation encodes as it goes (`Simulation(encoded=True)`); neither makes the events. Both run
 with the cyclic garbage collector paused (the simulation makes no cycles: what it drops is
 freed by reference counting), what it keeps handed to the oldest generation after (not walked
 when the collector resumes). A live run starts at the wall clock's now, paces events in real
@@ -27,9 +29,11 @@ from infra.kafka import consumer, partitions_of
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
 from producers.recording import check_name, write_events
 from producers.replayer import publish
+from producers.simulator import writer
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 from state import collector
+from schemas import container
 from schemas.convert import AVRO_SUFFIXES
 from schemas.jsonl import iso_time
 
@@ -76,11 +80,17 @@ def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None =
             stop: threading.Event | None = None) -> SimulationOutcome:
     """Write the simulation's events; setting `stop` ends the file early, still a valid recording."""
     avro = check_name(path).suffix in AVRO_SUFFIXES
-    simulation = Simulation(topology, seed, encoded=avro)
+    forked = avro and writer.available()
+    simulation = Simulation(topology, seed, encoded=avro and not forked, flat=forked)
+    if forked:
+        container.flat_writers()  # compiled before the clock starts, as the simulation's own flatteners are
     stop = stop or threading.Event()
     started = time.perf_counter()
     with collector.paused(aged=True):
-        count = write_events(path, simulation.events(), sync=sync_marker(seed), encoded=avro, stop=stop.is_set)
+        if forked:
+            count = writer.write_forked(path, simulation.events(), sync=sync_marker(seed), stop=stop.is_set)
+        else:
+            count = write_events(path, simulation.events(), sync=sync_marker(seed), encoded=avro, stop=stop.is_set)
     seconds = time.perf_counter() - started
     if stop.is_set():
         simulation.stopped_early()

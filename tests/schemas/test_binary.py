@@ -2,6 +2,7 @@
 
 import copy
 import dataclasses
+import marshal
 import pickle
 import re
 from dataclasses import dataclass
@@ -270,6 +271,38 @@ def test_the_arguments_encoder_takes_the_defaults_and_refuses_as_the_codec_does(
         encode(**header, typo=1)
     with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'node'"):
         encode(event_id="e", event_time_ms=1, primary_server="p")
+
+
+def written_flat(record) -> bytes:
+    """The record made flat, carried through marshal (as to another process), and written."""
+    flat = marshal.loads(marshal.dumps(binary.arguments_flattener(type(record))(**arguments_of(record))))
+    out = bytearray()
+    binary.flat_writer(type(record))(flat, out)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("kind", list(sample_events()))
+def test_an_event_made_flat_is_written_as_its_body(kind):
+    event = sample_events()[kind]
+    assert written_flat(event) == body_of(event)
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_record())
+def test_any_valid_event_made_flat_is_written_as_its_body(record):
+    if isinstance(record, Event):
+        assert written_flat(record) == body_of(record)
+
+
+def test_the_flattener_takes_the_defaults_and_refuses_as_the_codec_does():
+    flatten = binary.arguments_flattener(NodeStopping)
+    header = dict(event_id="e", event_time_ms=1, node="n", primary_server="p")
+    assert written_flat(NodeStopping(**header)) == body_of(NodeStopping(**header))
+    assert flatten(**header) == (list(EVENT_TYPES.values()).index(NodeStopping), "e", 1, "n", "p", None, "")
+    with pytest.raises(ValidationError, match=r"^NodeStopping\.reason: expected str, got int 1$"):
+        flatten(**header, reason=1)
+    with pytest.raises(ValidationError, match=r"^AcknowledgedToSender\.message: expected MessageRef"):
+        binary.arguments_flattener(AcknowledgedToSender)(**header, message=("m", "i", None), redundant=True)
 
 
 def test_a_record_with_a_field_named_as_the_generated_source_names_its_own_is_refused():

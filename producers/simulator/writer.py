@@ -1,0 +1,110 @@
+"""A simulation's Avro file written by a second process, while the first runs the simulation.
+
+    count = write_forked(path, Simulation(topology, seed, flat=True).events(), sync=..., stop=...)
+
+The simulation's process makes each event a flat tuple of builtins (`schemas.binary.arguments_flattener`,
+checked as the encoder checks), and sends them in batches of `BATCH`, marshalled, through a pipe
+to a forked child, which encodes them (`schemas.container.write_flat`: the same blocks, the same
+bytes as `write_encoded`), deflates and writes the file: on two cores the encoding costs the
+simulation nothing. `stop` is asked after each batch; the child ends the file when the pipe
+closes, whatever closed it (the end, a stop, an error in the simulation), so the file is valid.
+The child ignores SIGINT and SIGTERM: the simulation's process answers them and closes the pipe.
+What the child could not write raises in the caller: its exception, pickled back.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import marshal
+import os
+import pickle
+import signal
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator
+
+from schemas import container
+
+BATCH = 1000  # events per message through the pipe
+PIPE_BYTES = 1 << 20  # the pipe's buffer: several batches, so neither side waits on the other's every one
+
+
+def available() -> bool:
+    """Whether a second process can write the file: fork exists, and a second core to run it."""
+    return hasattr(os, "fork") and len(os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity")
+                                       else range(os.cpu_count() or 1)) > 1
+
+
+def write_forked(path: Path, events: Iterable[tuple], *, sync: bytes,
+                 stop: Callable[[], bool] | None = None) -> int:
+    """Write the flat `events` as an Avro container file at `path` in a forked child; returns how many."""
+    container.flat_writers()  # compiled here, once, not in every child
+    reading, sending = os.pipe()
+    answer, answering = os.pipe()
+    if hasattr(fcntl, "F_SETPIPE_SZ"):
+        try:
+            fcntl.fcntl(sending, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:  # above the system's limit: the default buffer does, a little slower
+            pass
+    pid = os.fork()
+    if pid == 0:
+        os.close(sending)
+        os.close(answer)
+        _write_and_exit(path, reading, answering, sync)
+    os.close(reading)
+    os.close(answering)
+    count, failed = 0, False
+    try:
+        with os.fdopen(sending, "wb", buffering=PIPE_BYTES) as pipe:
+            events = iter(events)
+            while batch := list(itertools.islice(events, BATCH)):
+                count += _send(pipe, batch)
+                if stop is not None and stop():
+                    break
+    except BrokenPipeError:  # the child gave up: its exception says why
+        failed = True
+    finally:
+        with os.fdopen(answer, "rb") as answered:
+            report = answered.read()  # until the child exits
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status != 0 or failed:
+        raise _exception(report, status)
+    return count
+
+
+def _send(pipe: BinaryIO, batch: list[tuple]) -> int:
+    data = marshal.dumps(batch)
+    pipe.write(len(data).to_bytes(8, "little"))
+    pipe.write(data)
+    return len(batch)
+
+
+def _received(pipe: BinaryIO) -> Iterator[tuple]:
+    while size := pipe.read(8):
+        yield from marshal.loads(pipe.read(int.from_bytes(size, "little")))
+
+
+def _write_and_exit(path: Path, reading: int, answering: int, sync: bytes) -> None:
+    """The child: writes the file from what comes through the pipe, then exits (0 when written)."""
+    status = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with open(path, "wb") as out, os.fdopen(reading, "rb", buffering=PIPE_BYTES) as pipe:
+            container.write_flat(out, _received(pipe), sync=sync)
+        status = 0
+    except BaseException as exc:  # noqa: BLE001 - raised again in the parent
+        try:
+            report = pickle.dumps(exc)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its words
+            report = pickle.dumps(RuntimeError(repr(exc)))
+        os.write(answering, report)
+    finally:
+        os._exit(status)
+
+
+def _exception(report: bytes, status: int) -> BaseException:
+    try:
+        return pickle.loads(report)
+    except Exception:  # noqa: BLE001 - nothing readable came back (the child was killed)
+        return RuntimeError(f"the process writing the simulation's file ended with status {status}")
