@@ -115,19 +115,24 @@ def arguments_encoder(record_type: type) -> Callable[..., bytes]:
 
 @functools.cache
 def arguments_flattener(event_type: type[Event]) -> Callable[..., tuple]:
-    """For an event kind: a function that takes what the class takes and returns the event as a flat
-    tuple of the builtins `marshal` carries to another process (the kind's index in the body union,
-    then every field in the envelope's order, a nested record as the tuple of its fields, an enum
-    member as its index), checked as `arguments_encoder` checks, with the same ValidationError.
+    """For an event kind: a function that takes what the class takes (the envelope's fields by position
+    too) and returns the event as a flat tuple of the builtins `marshal` carries to another process
+    (the kind's index in the body union, then every field in the envelope's order, a nested record
+    as the tuple of its fields, an enum member as its index), checked as `arguments_encoder` checks,
+    with the same ValidationError.
     `flat_writer(event_type)` writes the Avro body of such a tuple: the same bytes."""
     from schemas.validate import explain
 
     name = event_type.__name__
     compiler = _WriterCompiler(name)
-    parameters, defaults = init_parameters(event_type)
+    _, defaults = init_parameters(event_type)
     compiler.namespace.update(defaults, RECORD=event_type, explain=explain)
-    arguments = ", ".join(f"{f.name}={f.name}" for f in dataclasses.fields(event_type))
-    lines = [f"def flatten_{name}({parameters}):", "    try:"]
+    fields = dataclasses.fields(event_type)
+    arguments = ", ".join(f"{f.name}={f.name}" for f in fields)
+    # The envelope's fields by position too (a node passes them so: no keywords to match), the kind's own by keyword.
+    parameters = [f.name if f.default is dataclasses.MISSING else f"{f.name}=_d{i}" for i, f in enumerate(fields)]
+    header, body = parameters[:len(header_fields())], parameters[len(header_fields()):]
+    lines = [f"def flatten_{name}({', '.join([*header, *(['*', *body] if body else [])])}):", "    try:"]
     values = [compiler.flatten(f.shape, f.name, lines, "        ") for f in fields_of(event_type)]
     lines += [f"        return ({list(EVENT_TYPES.values()).index(event_type)}, {', '.join(values)})",
               "    except TypeError:",

@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from producers.simulator.nodes import Copy, Mail, Node
+from producers.simulator.nodes import Copy, FlatNode, Mail, Node
 from producers.simulator.topology import Fault, Topology
 from producers.simulator.truth import GroundTruth
 from schemas import binary
@@ -76,7 +76,8 @@ class Simulation:
         self._actions: list[tuple[int, int, Callable, tuple]] = []
         self._out: list[tuple[int, int, ev.Event | bytes]] = []  # what the nodes emit, by true time
         self._sequence = itertools.count()
-        self.nodes = {s.name: Node(s, self.model.for_node(s.name), self.model.timing(s.name), self._out,
+        node = FlatNode if flat else Node
+        self.nodes = {s.name: node(s, self.model.for_node(s.name), self.model.timing(s.name), self._out,
                                    self._sequence, self._make)
                       for s in topology.servers}
         self.boundaries = {b: [self.nodes[s.name] for s in members] for b, members in topology.boundaries().items()}

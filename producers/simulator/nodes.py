@@ -126,3 +126,12 @@ class Node:
                    shadow_redundancy_enabled=self.params.shadow_redundancy_enabled,
                    xshadow_advertised=self.params.shadow_redundancy_enabled, queue_db_id=self.db)
         return destroyed
+
+
+class FlatNode(Node):
+    """A node whose events are made flat (`schemas.binary.arguments_flattener`), which takes the
+    envelope's fields by position: no keywords to match for them."""
+
+    def event(self, kind: type[ev.Event], true_ms: int, primary: str, ref: MessageRef | None, **fields) -> None:
+        heapq.heappush(self._out, (true_ms, next(self._sequence), self._make[kind](
+            f"{self.name}-{next(self._event_ids)}", true_ms + self.offset_ms, self.name, primary, ref, **fields)))

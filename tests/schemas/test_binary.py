@@ -301,6 +301,9 @@ def test_the_flattener_takes_the_defaults_and_refuses_as_the_codec_does():
     assert flatten(**header) == (list(EVENT_TYPES.values()).index(NodeStopping), "e", 1, "n", "p", None, "")
     with pytest.raises(ValidationError, match=r"^NodeStopping\.reason: expected str, got int 1$"):
         flatten(**header, reason=1)
+    assert flatten("e", 1, "n", "p", None, reason="r") == flatten(**header, reason="r")  # the envelope by position
+    with pytest.raises(TypeError, match="takes from 4 to 5 positional arguments but 6"):
+        flatten("e", 1, "n", "p", None, "r")  # the kind's own fields by keyword only
     with pytest.raises(ValidationError, match=r"^AcknowledgedToSender\.message: expected MessageRef"):
         binary.arguments_flattener(AcknowledgedToSender)(**header, message=("m", "i", None), redundant=True)
 
