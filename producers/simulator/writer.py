@@ -25,7 +25,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 
 from schemas import container
 
-BATCH = 1000  # events per message through the pipe
+BATCH = 100  # events per message through the pipe: few enough that what they are made of stays in the caches
 PIPE_BYTES = 1 << 20  # the pipe's buffer: several batches, so neither side waits on the other's every one
 
 
