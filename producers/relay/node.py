@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from producers.relay import client, protocol, tls
+from producers.relay import client, headers, protocol, tls
 from producers.relay.events import NodeEvents
 from producers.relay.queue_db import QueueDB, StoredMessage
 from producers.relay.server import RelayController, quiet_library_logs
@@ -152,18 +152,21 @@ class RelayNode:
 
     # ---- receiving (RelayBackend) -------------------------------------------------------
 
-    def accept(self, peer: str, helo: str, envelope) -> str:
-        content: bytes = envelope.original_content
+    def accept(self, peer: str, helo: str, envelope, via: str) -> str:
+        """A client's message: queued with the node's trace line on top (`headers`), once a shadow copy
+        is made (or without one, unless RejectMessageOnShadowFailure)."""
+        sent: bytes = envelope.original_content
         internal_id = self.db.new_internal_id()
-        message_id, submitted = message_identity(content, f"<{internal_id}@{self.name}>")
+        message_id, submitted = message_identity(sent, f"<{internal_id}@{self.name}>")
         ref = MessageRef(message_id, internal_id)
         rcpts = tuple(envelope.rcpt_tos)
         received_ms = self.events.now_ms()
+        content = headers.received(helo, peer, self.name, via, internal_id, rcpts, received_ms) + sent
         domains = self.topology.internal_domains
         self.events.emit(ev.MessageReceived, self.name, ref, at_ms=received_ms, sender=helo or peer,
                          source=ev.MessageSource.OUTSIDE_BOUNDARY,
                          recipients=tuple(Recipient(r, r.rpartition("@")[2].lower() in domains) for r in rcpts),
-                         size_bytes=len(content), submitted_at_ms=submitted)
+                         size_bytes=len(sent), submitted_at_ms=submitted)
         shadow = self._make_shadow(ref, envelope.mail_from, rcpts, content) if self.params.shadow_redundancy_enabled \
             else None
         if shadow is None and self.params.shadow_redundancy_enabled and self.params.reject_message_on_shadow_failure:

@@ -57,7 +57,7 @@ def quiet_library_logs() -> None:
 
 
 class RelayBackend(Protocol):
-    def accept(self, peer: str, helo: str, envelope: Envelope) -> str: ...
+    def accept(self, peer: str, helo: str, envelope: Envelope, via: str) -> str: ...
     def store_shadow(self, login: str, request: protocol.ShadowRequest, envelope: Envelope) -> str: ...
     def answer_discards(self, query: protocol.DiscardQuery) -> protocol.DiscardAnswer: ...
 
@@ -234,7 +234,15 @@ class RelayHandler:
         loop = asyncio.get_running_loop()
         if request is not None:
             return await loop.run_in_executor(None, self.backend.store_shadow, session.auth_data, request, envelope)
-        return await loop.run_in_executor(None, self.backend.accept, _peer(session), session.host_name or "", envelope)
+        return await loop.run_in_executor(None, self.backend.accept, _peer(session), session.host_name or "", envelope,
+                                          _protocol(server, session))
+
+
+def _protocol(server: RelaySMTP, session: Session) -> str:
+    """The session's protocol as a Received line names it (RFC 3848)."""
+    if not session.extended_smtp:
+        return "SMTP"
+    return "ESMTP" + ("S" if server._tls_protocol else "") + ("A" if session.authenticated else "")
 
 
 class RelayController(Controller):

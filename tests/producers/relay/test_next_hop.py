@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.utils
+import re
 import smtplib
+import ssl
 import threading
 import time
 from email.message import EmailMessage
@@ -23,6 +26,8 @@ from tests.producers.relay.conftest import read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration
 SLOW_S = 5.0
+# What a node puts before the sender's content: its relay header, then its Received line (folded).
+_NODE_LINES = re.compile(rb"X-Shadowtwin-Relay: [^\r]*\r\nReceived: [^\r]*\r\n(?:\t[^\r]*\r\n)*")
 
 
 class _Mailboxes:
@@ -134,10 +139,43 @@ def test_a_bare_lf_dot_line_reaches_the_next_hop_as_the_line_it_was(make_lab, ka
             assert smtp.getreply()[0] == 250
         assert wait_until(lambda: capture.contents, 20)
     sent = b"Message-ID: <barelf@x>\r\n\r\nline1\r\n.\r\nline3\r\n"
-    assert capture.contents[0].split(b"\r\n", 1)[1] == sent  # after the relay's own header
+    assert _NODE_LINES.sub(b"", capture.contents[0], count=1) == sent
     events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
         isinstance(e, ev.MovedToSafetyNet) for e in records))
     assert [e.size_bytes for e in events if isinstance(e, ev.MessageReceived)] == [len(sent)]
+
+
+def test_a_node_puts_its_received_line_on_top_of_what_it_relays(make_lab, kafka_bootstrap, topics):
+    """A node relayed the sender's bytes with no trace of its own hop: RFC 5321 4.4 says a server
+    receiving a message for further processing MUST insert a Received line at the beginning of the
+    content, and postfix, as a next hop, counts them to stop a mail loop (hopcount_limit). A sender as
+    postfix is one (EHLO with its name, STARTTLS, a Received line of its own) now sees, at the next
+    hop, the node's line above its own: from its EHLO name and address, by the node, ESMTPS
+    (RFC 3848), the node's internal id, the one recipient, the time received."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    capture = _Capture()
+    sent = (b"Received: by mx.fabrikam.example (Postfix, from userid 0)\r\n\tid 62648BA342;"
+            b" Fri, 27 Nov 2026 07:56:50 +0000 (UTC)\r\nFrom: a@fabrikam.example\r\nTo: b@contoso.com\r\n"
+            b"Message-ID: <traced@x>\r\nSubject: traced\r\n\r\nhello\r\n")
+    with _next_hop(lab, capture):
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            smtp.ehlo("mx.fabrikam.example")
+            smtp.starttls(context=ssl._create_unverified_context())
+            smtp.ehlo("mx.fabrikam.example")
+            assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], sent) == {}
+        assert wait_until(lambda: capture.contents, 20)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    received = next(e for e in events if isinstance(e, ev.MessageReceived))
+    relay_header, trace = capture.contents[0].split(b"\r\n", 1)
+    assert relay_header.startswith(b"X-Shadowtwin-Relay: ex01 ")
+    head = (b"Received: from mx.fabrikam.example ([127.0.0.1])\r\n\tby ex01 with ESMTPS id "
+            + received.message.internal_id.encode() + b"\r\n\tfor <b@contoso.com>; ")
+    assert trace.startswith(head), trace[:200]
+    stamp, after = trace[len(head):].split(b"\r\n", 1)
+    assert email.utils.parsedate_to_datetime(stamp.decode()).timestamp() == received.event_time_ms // 1000
+    assert after == sent
+    assert received.size_bytes == len(sent)
 
 
 class _SlowToAnswerData(_Capture):

@@ -19,7 +19,7 @@ class _Accepting:
     def __init__(self):
         self.contents: list[bytes] = []
 
-    def accept(self, peer, helo, envelope) -> str:
+    def accept(self, peer, helo, envelope, via) -> str:
         self.contents.append(envelope.original_content)
         return "250 2.0.0 OK queued"
 

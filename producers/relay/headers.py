@@ -1,0 +1,26 @@
+"""What a node writes into a message it receives from a client, as a mail server must.
+
+Its trace line, at the top: RFC 5321 4.4, "When an SMTP server receives a message for delivery
+or further processing, it MUST insert trace ("time stamp" or "Received") information at the
+beginning of the message content". It names the client (its EHLO name and address), the node,
+the protocol (RFC 3848: ESMTP, ESMTPS over TLS, ESMTPSA over TLS and authenticated), the node's
+internal id and, for a single recipient, that recipient. A next hop counts these lines to find
+mail loops (postfix's hopcount_limit, RFC 5321 6.3).
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+
+
+def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts: tuple[str, ...],
+             at_ms: int) -> bytes:
+    """The node's Received: line (folded), for a client at `peer` ("address:port")."""
+    address = peer.rpartition(":")[0] or peer
+    literal = f"[IPv6:{address}]" if ":" in address else f"[{address}]"
+    stamp = email.utils.format_datetime(datetime.datetime.fromtimestamp(at_ms / 1000, datetime.timezone.utc))
+    recipient = f"\r\n\tfor <{rcpts[0]}>" if len(rcpts) == 1 else ""
+    return (f"Received: from {helo or literal} ({literal})\r\n\tby {node} with {via} id {internal_id}"
+            f"{recipient}; {stamp}\r\n").encode()
+
