@@ -1,11 +1,15 @@
-"""What a node writes into a message it receives from a client, as a mail server must.
+"""What a node writes into a message it receives from a client, as a mail server must and as Exchange does.
 
-Its trace line, at the top: RFC 5321 4.4, "When an SMTP server receives a message for delivery
-or further processing, it MUST insert trace ("time stamp" or "Received") information at the
-beginning of the message content". It names the client (its EHLO name and address), the node,
-the protocol (RFC 3848: ESMTP, ESMTPS over TLS, ESMTPSA over TLS and authenticated), the node's
-internal id and, for a single recipient, that recipient. A next hop counts these lines to find
-mail loops (postfix's hopcount_limit, RFC 5321 6.3).
+- Its trace line, at the top: RFC 5321 4.4, "When an SMTP server receives a message for delivery
+  or further processing, it MUST insert trace ("time stamp" or "Received") information at the
+  beginning of the message content". It names the client (its EHLO name and address), the node,
+  the protocol (RFC 3848: ESMTP, ESMTPS over TLS, ESMTPSA over TLS and authenticated), the node's
+  internal id and, for a single recipient, that recipient. A next hop counts these lines to find
+  mail loops (postfix's hopcount_limit, RFC 5321 6.3).
+- A Message-ID at the end of the header section when the client sent none, as Exchange adds one
+  (RFC 5321 6.4 lets the server a message is first posted to add it): the id the node's events
+  name the message by, so that the shadow copy, the next hop and the mailbox's duplicate detection
+  (Message-ID and submit time) see that id, not none, or one the next hop makes up.
 """
 
 from __future__ import annotations
@@ -24,3 +28,12 @@ def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts:
     return (f"Received: from {helo or literal} ({literal})\r\n\tby {node} with {via} id {internal_id}"
             f"{recipient}; {stamp}\r\n").encode()
 
+
+def with_message_id(content: bytes, message_id: str) -> bytes:
+    """`content` with a Message-ID line at the end of its header section."""
+    if content.startswith(b"\r\n"):  # no header at all
+        cut = 0
+    else:
+        end = content.find(b"\r\n\r\n")
+        cut = len(content) if end < 0 else end + 2
+    return content[:cut] + f"Message-ID: {message_id}\r\n".encode() + content[cut:]

@@ -153,15 +153,19 @@ class RelayNode:
     # ---- receiving (RelayBackend) -------------------------------------------------------
 
     def accept(self, peer: str, helo: str, envelope, via: str) -> str:
-        """A client's message: queued with the node's trace line on top (`headers`), once a shadow copy
-        is made (or without one, unless RejectMessageOnShadowFailure)."""
+        """A client's message: queued with the node's trace line on top, and a Message-ID if it had none
+        (`headers`), once a shadow copy is made (or without one, unless RejectMessageOnShadowFailure)."""
         sent: bytes = envelope.original_content
         internal_id = self.db.new_internal_id()
-        message_id, submitted = message_identity(sent, f"<{internal_id}@{self.name}>")
+        message_id, submitted = message_identity(sent, "")
+        content = sent
+        if not message_id:
+            message_id = f"<{internal_id}@{self.name}>"
+            content = headers.with_message_id(sent, message_id)
         ref = MessageRef(message_id, internal_id)
         rcpts = tuple(envelope.rcpt_tos)
         received_ms = self.events.now_ms()
-        content = headers.received(helo, peer, self.name, via, internal_id, rcpts, received_ms) + sent
+        content = headers.received(helo, peer, self.name, via, internal_id, rcpts, received_ms) + content
         domains = self.topology.internal_domains
         self.events.emit(ev.MessageReceived, self.name, ref, at_ms=received_ms, sender=helo or peer,
                          source=ev.MessageSource.OUTSIDE_BOUNDARY,

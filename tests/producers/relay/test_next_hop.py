@@ -19,7 +19,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 
 from producers.relay.lab import SINK
-from producers.relay.sink import read_deliveries
+from producers.relay.sink import Mailbox, read_deliveries
 from schemas import events as ev
 from schemas.events import AlertType
 from tests.producers.relay.conftest import read_topic, settled, wait_until
@@ -176,6 +176,35 @@ def test_a_node_puts_its_received_line_on_top_of_what_it_relays(make_lab, kafka_
     assert email.utils.parsedate_to_datetime(stamp.decode()).timestamp() == received.event_time_ms // 1000
     assert after == sent
     assert received.size_bytes == len(sent)
+
+
+def test_a_message_without_message_id_gets_the_one_its_events_name_it_by(make_lab, kafka_bootstrap, topics,
+                                                                        tmp_path):
+    """A client that sends no Message-ID (a script's `Subject: ...` and a body): the node's events named
+    the message <internal id@node>, but the message itself went on without one, so the mailbox's
+    duplicate detection (Message-ID and submit time) never knew it, and postfix, as the next hop, gave
+    it a Message-ID of its own (<...@its name>), not the one the twin tracks. Exchange adds one; now the
+    node adds the one its events name the message by, at the end of the header section, on the
+    shadow copy too."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    capture = _Capture()
+    with _next_hop(lab, capture):
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"],
+                                 b"Subject: no message id\r\n\r\nhi\r\n.dot\r\n") == {}
+        assert wait_until(lambda: capture.contents, 20)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    received = next(e for e in events if isinstance(e, ev.MessageReceived))
+    message_id = received.message.message_id
+    assert message_id == f"<{received.message.internal_id}@ex01>"
+    assert {e.message.message_id for e in events if e.message is not None} == {message_id}
+    relayed = _NODE_LINES.sub(b"", capture.contents[0], count=1)
+    assert relayed == b"Subject: no message id\r\nMessage-ID: " + message_id.encode() + b"\r\n\r\nhi\r\n.dot\r\n"
+    mailbox = Mailbox(tmp_path / "mailbox.sqlite")
+    assert [mailbox.record(capture.contents[0], ["b@contoso.com"]) for _ in range(2)] == [False, True]
+    mailbox.close()
+    assert [d.message_id for d in read_deliveries(mailbox.path)] == [message_id, message_id]
 
 
 class _SlowToAnswerData(_Capture):
