@@ -4,7 +4,8 @@
   the peer's certificate verified against the lab CA and required to name that peer, the
   node's own certificate presented; EHLO must advertise XSHADOW; AUTH with the node's own
   credentials; XSHADOW; MAIL, RCPT, DATA);
-- `relay`: hands a message to the next hop and says, recipient by recipient, what became of it:
+- `relay`: hands a message to the next hop, over STARTTLS when it offers it, and says, recipient by
+  recipient, what became of it:
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
   the next hop's answer to the end of the data is awaited as long as RFC 5321 has it (10 minutes);
@@ -191,12 +192,39 @@ def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, 
     return RelayOutcome(tuple(accepted), text.decode(errors="replace"), deferred, failed)
 
 
+def _opportunistic_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+_OPPORTUNISTIC = _opportunistic_context()
+
+
+def _opportunistic_tls(session: smtplib.SMTP) -> None:
+    """STARTTLS when the next hop offers it, as Exchange's Send connectors and postfix
+    (smtp_tls_security_level = may) do: a next hop that requires it (postfix's
+    smtpd_tls_security_level = encrypt) answers MAIL in plaintext `530 5.7.0 Must issue a STARTTLS
+    command first` (RFC 3207 4), which would fail the message for good. Its certificate is not
+    checked; a next hop that answers STARTTLS with no 220 (`454 4.7.0 TLS not available`) gets
+    the message in plaintext, a failed handshake fails the session (the message is tried again)."""
+    if not session.has_extn("starttls"):
+        return
+    try:
+        session.starttls(context=_OPPORTUNISTIC)
+    except smtplib.SMTPResponseException:
+        return
+    session.ehlo()
+
+
 def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...], content: bytes,
           timeout: float) -> RelayOutcome:
     """Hand a message to the next hop; what it accepted and refused (a failed session raises)."""
     try:
         session = _open(host, port, me, timeout)
         try:
+            _opportunistic_tls(session)
             outcome = _relay_transaction(session, mail_from, rcpts, content)
             quit_quietly(session)
             return outcome

@@ -10,7 +10,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
 from infra.settings import TopicSettings
-from producers.relay import client
+from producers.relay import client, tls
 from producers.relay.lab import Lab
 from producers.relay.topology import load_topology
 from tests.conftest import free_port
@@ -37,18 +37,21 @@ class _Recorder:
         self.messages: list[bytes] = []
         self.mail_options: list[list[str]] = []
 
+        self.encrypted: list[bool] = []
+
     async def handle_DATA(self, server, session, envelope) -> str:
         self.messages.append(envelope.original_content)
         self.mail_options.append(list(envelope.mail_options))
+        self.encrypted.append(session.ssl is not None)
         return "250 2.0.0 queued as Q1"
 
 
-def serving(session: type[SMTP]):
+def serving(session: type[SMTP], **smtp):
     class Server(Controller):
         def factory(self):
             return session(self.handler, **self.SMTP_kwargs)
 
-    server = Server(_Recorder(), hostname="127.0.0.1", port=free_port())
+    server = Server(_Recorder(), hostname="127.0.0.1", port=free_port(), **smtp)
     server.start()
     return server
 
@@ -96,3 +99,41 @@ def test_8bit_content_is_relayed_with_body_8bitmime_and_7bit_without(hangs_up_at
                      timeout=3)
     assert hangs_up_at_quit.handler.messages[0] == eight
     assert hangs_up_at_quit.handler.mail_options == [["BODY=8BITMIME"], []]
+
+
+class _TLSUnavailable(SMTP):
+    """Offers STARTTLS but answers it 454, as postfix does when its certificate cannot be read."""
+
+    async def smtp_STARTTLS(self, arg: str) -> None:
+        await self.push("454 4.7.0 TLS not available due to local problem")
+
+
+@pytest.fixture
+def certificate(tmp_path):
+    tls.ensure_certificates(tmp_path, ["mx"], "127.0.0.1")
+    return tls.sender_context(tmp_path, "mx")
+
+
+def test_a_next_hop_that_requires_starttls_gets_the_message_encrypted(certificate):
+    """postfix with smtpd_tls_security_level = encrypt (or a Receive connector requiring TLS) answers
+    MAIL in plaintext `530 5.7.0 Must issue a STARTTLS command first` (RFC 3207 4): the node never
+    used the STARTTLS the next hop offered, and the message failed for good. It now uses it, as
+    Exchange's Send connectors and postfix's smtp_tls_security_level = may do."""
+    server = serving(SMTP, tls_context=certificate, require_starttls=True)
+    try:
+        outcome = client.relay("127.0.0.1", server.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
+                               b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    finally:
+        server.stop()
+    assert outcome == client.RelayOutcome(("b@fabrikam.com",), "2.0.0 queued as Q1")
+    assert server.handler.encrypted == [True]
+
+
+def test_a_next_hop_that_offers_starttls_but_cannot_start_it_gets_the_message_in_plaintext(certificate):
+    server = serving(_TLSUnavailable, tls_context=certificate)
+    try:
+        outcome = client.relay("127.0.0.1", server.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
+                               b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    finally:
+        server.stop()
+    assert outcome.accepted == ("b@fabrikam.com",) and server.handler.encrypted == [False]
