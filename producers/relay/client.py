@@ -27,6 +27,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from producers.relay import protocol
+from producers.relay.headers import address_literal
 from producers.relay.tls import certified_name
 from schemas.events import QueryFailureReason, ShadowFailureReason
 
@@ -69,8 +70,10 @@ def _failure(exc: BaseException) -> SessionFailed:
     return SessionFailed(ShadowFailureReason.UNKNOWN, QueryFailureReason.UNKNOWN, f"{type(exc).__name__}: {exc}")
 
 
-def _open(host: str, port: int, me: str, timeout: float) -> smtplib.SMTP:
-    session = smtplib.SMTP(host, port, local_hostname=me, timeout=timeout)
+def _open(host: str, port: int, me: str | None, timeout: float) -> smtplib.SMTP:
+    """A session after EHLO `me`; None: the address this end of the connection has, as an address literal."""
+    session = smtplib.SMTP(host, port, local_hostname=me or "localhost", timeout=timeout)
+    session.local_hostname = me or address_literal(session.sock.getsockname()[0])
     code, _ = session.ehlo()
     if code != 250:
         session.close()
@@ -222,7 +225,9 @@ def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...],
           timeout: float) -> RelayOutcome:
     """Hand a message to the next hop; what it accepted and refused (a failed session raises)."""
     try:
-        session = _open(host, port, me, timeout)
+        # RFC 5321 4.1.1.1: EHLO names the client's fully-qualified domain name, else its address as
+        # a literal (a next hop such as postfix with reject_non_fqdn_helo_hostname refuses "ex01").
+        session = _open(host, port, me if "." in me else None, timeout)
         try:
             _opportunistic_tls(session)
             outcome = _relay_transaction(session, mail_from, rcpts, content)

@@ -18,11 +18,15 @@ import datetime
 import email.utils
 
 
+def address_literal(address: str) -> str:
+    """An IP address as SMTP writes it (RFC 5321 4.1.3): [192.0.2.1], [IPv6:2001:db8::1]."""
+    return f"[IPv6:{address}]" if ":" in address else f"[{address}]"
+
+
 def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts: tuple[str, ...],
              at_ms: int) -> bytes:
     """The node's Received: line (folded), for a client at `peer` ("address:port")."""
-    address = peer.rpartition(":")[0] or peer
-    literal = f"[IPv6:{address}]" if ":" in address else f"[{address}]"
+    literal = address_literal(peer.rpartition(":")[0] or peer)
     stamp = email.utils.format_datetime(datetime.datetime.fromtimestamp(at_ms / 1000, datetime.timezone.utc))
     recipient = f"\r\n\tfor <{rcpts[0]}>" if len(rcpts) == 1 else ""
     return (f"Received: from {helo or literal} ({literal})\r\n\tby {node} with {via} id {internal_id}"

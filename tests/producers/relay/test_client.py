@@ -137,3 +137,35 @@ def test_a_next_hop_that_offers_starttls_but_cannot_start_it_gets_the_message_in
     finally:
         server.stop()
     assert outcome.accepted == ("b@fabrikam.com",) and server.handler.encrypted == [False]
+
+
+class _RequiresFQDN(_Recorder):
+    """A next hop with postfix's reject_non_fqdn_helo_hostname: an EHLO name that is neither a
+    fully-qualified domain name nor an address literal is refused (at RCPT, as postfix delays it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hello: list[str] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options) -> str:
+        self.hello.append(session.host_name)
+        if "." not in session.host_name and not session.host_name.startswith("["):
+            return f"504 5.5.2 <{session.host_name}>: Helo command rejected: need fully-qualified hostname"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 Ok"
+
+
+def test_a_node_without_a_domain_name_says_ehlo_with_its_address_to_the_next_hop():
+    """RFC 5321 4.1.1.1: EHLO names the client's fully-qualified domain name or, without one, its address
+    as a literal. A node said `EHLO ex01`, and a postfix next hop with reject_non_fqdn_helo_hostname
+    answered `504 5.5.2` for every recipient: the message failed for good. A node whose name is a
+    domain name still says it."""
+    next_hop = Controller(_RequiresFQDN(), hostname="127.0.0.1", port=free_port())
+    next_hop.start()
+    try:
+        outcomes = [client.relay("127.0.0.1", next_hop.port, me, "a@contoso.com", ("b@fabrikam.com",),
+                                 b"Subject: x\r\n\r\nhi\r\n", timeout=3) for me in ("ex01", "ex01.contoso.com")]
+    finally:
+        next_hop.stop()
+    assert [o.accepted for o in outcomes] == [("b@fabrikam.com",)] * 2, outcomes
+    assert next_hop.handler.hello == ["[127.0.0.1]", "ex01.contoso.com"]
