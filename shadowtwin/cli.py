@@ -84,7 +84,8 @@ def _topics(settings: Settings, args: argparse.Namespace) -> int:
     differing = [o.topic for o in outcomes if o.differences]
     if differing:
         print(f"{len(differing)} of {len(outcomes)} topics differ from the configuration in what the twin's"
-              f" correctness depends on: {', '.join(differing)} (recreate them, or change [topics])", file=sys.stderr)
+              f" correctness depends on: {', '.join(differing)} (recreate them, change [topics], or change their"
+              " configs: kafka-configs --alter)", file=sys.stderr)
         return 1
     return 0
 

@@ -325,7 +325,8 @@ class RelayNode:
             self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)
         self.events.emit(ev.MovedToSafetyNet, self.name, ref)
         self.events.flush()
-        log.info("delivered %s to %s%s", m.internal_id, sink.name, " (resubmitted)" if m.resubmitted else "")
+        log.info("processed %s at %s%s: %d recipient(s) delivered, %d refused for good", m.internal_id, sink.name,
+                 " (resubmitted)" if m.resubmitted else "", len(outcome.accepted), len(outcome.failed))
 
     def _expire(self, m: StoredMessage) -> None:
         """Queued past MessageExpirationTimeout: Exchange deletes it and tells the sender it failed (an

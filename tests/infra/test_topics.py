@@ -63,7 +63,8 @@ def test_existing_topics_are_checked_for_what_correctness_depends_on(kafka_boots
     assert "message.timestamp.type is CreateTime" in result.stdout
     said = [line for line in result.stderr.splitlines(keepends=True) if not line.startswith("%")]  # not librdkafka's log
     assert "".join(said) == (f"1 of 5 topics differ from the configuration in what the twin's correctness depends on:"
-                             f" e.{suffix} (recreate them, or change [topics])\n")
+                             f" e.{suffix} (recreate them, change [topics], or change their configs:"
+                             " kafka-configs --alter)\n")
 
 
 @pytest.mark.parametrize("which", ["events", "commands"])
