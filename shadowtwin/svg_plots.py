@@ -39,11 +39,30 @@ def _legend(names: list[str]) -> tuple[list[str], int]:
     return out, y - TOP
 
 
+def _axis_top(largest: float, log: bool) -> float:
+    """Where the y axis ends: the largest value on a log axis; on a linear one, the first whole tick at or
+    above it (see `_step`)."""
+    if log:
+        return largest
+    step = _step(largest)
+    return step * math.ceil(largest / step)
+
+
+def _step(largest: float) -> float:
+    """A linear axis's tick step: 1, 2, 2.5 or 5 times a power of ten, a whole number (the values are
+    counts), giving at most six steps up to `largest`."""
+    magnitude = 10 ** math.floor(math.log10(max(1.0, largest / 6)))
+    return next(step for step in (magnitude, 2 * magnitude, 2.5 * magnitude, 5 * magnitude, 10 * magnitude)
+                if step == int(step) and step * 6 >= largest)
+
+
 def _y_axis(top_value: float, plot_h: float, log: bool = False, below: int = 0) -> list[str]:
+    """`top_value`: the axis's end, from `_axis_top`."""
     top = TOP + 15 + below  # the plot's top line: under the legend
     out = [f'<line x1="{LEFT}" y1="{top}" x2="{LEFT}" y2="{top + plot_h}" stroke="black"/>']
+    step = _step(top_value)
     ticks = [(10 ** k, _scaled(10 ** k, top_value, True)) for k in range(int(math.log10(max(1.0, top_value))) + 1)] \
-        if log else [(top_value * k / 4, k / 4) for k in range(5)]
+        if log else [(step * k, step * k / top_value) for k in range(round(top_value / step) + 1)]
     for value, fraction in ticks:
         y = top + plot_h - plot_h * fraction
         out.append(f'<text x="{LEFT - 4}" y="{y + 4:.1f}" text-anchor="end" {FONT}>{value:,.0f}</text>'
@@ -63,7 +82,7 @@ def grouped_bars(title: str, categories: list[str], series: dict[str, list[float
     """One group of bars per category, one bar per series (side by side); `log`: a log10 axis, so
     that a tail of a few among thousands still shows."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
-    top_value = max([1.0, *(v for values in series.values() for v in values)])
+    top_value = _axis_top(max([1.0, *(v for values in series.values() for v in values)]), log)
     group_w = plot_w / max(1, len(categories))
     bar_w = group_w * 0.8 / max(1, len(series))
     legend, below = _legend(list(series))
@@ -86,7 +105,7 @@ def grouped_bars(title: str, categories: list[str], series: dict[str, list[float
 def lines_over_time(title: str, times: list[str], series: dict[str, list[float]]) -> str:
     """One polyline per series over the same time buckets; `times` label the buckets."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM - 15
-    top_value = max([1.0, *(v for values in series.values() for v in values)])
+    top_value = _axis_top(max([1.0, *(v for values in series.values() for v in values)]), False)
     step = plot_w / max(1, len(times) - 1)
     legend, below = _legend(list(series))
     base = TOP + 15 + below + plot_h  # the plot's bottom line
