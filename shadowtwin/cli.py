@@ -354,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser().parse_args(argv)
         settings = with_kafka_options(load_settings(args.conf), args)
-        return args.run(settings, args)
+        status = args.run(settings, args)
+        sys.stdout.flush()  # here, not at exit, where a reader gone away would be reported with a traceback
+        return status
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS

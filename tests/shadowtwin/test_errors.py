@@ -320,7 +320,11 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_whatif_into_a_closed_pipe_ends_quietly(recording):
-    reader = subprocess.Popen([*CLI, "whatif", str(recording)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """With stdout buffered, as a user's shell has it (no PYTHONUNBUFFERED): before, the last of the output was
+    written at exit, and the closed pipe said 'Exception ignored ... BrokenPipeError' there."""
+    buffered = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    reader = subprocess.Popen([*CLI, "whatif", str(recording)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=buffered)
     reader.stdout.close()  # as `| head` does once it has its lines
     _, err = reader.communicate(timeout=120)
     assert err == b"" and reader.returncode == 141
