@@ -47,6 +47,15 @@ def kafka_broker_jars(kafka_version: str) -> JarSet:
     )
 
 
+def kafka_tools_jars(kafka_version: str, broker_jars: list[Path]) -> JarSet:
+    """Kafka's command-line tools (infra/kafka_tools.py), beside the broker's jars (which hold kafka-configs)."""
+    return JarSet(
+        name=f"kafka-tools-{kafka_version}",
+        coordinates=(f"org.apache.kafka:kafka-tools:{kafka_version}",),
+        provided=frozenset(artifact_of(p.name) for p in broker_jars),
+    )
+
+
 def spark_connector_jars() -> JarSet:
     import pyspark
 

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
 from infra.kafka import NoSuchTopic, bootstrap_of
+from infra.kafka_tools import TOOLS
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
@@ -52,6 +53,15 @@ DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 def _kafka(settings: Settings, args: argparse.Namespace) -> int:
     from infra.broker import EmbeddedKafka, EmbeddedKafkaCluster
 
+    if args.action == "tool":
+        from infra.kafka_tools import run_tool
+
+        if not args.tool:
+            raise UsageError("which tool? (kafka-topics, kafka-consumer-groups, kafka-console-consumer,"
+                             " ...; see shadowtwin kafka --help)")
+        return run_tool(settings, args.tool[0], args.tool[1:])
+    if args.tool:
+        raise UsageError(f"{args.action} takes no arguments: {' '.join(args.tool)}")
     embedded = settings.kafka.embedded
     if embedded.brokers > 1:
         cluster = EmbeddedKafkaCluster.on_ports_after(embedded, settings.jars.cache_dir, embedded.brokers)
@@ -96,7 +106,10 @@ def _jars(settings: Settings, args: argparse.Namespace) -> int:
     if args.action == "list":  # for spark-submit --jars
         print(",".join(str(p) for p in jars.ensure(jars.spark_connector_jars(), settings.jars.cache_dir)))
         return 0
-    for jar_set in (jars.kafka_broker_jars(settings.kafka.embedded.version), jars.spark_connector_jars()):
+    broker = jars.kafka_broker_jars(settings.kafka.embedded.version)
+    broker_jars = jars.ensure(broker, settings.jars.cache_dir)
+    for jar_set in (broker, jars.kafka_tools_jars(settings.kafka.embedded.version, broker_jars),
+                    jars.spark_connector_jars()):
         paths = jars.ensure(jar_set, settings.jars.cache_dir)
         print(f"{jar_set.name}: {len(paths)} jars in {jar_set.folder(settings.jars.cache_dir)}")
     return 0
@@ -208,10 +221,17 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"shadowtwin {_version()}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    kafka = commands.add_parser("kafka", help="the embedded Apache Kafka broker",
-                                description="Start, stop or inspect the embedded single-node Kafka broker.")
-    kafka.add_argument("action", choices=["start", "stop", "status"])
+    kafka = commands.add_parser("kafka", help="the embedded Apache Kafka broker, and Kafka's own tools",
+                                description="Start, stop or inspect the embedded single-node Kafka broker; or run"
+                                            " one of Apache Kafka's command-line tools (from Maven jars, fetched"
+                                            " on first use) against the configured brokers, e.g. 'shadowtwin kafka"
+                                            " tool kafka-consumer-groups --describe --all-groups'. A tool gets"
+                                            " --bootstrap-server and the configured security unless its arguments"
+                                            " give them. Tools: " + ", ".join(TOOLS) + ".")
+    kafka.add_argument("action", choices=["start", "stop", "status", "tool"])
     kafka.add_argument("--json", action="store_true", help="status: one JSON object")
+    kafka.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
+                       help="tool: the tool's name (kafka-topics or topics) and its own arguments")
     kafka.set_defaults(run=_kafka)
 
     topics = commands.add_parser("topics", help="the twin's Kafka topics", parents=[KAFKA_OPTIONS],

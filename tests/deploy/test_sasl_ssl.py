@@ -82,9 +82,9 @@ def test_the_twin_runs_over_sasl_ssl_and_the_password_stays_secret(settings, spa
     assert leaks == [], f"the password appears in {leaks}"
 
 
-def run_cli(*args: str, cwd) -> subprocess.CompletedProcess:
+def run_cli(*args: str, cwd, env=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "shadowtwin", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+                          cwd=cwd, env=env)
 
 
 def cli_kafka_options(broker, ca_file, password_file) -> list[str]:
@@ -121,3 +121,17 @@ def test_a_broker_certificate_from_an_untrusted_authority_is_refused(settings, s
     with pytest.raises(KafkaAccessRefused, match="ssl_ca_file") as refused:
         cluster_metadata(secure_kafka(settings, broker, certificates, ssl_ca_file=certificates.other_ca_file), 20)
     assert "certificate verify failed" in str(refused.value)
+
+
+def test_a_kafka_tool_reaches_the_broker_with_the_configured_security(secure_broker, tmp_path):
+    """`shadowtwin kafka tool` hands the tool the twin's SASL_SSL settings: the password from the
+    environment, as the twin reads it, never on the tool's command line."""
+    broker, certificates = secure_broker
+    env = dict(__import__("os").environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{broker.secure.port}",
+               SHADOWTWIN_KAFKA_SECURITY_PROTOCOL="SASL_SSL", SHADOWTWIN_KAFKA_SECURITY_SASL_MECHANISM="SCRAM-SHA-512",
+               SHADOWTWIN_KAFKA_SECURITY_SASL_USERNAME="twin", SHADOWTWIN_KAFKA_SECURITY_SASL_PASSWORD=PASSWORD,
+               SHADOWTWIN_KAFKA_SECURITY_SSL_CA_FILE=str(certificates.ca_file))
+    assert run_cli("topics", "create", cwd=tmp_path, env=env).returncode == 0
+    result = run_cli("kafka", "tool", "kafka-topics", "--list", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "shadowtwin.events" in result.stdout.split() and PASSWORD not in result.stdout + result.stderr

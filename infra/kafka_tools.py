@@ -1,0 +1,80 @@
+"""Apache Kafka's own command-line tools (kafka-topics, kafka-consumer-groups, ...), run from Maven jars.
+
+With the embedded broker there is no Kafka distribution to take them from, so `shadowtwin kafka tool`
+runs them here: the `kafka-tools` jar (with the broker's jars, which hold `kafka-configs`) on the
+JVM, pointed at the configured brokers with the configured security unless the arguments say
+otherwise. What a tool prints and its exit status are the tool's own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+from infra import jars
+from infra.config import ConfigError, closest
+from infra.kafka import spark_options
+from infra.settings import Settings
+
+# name -> the class a Kafka distribution's bin/<name>.sh runs (Kafka 4.x)
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
+}
+OFFLINE = {"kafka-dump-log"}  # reads log segment files, talks to no broker
+
+
+def tool_name(given: str) -> str:
+    """`given` as TOOLS names it: `topics`, `kafka-topics` and `kafka-topics.sh` are one tool."""
+    name = given.removesuffix(".sh")
+    name = name if name.startswith("kafka-") else f"kafka-{name}"
+    if name not in TOOLS:
+        stems = {tool.removeprefix("kafka-"): tool for tool in TOOLS}
+        meant = stems.get(closest(name.removeprefix("kafka-"), stems) or "")
+        raise ConfigError(f"no Kafka tool {given!r}" + (f"; did you mean {meant!r}?" if meant else
+                                                         f": one of {', '.join(TOOLS)}"))
+    return name
+
+
+def run_tool(settings: Settings, given: str, arguments: list[str]) -> int:
+    """Run the tool with `arguments`, adding --bootstrap-server and --command-config (the twin's
+    security settings) where the arguments do not give them; the tool's exit status."""
+    name = tool_name(given)
+    cache = settings.jars.cache_dir
+    broker_jars = jars.ensure(jars.kafka_broker_jars(settings.kafka.embedded.version), cache)
+    tools_jars = jars.ensure(jars.kafka_tools_jars(settings.kafka.embedded.version, broker_jars), cache)
+    classpath = os.pathsep.join(str(p) for p in [*tools_jars, *broker_jars])
+    with tempfile.TemporaryDirectory(prefix="shadowtwin-kafka-tool-") as folder:
+        added = [] if name in OFFLINE else _connection(settings, arguments, Path(folder))
+        return subprocess.run(["java", "-cp", classpath, TOOLS[name], *arguments, *added]).returncode
+
+
+def _connection(settings: Settings, arguments: list[str], folder: Path) -> list[str]:
+    given = {a.split("=", 1)[0] for a in arguments}
+    added = [] if given & {"--bootstrap-server", "--bootstrap-controller"} \
+        else ["--bootstrap-server", settings.kafka.bootstrap_servers]
+    properties = {key.removeprefix("kafka."): value for key, value in spark_options(settings.kafka).items()
+                  if key != "kafka.bootstrap.servers"}
+    if properties.get("security.protocol", "PLAINTEXT") != "PLAINTEXT" or len(properties) > 1:
+        if not given & {"--command-config", "--consumer.config", "--producer.config"}:
+            config = folder / "client.properties"  # the password, if any, only in a folder of this run
+            config.write_text("".join(f"{key}={_escaped(value)}\n" for key, value in properties.items()))
+            config.chmod(0o600)
+            added += ["--command-config", str(config)]
+    return added
+
+
+def _escaped(value: str) -> str:
+    """A value as a Java properties file reads it back."""
+    return value.replace("\\", "\\\\").replace("\n", "\\n")

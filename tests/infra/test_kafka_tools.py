@@ -1,0 +1,74 @@
+"""`shadowtwin kafka tool`: Apache Kafka's own command-line tools, run from Maven jars against the
+configured brokers, as an operator of the embedded broker (who has no Kafka distribution) uses them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra.config import Secret
+from infra.kafka_tools import _connection
+from infra.settings import KafkaSecuritySettings
+
+pytestmark = pytest.mark.integration
+
+
+def tool(*args: str, bootstrap: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=bootstrap)
+    return subprocess.run([sys.executable, "-m", "shadowtwin", "kafka", "tool", *args], capture_output=True,
+                          text=True, env=env, timeout=180)
+
+
+def test_kafka_topics_describes_a_topic_of_the_configured_broker(kafka_bootstrap):
+    topic = f"tool.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    result = tool("topics", "--describe", "--topic", topic, bootstrap=kafka_bootstrap)  # no --bootstrap-server
+    assert result.returncode == 0, result.stderr
+    assert f"Topic: {topic}" in result.stdout and "PartitionCount: 3" in result.stdout
+
+
+def test_kafka_consumer_groups_shows_a_group_s_lag(kafka_bootstrap):
+    topic, group = f"tool.{uuid.uuid4().hex[:8]}", f"g.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(5):
+        producer.produce(topic, value=b"%d" % i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    consumer.close()
+    result = tool("kafka-consumer-groups.sh", "--describe", "--group", group, bootstrap=kafka_bootstrap)
+    assert result.returncode == 0, result.stderr
+    [row] = [line.split() for line in result.stdout.splitlines() if topic in line]
+    assert row[:6] == [group, topic, "0", "2", "5", "3"], result.stdout  # current offset, log end, lag
+
+
+def test_an_unknown_tool_is_named_in_one_line(kafka_bootstrap):
+    result = tool("kafka-topcs", "--list", bootstrap=kafka_bootstrap)
+    assert (result.returncode, result.stderr) == (
+        2, "shadowtwin kafka: no Kafka tool 'kafka-topcs'; did you mean 'kafka-topics'?\n")
+
+
+def test_a_tool_gets_the_configured_security_in_a_file_only_it_can_read(settings, tmp_path):
+    security = KafkaSecuritySettings(protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-256", sasl_username="twin",
+                                     sasl_password=Secret("pw-\"quoted\"\\"), ssl_ca_file=tmp_path / "ca.pem")
+    secured = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, security=security,
+                                                                      bootstrap_servers="b1:9093"))
+    added = _connection(secured, ["--list"], tmp_path)
+    assert added[:2] == ["--bootstrap-server", "b1:9093"] and added[2] == "--command-config"
+    config = tmp_path / "client.properties"
+    assert added[3] == str(config) and config.stat().st_mode & 0o777 == 0o600
+    lines = config.read_text().splitlines()
+    assert "security.protocol=SASL_SSL" in lines and f"ssl.truststore.location={tmp_path / 'ca.pem'}" in lines
+    assert ('sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="twin"'
+            ' password="pw-\\\\"quoted\\\\"\\\\\\\\";') in lines
+    assert _connection(secured, ["--bootstrap-server=b2:9093", "--command-config", "mine.properties"], tmp_path) == []
