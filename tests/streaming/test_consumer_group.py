@@ -9,12 +9,13 @@ import time
 import uuid
 from types import SimpleNamespace
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
-from infra.kafka import admin, consumer
+from infra.kafka import consumer
 from producers.topic_reader import watermarks
 from streaming.app import TwinApplication
 from streaming.consumer_group import GroupCommitter, read_up_to
+from tests.infra.test_kafka_tools import tool
 from tests.streaming.test_twin import (
     collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
 )
@@ -70,6 +71,11 @@ def test_a_twin_run_leaves_its_group_at_the_end_of_the_events_it_decided_on(sett
                 and time.monotonic() < deadline:
             twin.wait(seconds=1)
     assert committed(kafka_bootstrap, group, topics.events, topics.events_partitions) == ends
+    described = tool("kafka-consumer-groups", "--describe", "--group", group, bootstrap=kafka_bootstrap)
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines() if topics.events in line.split()]
+    assert {int(row[2]): (int(row[3]), int(row[4]), row[5]) for row in rows} == {
+        p: (end, end, "0") for p, end in ends.items()}, "Kafka's own tool: each partition read to its end, lag 0"
 
 
 def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(kafka_bootstrap, topics):
@@ -104,16 +110,17 @@ def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(ka
 
 
 def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_bootstrap, topics):
-    """`kafka-consumer-groups --reset-offsets --to-earliest --execute` on the twin's group (the admin client's
-    AlterConsumerGroupOffsets, as the tool does it), to have the twin read the events again: it reads on from
-    its checkpoint and overwrote the group at its next batch, unsaid."""
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
+    """`kafka-consumer-groups --reset-offsets --execute` on the twin's group, to have the twin read the events
+    again: it reads on from its checkpoint and overwrote the group at its next batch, unsaid."""
     group = f"twin-{uuid.uuid4().hex[:8]}"
-    client = admin(kafka_bootstrap)
-    reset = [TopicPartition(topics.events, 0, 0), TopicPartition(topics.events, 1, 7)]
-    (future,) = client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, reset)]).values()
-    future.result(30)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for _ in range(7):  # the tool sets no offset beyond a partition's end
+        producer.produce(topics.events, value=b"x", partition=1)
+    assert producer.flush(30) == 0
+    for partition, offset in ((0, 0), (1, 7)):
+        reset = tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic",
+                     f"{topics.events}:{partition}", "--to-offset", str(offset), "--execute", bootstrap=kafka_bootstrap)
+        assert reset.returncode == 0, reset.stderr
     lines: list[str] = []
     committer = GroupCommitter(kafka_bootstrap, group, lines.append)
     try:
