@@ -6,6 +6,8 @@
   the protocol (RFC 3848: ESMTP, ESMTPS over TLS, ESMTPSA over TLS and authenticated), the node's
   internal id and, for a single recipient, that recipient. A next hop counts these lines to find
   mail loops (postfix's hopcount_limit, RFC 5321 6.3).
+- Its trace line also tells a shadow when the primary received the message (`receipt_ms`): a
+  promoted copy expires MessageExpirationTimeout after that receipt, not after its promotion.
 - A Message-ID at the end of the header section when the client sent none, as Exchange adds one
   (RFC 5321 6.4 lets the server a message is first posted to add it): the id the node's events
   name the message by, so that the shadow copy, the next hop and the mailbox's duplicate detection
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import datetime
+import email.parser
 import email.utils
 
 
@@ -31,6 +34,20 @@ def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts:
     recipient = f"\r\n\tfor <{rcpts[0]}>" if len(rcpts) == 1 else ""
     return (f"Received: from {helo or literal} ({literal})\r\n\tby {node} with {via} id {internal_id}"
             f"{recipient}; {stamp}\r\n").encode()
+
+
+def receipt_ms(content: bytes, node: str, internal_id: str) -> int | None:
+    """When `node` received the message it queued as `internal_id`, from its Received line in `content`: the
+    last millisecond of that line's second (the line has whole seconds), so that nothing expires early."""
+    for line in email.parser.BytesHeaderParser().parsebytes(content).get_all("Received") or ():
+        words = " ".join(str(line).split())
+        trace, _, stamp = words.rpartition(";")
+        if f" by {node} " in f" {trace} " and f" id {internal_id} " in f" {trace} ":
+            try:
+                return int(email.utils.parsedate_to_datetime(stamp.strip()).timestamp()) * 1000 + 999
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def with_message_id(content: bytes, message_id: str) -> bytes:

@@ -16,7 +16,8 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   tried again as Exchange retries (`topology.TransportService`), those it refuses for good (5xx) fail
   as a fork of their own (DeliveryDeferred, MessageExpired);
 - expiring: a message still queued MessageExpirationTimeout after it was received expires
-  (MessageExpired, then DiscardStatusSet for its shadow): the sender is told that it failed;
+  (MessageExpired, then DiscardStatusSet for its shadow): the sender is told that it failed; a
+  promoted copy counts from when its primary received it (the primary's Received line);
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,

@@ -21,6 +21,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from producers.relay.headers import receipt_ms
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS primary_queue (
@@ -224,7 +226,8 @@ class QueueDB:
         return gone
 
     def promote(self, primary: str, internal_ids: list[str], now_ms: int) -> list[StoredMessage]:
-        """Shadow copies become primary messages of this node (resubmitted at once); return those moved."""
+        """Shadow copies become primary messages of this node (resubmitted at once); return those moved.
+        A copy keeps the primary's receipt (its Received line), which MessageExpirationTimeout counts from."""
         held = {m.internal_id: m for m in self.shadows(primary)}
         moved = [held[i] for i in internal_ids if i in held]
         with self._tx() as db:
@@ -234,8 +237,9 @@ class QueueDB:
                     "INSERT OR IGNORE INTO primary_queue (internal_id, message_id, mail_from, rcpts, content,"
                     " received_ms, submitted_at_ms, shadow_server, origin_primary, due_ms)"
                     " VALUES (?,?,?,?,?,?,?,NULL,?,?)",
-                    (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, now_ms,
-                     m.submitted_at_ms, primary, now_ms))
+                    (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content,
+                     min(receipt_ms(m.content, primary, m.internal_id) or now_ms, now_ms), m.submitted_at_ms, primary,
+                     now_ms))
         return moved
 
     # ---- commands ---------------------------------------------------------------------

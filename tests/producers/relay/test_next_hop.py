@@ -322,3 +322,33 @@ def test_a_next_hop_that_never_answers_one_message_holds_back_no_other(make_lab)
         hung.released.set()
         assert wait_until(lambda: lab.node_status("ex01").queued == 0, 15)
     assert sorted(hung.delivered_at) == ["other@contoso.com", "stuck@contoso.com"] and len(hung.contents) == 2
+
+
+def test_a_promoted_copy_expires_message_expiration_timeout_after_the_primary_received_it(make_lab, kafka_bootstrap,
+                                                                                         topics):
+    """A promoted copy's MessageExpirationTimeout ("how long a message can remain in a queue before it
+    expires", 003) counted from its promotion: a message the primary took at t, whose shadow promoted it at
+    t + 5 s, expired at t + 5 s + the timeout. It now counts from the primary's receipt (its Received line,
+    which the copy carries): t + the timeout, as the model has it."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"},
+                   {"message_expiration_timeout": "8s", "shadow_resubmit_time_span": "4s"})
+    with _next_hop(lab, _OutOfStorage()):
+        _send(lab, _message("<stranded@x>", ["b@contoso.com"]))
+        lab.kill("ex01")
+        assert wait_until(lambda: lab.node_status("ex02").shadows == 0 and lab.node_status("ex02").queued == 0, 25)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MessageExpired) for e in records))
+    ours = [e for e in events if e.message is not None and e.message.message_id == "<stranded@x>"]
+    received = next(e for e in ours if isinstance(e, ev.MessageReceived))
+    promoted = next(e for e in ours if isinstance(e, ev.ShadowPromoted))
+    expired = [e for e in ours if isinstance(e, ev.MessageExpired)]
+    assert promoted.event_time_ms - received.event_time_ms >= 4_000
+    assert [(e.node, e.message.fork_id) for e in expired] == [("ex02", None)]
+    # The model closes the message as promoted, and counts its expiry from its receipt too.
+    result = settled(events, lab.topology.shadow_redundancy)
+    [outcome] = [o for o in result.outcomes if o.ref.message_id == "<stranded@x>"]
+    assert outcome.result == "promoted" and outcome.received_ms == received.event_time_ms
+    expires_ms = outcome.received_ms + 8_000
+    assert expires_ms <= expired[0].event_time_ms < expires_ms + 1_500, \
+        f"expired {expired[0].event_time_ms - promoted.event_time_ms} ms after its promotion"
+    assert [a.type for a in result.alerts] == [AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
