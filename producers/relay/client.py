@@ -8,6 +8,7 @@
   recipient, what became of it:
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
+  a message larger than the SIZE the next hop declares fails for good without MAIL (RFC 1870);
   the next hop's answer to the end of the data is awaited as long as RFC 5321 has it (10 minutes);
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
   primary's queue-db id and the discard notifications for the asking shadow.
@@ -105,8 +106,20 @@ def _authenticated(host: str, port: int, me: str, credentials: Credentials, time
 
 def _mail_options(session: smtplib.SMTP, content: bytes) -> list[str]:
     """BODY=8BITMIME for 8-bit content, as RFC 6152 has a relay pass it on (the node stores no MAIL
-    parameter, the content says it), when the next hop takes 8BITMIME."""
-    return ["BODY=8BITMIME"] if not content.isascii() and session.has_extn("8bitmime") else []
+    parameter, the content says it), when the next hop takes 8BITMIME; SIZE=<octets> when it offers SIZE
+    (RFC 1870 6)."""
+    options = ["BODY=8BITMIME"] if not content.isascii() and session.has_extn("8bitmime") else []
+    return options + ([f"SIZE={len(content)}"] if session.has_extn("size") else [])
+
+
+def _too_large(session: smtplib.SMTP, content: bytes) -> str | None:
+    """The answer for a message larger than the fixed limit the next hop declares (EHLO `SIZE <n>`, 0 or
+    none: no limit): RFC 1870 6 has the client not send it, and as a permanent failure ("552 5.3.4")."""
+    declared = (session.esmtp_features.get("size") or "").strip()
+    limit = int(declared) if declared.isdigit() else 0
+    if limit and len(content) > limit:
+        return f"552 5.3.4 Message size ({len(content)} bytes) exceeds the next hop's fixed limit of {limit} bytes"
+    return None
 
 
 def _data(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> str:
@@ -165,6 +178,8 @@ def _answer(code: int, text: bytes | str) -> str:
 
 
 def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> RelayOutcome:
+    if (too_large := _too_large(session, content)) is not None:
+        return RelayOutcome((), failed={r: too_large for r in rcpts})
     code, text = session.mail(mail_from, _mail_options(session, content))
     if code >= 500:
         return RelayOutcome((), failed={r: _answer(code, text) for r in rcpts})

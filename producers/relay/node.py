@@ -118,7 +118,7 @@ class RelayNode:
                                            tls.server_context(self.topology.tls_dir(), self.name),
                                            tls.sender_context(self.topology.tls_dir(), self.name),
                                            self.topology.receive_connector.connection_inactivity_timeout
-                                           .total_seconds())
+                                           .total_seconds(), self.topology.receive_connector.max_message_size)
         self._controller.start()
         follower = CommandFollower(self, self.bootstrap, self.commands_topic)
         for target, label in ((self._delivery_loop, "delivery"), (self._heartbeat_loop, "heartbeat"),

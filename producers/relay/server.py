@@ -1,6 +1,7 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
-- EHLO advertises PIPELINING (RFC 2920; aiosmtpd answers a batch of commands in order, and
+- EHLO advertises SIZE with the Receive connector's MaxMessageSize (RFC 1870; aiosmtpd answers a
+  larger SIZE= at MAIL, or more data, with 552), PIPELINING (RFC 2920; aiosmtpd answers a batch of commands in order, and
   Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
@@ -251,12 +252,13 @@ class RelayController(Controller):
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
-                 timeout: float, workers: int = 16):
+                 timeout: float, max_message_size: int, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
-                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=timeout)
+                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=timeout,
+                         data_size_limit=max_message_size)
         self._peers = frozenset(peers)
         self._sender_tls_context = sender_tls_context
 

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 
 log = logging.getLogger("shadowtwin.relay.sink")
-# The nodes take messages up to aiosmtpd's DATA_SIZE_DEFAULT and add a line of their own (RELAY_HEADER):
-# the sink takes what they take, with room for it.
-SIZE_LIMIT = DATA_SIZE_DEFAULT + 64 * 1024
+# The nodes add lines of their own (RELAY_HEADER, Received) to what they take: the sink takes what they
+# take (their MaxMessageSize), with room for those.
+HEADER_ROOM = 64 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -118,11 +117,11 @@ class _SinkHandler:
 
 
 class MailboxSink:
-    def __init__(self, name: str, host: str, port: int, db_path: Path):
+    def __init__(self, name: str, host: str, port: int, db_path: Path, nodes_max_message_size: int):
         self.name = name
         self.mailbox = Mailbox(db_path)
         self._controller = Controller(_SinkHandler(self.mailbox), hostname=host, port=port, server_hostname=name,
-                                      enable_SMTPUTF8=False, data_size_limit=SIZE_LIMIT)
+                                      enable_SMTPUTF8=False, data_size_limit=nodes_max_message_size + HEADER_ROOM)
 
     def start(self) -> None:
         self._controller.start()

@@ -79,9 +79,12 @@ class TransportService:
 class ReceiveConnector:
     """A node's SMTP server: how long it waits for a client's next command, or the rest of a message,
     before it closes the session (Exchange's ConnectionInactivityTimeout). RFC 5321 4.5.3.2.7: a
-    server SHOULD wait at least 5 minutes for the next command."""
+    server SHOULD wait at least 5 minutes for the next command. The largest message it takes, in bytes,
+    offered in EHLO as SIZE (RFC 1870): Exchange's MaxMessageSize ("The default value is 36 MB",
+    Set-ReceiveConnector; from 65536 bytes)."""
 
     connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
+    max_message_size: int = field(default=36 * 1024 * 1024, metadata=at_least(65536))
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def test_8bit_content_is_relayed_with_body_8bitmime_and_7bit_without(hangs_up_at
         client.relay("127.0.0.1", hangs_up_at_quit.port, "ex01", "a@contoso.com", ("b@fabrikam.com",), content,
                      timeout=3)
     assert hangs_up_at_quit.handler.messages[0] == eight
-    assert hangs_up_at_quit.handler.mail_options == [["BODY=8BITMIME"], []]
+    assert hangs_up_at_quit.handler.mail_options == [["BODY=8BITMIME", f"SIZE={len(eight)}"], ["SIZE=21"]]
 
 
 class _TLSUnavailable(SMTP):

@@ -16,7 +16,6 @@ from email.message import EmailMessage
 
 import pytest
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import DATA_SIZE_DEFAULT
 
 from producers.relay.lab import SINK
 from producers.relay.sink import Mailbox, read_deliveries
@@ -234,14 +233,16 @@ def test_a_next_hop_slow_to_answer_data_gets_the_message_once(make_lab, kafka_bo
 def test_a_message_of_the_size_a_node_takes_is_taken_by_the_sink_with_the_node_s_header(make_lab):
     """The node and the sink both took up to aiosmtpd's 32 MiB: a message a few bytes under it was
     accepted by the node, and the line the node adds (X-Shadowtwin-Relay) took it over the sink's
-    limit: '552 Error: Too much mail data' at every attempt, never delivered."""
-    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    limit: '552 Error: Too much mail data' at every attempt, never delivered. Both now follow the
+    Receive connector's MaxMessageSize (1 MiB here), the sink with room for the node's lines."""
+    limit = 1024 * 1024
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_message_size": limit})
     lab.up()
     head = b"Message-ID: <largest@x>\r\nSubject: as large as a node takes\r\n\r\n"
     line = b"x" * 98 + b"\r\n"
-    body = line * ((DATA_SIZE_DEFAULT - len(head)) // len(line))
-    content = head + body + b"y" * (DATA_SIZE_DEFAULT - len(head) - len(body) - 2) + b"\r\n"
-    assert len(content) == DATA_SIZE_DEFAULT
+    body = line * ((limit - len(head)) // len(line))
+    content = head + body + b"y" * (limit - len(head) - len(body) - 2) + b"\r\n"
+    assert len(content) == limit
     with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=60) as smtp:
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content) == {}
     assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<largest@x>"], 60)
@@ -352,3 +353,53 @@ def test_a_promoted_copy_expires_message_expiration_timeout_after_the_primary_re
     assert expires_ms <= expired[0].event_time_ms < expires_ms + 1_500, \
         f"expired {expired[0].event_time_ms - promoted.event_time_ms} ms after its promotion"
     assert [a.type for a in result.alerts] == [AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+
+
+class _SizeLimited(_Capture):
+    """A next hop that declares a fixed SIZE (postfix's message_size_limit), noting each MAIL's parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.mail_options: list[list[str]] = []
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        self.mail_options.append(list(mail_options))
+        envelope.mail_from = address
+        return "250 2.1.0 Ok"
+
+
+def test_a_node_declares_size_and_fails_for_good_what_exceeds_the_next_hop_s_limit_untried(make_lab, kafka_bootstrap,
+                                                                                          topics):
+    """A node offered aiosmtpd's 32 MiB as SIZE whatever it was configured with, gave its next hop no SIZE= at
+    MAIL, and sent a message over the next hop's declared SIZE in full, to get 552 at the end of DATA. It now
+    offers the Receive connector's MaxMessageSize (Exchange: 36 MB), declares SIZE=<octets> (RFC 1870), and
+    fails a message over the next hop's limit for good (552 5.3.4) without MAIL."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_message_size": 1024 * 1024})
+    limited = _SizeLimited()
+    lab.up()
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=10) as smtp:
+        smtp.ehlo("client.example")
+        assert smtp.esmtp_features.get("size") == str(1024 * 1024)
+        assert smtp.mail("a@fabrikam.example", ["SIZE=2000000"])[0] == 552
+    lab.stop(SINK)
+    next_hop = Controller(limited, hostname=lab.topology.host, port=lab.topology.sink.port, data_size_limit=200_000)
+    next_hop.start()
+    try:
+        big = _message("<big@x>", ["b@contoso.com"])
+        big.set_content(("y" * 98 + "\n") * 3000)
+        _send(lab, _message("<small@x>", ["b@contoso.com"]), big)
+        assert wait_until(lambda: lab.node_status("ex01").queued == 0, 30)
+    finally:
+        next_hop.stop()
+    assert len(limited.contents) == 1 and b"<small@x>" in limited.contents[0]
+    assert limited.mail_options == [[f"SIZE={len(limited.contents[0])}"]], "one MAIL, for the small message only"
+
+    events = read_topic(kafka_bootstrap, topics.events)
+    ours = [e for e in events if e.message is not None and e.message.message_id == "<big@x>" and e.node == "ex01"]
+    refused = [e for e in ours if isinstance(e, ev.DeliveryDeferred)]
+    assert len(refused) == 1 and refused[0].message.fork_id is not None
+    assert refused[0].smtp_response.startswith("552 5.3.4") and "200000" in refused[0].smtp_response
+    assert [e.message.fork_id for e in ours if isinstance(e, ev.MessageExpired)] == [refused[0].message.fork_id]
+    assert not any(isinstance(e, ev.DeliveredToMailbox) for e in ours)
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.alerts == [] and result.commands == []
