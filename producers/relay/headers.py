@@ -50,6 +50,13 @@ def receipt_ms(content: bytes, node: str, internal_id: str) -> int | None:
     return None
 
 
+def hop_count(content: bytes) -> int:
+    """How many Received lines the header section of `content` has (RFC 5321 6.3: a loop's measure)."""
+    end = content.find(b"\r\n\r\n")
+    section = content if end < 0 else content[:end + 2]
+    return len(email.parser.BytesHeaderParser().parsebytes(section).get_all("Received") or ())
+
+
 def with_message_id(content: bytes, message_id: str) -> bytes:
     """`content` with a Message-ID line at the end of its header section."""
     if content.startswith(b"\r\n"):  # no header at all

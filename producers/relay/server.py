@@ -1,8 +1,8 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
 - EHLO advertises SIZE with the Receive connector's MaxMessageSize (RFC 1870; aiosmtpd answers a
-  larger SIZE= at MAIL, or more data, with 552), PIPELINING (RFC 2920; aiosmtpd answers a batch of commands in order, and
-  Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA), `XSHADOW`
+  larger SIZE= at MAIL, or more data, with 552), PIPELINING (RFC 2920; aiosmtpd answers a batch of
+  commands in order, and Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
   else is not), and AUTH LOGIN/PLAIN once the session is encrypted (before that, AUTH gets
@@ -15,6 +15,9 @@
   `530 5.7.0 Authentication required for <verb>` and a warning in the log naming the peer's
   address and the verb, never a credential; a peer may only shadow as itself (PRIMARY=) and
   ask for its own discards (SHADOW=);
+- a message (not a shadow copy) that already has more Received lines than the Receive connector's
+  MaxHopCount is refused at the end of DATA with `554 5.4.6 Hop count exceeded - possible mail loop`,
+  as Exchange refuses it, before the node sees it;
 - the work itself (accepting a message, storing a shadow copy, answering a discard query) is
   the node's (`RelayBackend`), run in worker threads so the event loop never blocks.
 
@@ -36,9 +39,11 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
 
 from producers.relay import protocol
+from producers.relay.headers import hop_count
 from producers.relay.tls import certified_name
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
+LOOP_REPLY = "554 5.4.6 Hop count exceeded - possible mail loop"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LF = re.compile(rb"(?<!\r)\n")
 
@@ -204,8 +209,9 @@ class RelayHandler:
     aiosmtpd takes any token as an address (`RCPT TO:bad`, `RCPT TO:<not an address>`); a path
     that is no Mailbox gets 501, as Exchange answers it (the null sender and `<Postmaster>` aside)."""
 
-    def __init__(self, backend: RelayBackend):
+    def __init__(self, backend: RelayBackend, max_hop_count: int):
         self.backend = backend
+        self.max_hop_count = max_hop_count
 
     async def handle_MAIL(self, server, session, envelope, address: str, mail_options: list[str]) -> str:
         if address != "<>" and not is_mailbox(address):
@@ -235,6 +241,10 @@ class RelayHandler:
         loop = asyncio.get_running_loop()
         if request is not None:
             return await loop.run_in_executor(None, self.backend.store_shadow, session.auth_data, request, envelope)
+        if (hops := hop_count(envelope.original_content)) > self.max_hop_count:
+            log.warning("refused a message from %s with %d Received lines (MaxHopCount %d): a mail loop?",
+                        _peer(session), hops, self.max_hop_count)
+            return LOOP_REPLY
         return await loop.run_in_executor(None, self.backend.accept, _peer(session), session.host_name or "", envelope,
                                           _protocol(server, session))
 
@@ -252,10 +262,11 @@ class RelayController(Controller):
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
-                 timeout: float, max_message_size: int, workers: int = 16):
+                 timeout: float, max_message_size: int, max_hop_count: int, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
-        super().__init__(RelayHandler(backend), hostname=host, port=port, loop=loop, server_hostname=name,
+        super().__init__(RelayHandler(backend, max_hop_count), hostname=host, port=port, loop=loop,
+                         server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
                          tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=timeout,
                          data_size_limit=max_message_size)

@@ -81,10 +81,14 @@ class ReceiveConnector:
     before it closes the session (Exchange's ConnectionInactivityTimeout). RFC 5321 4.5.3.2.7: a
     server SHOULD wait at least 5 minutes for the next command. The largest message it takes, in bytes,
     offered in EHLO as SIZE (RFC 1870): Exchange's MaxMessageSize ("The default value is 36 MB",
-    Set-ReceiveConnector; from 65536 bytes)."""
+    Set-ReceiveConnector; from 65536 bytes). How many Received lines a message may already have: one
+    with more is refused as a mail loop (Exchange's MaxHopCount, "determined by the number of Received
+    header fields that exist in a submitted message. A valid value is from 1 to 500. The default value
+    is 30.", Set-ReceiveConnector)."""
 
     connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
     max_message_size: int = field(default=36 * 1024 * 1024, metadata=at_least(65536))
+    max_hop_count: int = field(default=30, metadata=at_least(1))
 
 
 @dataclass(frozen=True)

@@ -295,3 +295,30 @@ def test_a_node_whose_events_were_not_acknowledged_says_how_many_and_exits_1(tmp
         assert "ex01 stopped: 2 of 2 records were not acknowledged by Kafka at 127.0.0.1:" in log
     finally:
         lab.down()
+
+
+def test_a_message_with_more_received_lines_than_max_hop_count_is_refused_as_a_loop(make_lab, kafka_bootstrap,
+                                                                                    topics):
+    """A node took a message whatever the number of its Received lines, so two servers relaying to each
+    other passed it on for ever. As Exchange's Receive connector (MaxHopCount, 3 here), a node now refuses
+    one with more, `554 5.4.6 Hop count exceeded - possible mail loop`, and takes one with as many (its
+    shadow copy, with the node's own line on top, included)."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_hop_count": 3})
+    lab.up()
+
+    def content(message_id: str, hops: int) -> bytes:
+        trace = b"".join(b"Received: from mx%d.fabrikam.example by mx%d.fabrikam.example; Fri, 27 Nov 2026 10:00:0%d"
+                         b" +0000\r\n" % (i, i + 1, i) for i in range(hops))
+        return trace + b"Message-ID: " + message_id.encode() + b"\r\nSubject: hops\r\n\r\nhello\r\n"
+
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content("<looping@x>", 4))
+        assert refused.value.smtp_code == 554
+        assert refused.value.smtp_error == b"5.4.6 Hop count exceeded - possible mail loop"
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content("<far@x>", 3)) == {}
+    assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<far@x>"], 20)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert {e.message.message_id for e in events if isinstance(e, ev.MessageReceived)} == {"<far@x>"}
+    assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True]

@@ -30,7 +30,8 @@ def server(tmp_path):
     backend = _Accepting()
     controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, set(),
                                  tls.server_context(tmp_path, "ex01"), tls.sender_context(tmp_path, "ex01"),
-                                 timeout=TIMEOUT_S, max_message_size=1024 * 1024)
+                                 timeout=TIMEOUT_S, max_message_size=1024 * 1024,
+                                 max_hop_count=30)
     controller.start()
     yield controller, backend
     controller.stop()
