@@ -582,9 +582,18 @@ class _Transition:
         m = self.known(e)
         if m is not None:
             key = e.message.fork_id or e.next_hop
-            if key not in m.forks:
+            fork = m.forks.get(key)
+            if fork is None:
                 hop = shared(e.next_hop)
                 m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(e.recipients))
+            elif type(e) is ev.SentToNextHop and e.message.fork_id is None and e.recipients and fork.recipients \
+                    and fork.recipients != e.recipients:
+                # Another hand-off to the same hop (a log's SEND: a recipient deferred before, sent now): the
+                # acknowledgement to come serves its recipients, with those of the fork's earlier one if it was
+                # acknowledged (a SEND line is both); a pending fork's others wait.
+                fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *e.recipients)))
+                                         if fork.done else e.recipients)
+                fork.done = False
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it

@@ -1193,6 +1193,41 @@ def a_primary_back_with_its_queue_after_message_expiration_expires_the_message_t
                                     Expected(AlertType.MESSAGE_EXPIRED, at(back + 2), ("m1b",))))
 
 
+# ---- behaviours of the seeds an eleventh review found decided otherwise ------------------------
+
+def a_second_hand_off_to_the_same_hop_serves_its_own_recipients() -> Timeline:
+    """"When the primary server successfully transmits the message to the next hop, and the next hop
+    acknowledges receipt of the message, the primary server updates the discard status of the message as
+    delivery complete", and the copy is released once "all forks of the message are fully processed" (003).
+    A message-tracking SEND names its recipients, no fork. m1 is for a@ and b@ of fabrikam.com: mbx01 hands a@
+    to the gateway at 1 (SEND), defers b@ (a DEFER that names no next hop) and hands b@ to the same gateway at 5
+    (SEND): m1 is fully processed then, and mbx02, which queried last at 4 and never reaches mbx01 again,
+    resubmits its copy on its own at the span: both recipients get it twice (before: b@'s SEND was taken as a
+    repeat of a@'s, m1 stayed unprocessed, and the twin commanded mbx02 to resend it to b@, who had it, with no
+    duplicate forecast). m2, for a@ and b@ too, is deferred at the gateway for both (a DEFER naming it), then
+    handed over for a@ alone: b@ is still pending, and at the span mbx02 resends m2 to b@ (before: a@'s SEND
+    served the whole deferred fork, m2 was taken as delivered and b@ never got it, with no alert)."""
+    org = Org()
+    both = ("a@fabrikam.com", "b@fabrikam.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for mid in ("m1", "m2"):
+        events += [*org.received("mbx01", mid, 0, recipients=(), external=both), *org.shadowed("mbx01", "mbx02", mid, 0)]
+    events += [*org.sent("mbx01", "m1", "gw-fabrikam", 1, recipients=both[:1], outside=True),
+               *org.acked("mbx01", "m1", "gw-fabrikam", 1), *org.deferred("mbx01", "m1", "", 1, recipients=both[1:]),
+               *org.sent("mbx01", "m1", "gw-fabrikam", 5, recipients=both[1:], outside=True),
+               *org.acked("mbx01", "m1", "gw-fabrikam", 5),
+               *org.deferred("mbx01", "m2", "gw-fabrikam", 1, recipients=both),
+               *org.sent("mbx01", "m2", "gw-fabrikam", 3, recipients=both[:1], outside=True),
+               *org.acked("mbx01", "m2", "gw-fabrikam", 3),
+               *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx02", "mbx01", 4),
+               *org.heartbeats_failing("mbx02", "mbx01", 6, 4 * 60), *org.tick(3 * 24 * 60)]
+    promoted_at = at(4) + 3 * HOUR
+    return Timeline("a second hand-off to the same hop serves its own recipients", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, promoted_at, ("m1",), (both,)),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m2",))),
+        commands=(Command("mbx02", "mbx01", "m2", None, None, ("b@fabrikam.com",), promoted_at),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1234,6 +1269,7 @@ ALL = (
     a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
     failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
     a_feed_that_stops_seconds_after_the_shadows_last_query,
+    a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1255,5 +1291,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_discard_notification_for_one_fork_keeps_the_copy_of_the_others,
            a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
            a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
-           failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt)
+           failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
+           a_second_hand_off_to_the_same_hop_serves_its_own_recipients)
 
