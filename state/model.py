@@ -586,6 +586,8 @@ class _Transition:
             if fork is None:
                 hop = shared(e.next_hop)
                 m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(e.recipients))
+            elif fork.next_hop is None:
+                self.notified_fork_named(m, fork, e.next_hop, e.recipients, e.event_time_ms)
             elif type(e) is ev.SentToNextHop and e.message.fork_id is None and e.recipients and fork.recipients \
                     and fork.recipients != e.recipients:
                 # Another hand-off to the same hop (a log's SEND: a recipient deferred before, sent now): the
@@ -611,6 +613,9 @@ class _Transition:
         if fork is None:
             hop = shared(hop)
             fork = m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(served))
+        elif fork.next_hop is None:
+            self.notified_fork_named(m, fork, hop, served, e.event_time_ms)
+            return
         elif served and fork.recipients and fork.recipients != served:
             # Another delivery to the same hop (a mailbox server's other database): it serves its own
             # recipients, and those of the fork's earlier delivery stay served; a pending fork's others wait.
@@ -692,7 +697,7 @@ class _Transition:
             return
         served: set[str] = set()
         for fork in m.forks.values():
-            if fork.done:
+            if fork.done and fork.next_hop is not None:
                 if not fork.recipients:  # a fork for the whole message
                     self.primary_done(m, t)
                     return
@@ -709,7 +714,7 @@ class _Transition:
         """The recipients no acknowledged fork has served yet."""
         served: set[str] = set()
         for fork in m.forks.values():
-            if fork.done:
+            if fork.done and fork.next_hop is not None:
                 if not fork.recipients:
                     return ()
                 served.update(r.lower() for r in fork.recipients)
@@ -724,6 +729,8 @@ class _Transition:
         covers_all = False
         served = {r.lower() for f in m.forks.values() if f.done for r in f.recipients}
         for key, fork in sorted(m.forks.items()):
+            if fork.next_hop is None:  # known from its discard notification alone: whom it served is not known
+                continue
             if not fork.recipients:
                 covers_all = True
             covered.update(r.lower() for r in fork.recipients)
@@ -873,18 +880,32 @@ class _Transition:
 
     def discard(self, ref: MessageRef, pair: Pair, t: int) -> bool:
         """A discard notification reached the shadow. One naming a fork empties that next hop's shadow queue
-        only: the copy is released once every fork is processed (a fork the twin does not know keeps it held,
-        so a promotion resends the whole message). Whether the pair held the copy, as `release_shadow`."""
+        only: the copy is released once every fork is processed (a fork the twin does not know keeps it held
+        until the primary names it, and a promotion meanwhile resends its recipients). Whether the pair held the copy, as `release_shadow`."""
         m = self.s.messages.get(ref.internal_id) if ref.fork_id is not None else None
         if m is None or m.shadow_server != pair.shadow or m.primary_done_ms is not None:
             return self.release_shadow(ref.internal_id, pair, t)
         fork = m.forks.get(ref.fork_id)
-        if fork is not None and not fork.done:
+        if fork is None:
+            # A fork the primary's events have not named yet (the shadow's clock is behind the primary's): it was
+            # processed; the copy waits for the primary's word on it (`notified_fork_named`).
+            m.forks_of()[ref.fork_id] = Fork(None, (), True)
+        elif not fork.done:
             fork.done = True
             self.maybe_primary_done(m, t)
             if m.primary_done_ms is not None:
                 return self.release_shadow(ref.internal_id, pair, t)
         return False
+
+    def notified_fork_named(self, m: Message, fork: Fork, hop: str, recipients: tuple[str, ...], t: int) -> None:
+        """The primary names a fork whose discard notification reached the shadow first (by event time: the
+        clocks differ): the fork is processed, and if the message now is, the shadow has its notification and
+        releases the copy."""
+        fork.next_hop, fork.recipients = shared(hop), shared(recipients)
+        self.maybe_primary_done(m, t)
+        if m.primary_done_ms is not None and (pair := self.s.pairs.get(m.shadow_server or "")) is not None \
+                and self.release_shadow(m.ref.internal_id, pair, t):
+            self.schedule_pair(pair)
 
     def shadow_promoted(self, e: ev.ShadowPromoted) -> None:
         """The node promoted its copy on its own: record it, command nothing."""

@@ -84,7 +84,7 @@ _REDUNDANT = Redundancy.REDUNDANT  # a global: an enum's member read through its
 
 @dataclass(slots=True)
 class Fork:
-    next_hop: str
+    next_hop: str | None  # None: a fork known from its discard notification alone, not yet from the primary
     recipients: tuple[str, ...]
     done: bool = False
 

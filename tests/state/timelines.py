@@ -1108,6 +1108,13 @@ def an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it() -> 
 
 # ---- behaviours of the seeds a tenth review found decided otherwise --------------------------
 
+def _forks_discarded(org: Org, minute: float, *forks) -> list[ev.Event]:
+    """mbx02's query to mbx01 at `minute`, answered with the discard notifications of `forks`."""
+    return [ev.DiscardQuerySent(**org._header("mbx02", "mbx01", minute), shadow_queue_db_id="dbS1"),
+            ev.DiscardQueryAnswered(**org._header("mbx02", "mbx01", minute), primary_queue_db_id="dbP1",
+                                    discarded=forks)]
+
+
 def a_discard_notification_for_one_fork_keeps_the_copy_of_the_others() -> Timeline:
     """m1 is for a@ and b@; mbx01 forks it to mbx03 (f1, a@) and mbx04 (f2, b@). mbx03 acknowledges f1 and
     mbx02's query at 2 gets the discard notification of that fork alone; mbx01 then fails before mbx04
@@ -1126,9 +1133,7 @@ def a_discard_notification_for_one_fork_keeps_the_copy_of_the_others() -> Timeli
                    *org.sent("mbx01", mid, "mbx04", 1, fork="f2", recipients=both[1:]),
                    *org.acked("mbx01", mid, "mbx03", 1.5, fork="f1")]
     events += [*org.acked("mbx01", "m2", "mbx04", 1.5, fork="f2"),
-               ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 2), shadow_queue_db_id="dbS1"),
-               ev.DiscardQueryAnswered(**org._header("mbx02", "mbx01", 2), primary_queue_db_id="dbP1",
-                                       discarded=(ref("m1", "f1"), ref("m2", "f1"), ref("m2", "f2"))),
+               *_forks_discarded(org, 2, ref("m1", "f1"), ref("m2", "f1"), ref("m2", "f2")),
                *org.heartbeats_failing("mbx02", "mbx01", 4, 4 * 60), *org.tick(3 * 24 * 60)]
     promoted_at = at(2) + 3 * HOUR
     return Timeline("a discard notification for one fork keeps the copy of the others", events, alerts=(
@@ -1228,6 +1233,35 @@ def a_second_hand_off_to_the_same_hop_serves_its_own_recipients() -> Timeline:
         commands=(Command("mbx02", "mbx01", "m2", None, None, ("b@fabrikam.com",), promoted_at),))
 
 
+def a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts() -> Timeline:
+    """"Node clocks are never perfectly in sync" (domain.md): mbx02's clock is 30 s behind mbx01's. m1 is for a@ and b@: mbx01 forks it to
+    mbx03 (f1, a@) at 1 and to mbx04 (f2, b@) at 1.5, both acknowledged at once; mbx02's query right after gets
+    the discard notifications of f1 and f2, stamped 1.1 by its clock, before mbx01's SEND of f2. The primary
+    "returns the list of delivered messages and removes the discard information" ("devuelve la lista de mensajes
+    entregados y quita la información de descarte", 002): they do not come again, and the shadow removes its copy
+    "after all expected discard notifications are received" (003). mbx01 fails at 31: nothing follows (before:
+    f2's notification, for a fork the twin did not know yet, was dropped, the copy stayed held and mbx02's
+    promotion at the span was forecast to deliver m1 twice). m2, for a@ and b@ too: f2's notification comes as
+    early, f1 is deferred at mbx03 and never acknowledged: mbx02 resends f1 to mbx03 for a@ alone."""
+    org = Org()
+    both = ("a@contoso.com", "b@contoso.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for mid in ("m1", "m2"):
+        events += [*org.received("mbx01", mid, 0, recipients=both), *org.shadowed("mbx01", "mbx02", mid, 0),
+                   *org.sent("mbx01", mid, "mbx04", 1.5, fork="f2", recipients=both[1:]),
+                   *org.acked("mbx01", mid, "mbx04", 1.55, fork="f2")]
+    events += [*org.sent("mbx01", "m1", "mbx03", 1, fork="f1", recipients=both[:1]),
+               *org.acked("mbx01", "m1", "mbx03", 1.05, fork="f1"),
+               *org.deferred("mbx01", "m2", "mbx03", 1, fork="f1", recipients=both[:1]),
+               *_forks_discarded(org, 1.1, ref("m1", "f1"), ref("m1", "f2"), ref("m2", "f2")),
+               *_heartbeats_ok(org, "mbx02", "mbx01", 3, 31), *org.heartbeats_failing("mbx02", "mbx01", 31, 4 * 60),
+               *org.tick(3 * 24 * 60)]
+    promoted_at = at(29) + 3 * HOUR
+    return Timeline("a discard notification stamped before the primary names its fork still counts", events, alerts=(
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m2",)),),
+        commands=(Command("mbx02", "mbx01", "m2", "f1", "mbx03", ("a@contoso.com",), promoted_at),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1270,6 +1304,7 @@ ALL = (
     failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
     a_feed_that_stops_seconds_after_the_shadows_last_query,
     a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
+    a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1292,5 +1327,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending,
            a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
            failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
-           a_second_hand_off_to_the_same_hop_serves_its_own_recipients)
+           a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
+           a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts)
 
