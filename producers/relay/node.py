@@ -302,7 +302,8 @@ class RelayNode:
         except client.SessionFailed as failure:
             outcome = client.RelayOutcome((), deferred={r: str(failure) for r in m.rcpts})
         if outcome.accepted:
-            self.events.emit(ev.NextHopAcknowledged, self.name, ref, next_hop=sink.name)
+            if not outcome.deferred:  # the hand-off is over: a recipient still to try would be taken as served
+                self.events.emit(ev.NextHopAcknowledged, self.name, ref, next_hop=sink.name)
             self.events.emit(ev.DeliveredToMailbox, self.name, ref, mailbox_server=sink.name,
                              recipients=outcome.accepted, duplicate="duplicate" in outcome.reply.lower())
         if outcome.failed:

@@ -21,6 +21,7 @@ from producers.relay.lab import SINK
 from producers.relay.sink import Mailbox, read_deliveries
 from schemas import events as ev
 from schemas.events import AlertType
+from state.replay import replay
 from tests.producers.relay.conftest import read_topic, settled, wait_until
 
 pytestmark = pytest.mark.integration
@@ -110,6 +111,12 @@ def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, k
 
     result = settled(events, lab.topology.shadow_redundancy)
     assert result.alerts == [] and result.commands == []
+    # Before: the first attempt's events said NextHopAcknowledged, and the twin took busy@ as served too (had
+    # ex01 failed before its retry, busy@ would have been left to ex02's own resubmission, with no command).
+    first_deferral = deferred[1].event_time_ms
+    early = replay([e for e in events if e.event_time_ms <= first_deferral], lab.topology.shadow_redundancy)
+    [held] = [m for m in early.states["ex01"].messages.values() if m.ref.message_id == "<mixed@x>"]
+    assert held.primary_done_ms is None, "busy@ still to deliver"
 
 
 class _Capture:
