@@ -147,8 +147,12 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
+    path = check_name(Path(args.file))
+    if not args.force and path.is_file() and path.stat().st_size > 0:  # the topic may no longer hold what it has
+        raise UsageError(f"{path}: exists; record does not overwrite a recording (another name, or --force to"
+                         " replace it)")
     stop = stop_on_signals()
-    outcome = record(settings.kafka, args.topic, check_name(Path(args.file)),
+    outcome = record(settings.kafka, args.topic, path,
                      from_beginning=args.from_beginning, seconds=args.seconds, count=args.count, stop=stop,
                      schema=schema_of(settings.topics, args.topic))
     print(outcome.summary())
@@ -286,8 +290,8 @@ def parser() -> argparse.ArgumentParser:
                                  description="Read the contract's records from a Kafka topic (events, alerts,"
                                              " commands or dead letters; another topic takes the schema of its"
                                              " first record) and write them to FILE"
-                                             " (.jsonl or .avro) as they arrive. Records that do not decode are"
-                                             " counted and reported, not written. Stops at --count, --seconds,"
+                                             " (.jsonl or .avro; one that exists only with --force) as they arrive."
+                                             " Records that do not decode are counted and reported, not written. Stops at --count, --seconds,"
                                              " Ctrl-C, or (with --from-beginning) at the end of the topic as it was"
                                              " at start.")
     record.add_argument("topic", help="the topic to read (e.g. the events topic)")
@@ -296,6 +300,7 @@ def parser() -> argparse.ArgumentParser:
                         help="read from the start of the topic up to its end at start (default: only new events)")
     record.add_argument("--seconds", type=SECONDS, help="stop after this long")
     record.add_argument("--count", type=COUNT, help="stop after this many events")
+    record.add_argument("--force", action="store_true", help="replace FILE if it exists (default: refuse)")
     record.set_defaults(run=_record)
 
     replay = commands.add_parser("replay", help="publish a recording, paced by its event times",

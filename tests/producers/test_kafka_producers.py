@@ -99,6 +99,12 @@ def test_the_commands_round_trip_a_recording_through_the_events_topic(kafka_boot
     assert sorted(back, key=lambda e: e.event_id) == sorted(events, key=lambda e: e.event_id)
     for primary in {e.primary_server for e in events}:
         assert [e for e in back if e.primary_server == primary] == [e for e in events if e.primary_server == primary]
+    again = [*cli, "record", topics.events, str(tmp_path / "back.avro"), "--from-beginning", "--count", "3"]
+    refused = subprocess.run(again, env=env, capture_output=True, text=True, timeout=90)
+    assert refused.returncode == 2 and "exists" in refused.stderr, refused.stderr[-2000:]
+    assert len(list(read_events(tmp_path / "back.avro"))) == len(events), "left as it was"
+    replaced = subprocess.run([*again, "--force"], env=env, capture_output=True, text=True, timeout=90)
+    assert replaced.returncode == 0 and len(list(read_events(tmp_path / "back.avro"))) == 3, replaced.stderr[-2000:]
 
 
 def test_ingest_publishes_every_good_line_and_dead_letters_every_garbled_one(kafka_bootstrap, topics, tmp_path):

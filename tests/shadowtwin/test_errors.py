@@ -80,6 +80,14 @@ def test_record_to_a_file_that_cannot_be_written_says_so_before_it_waits_for_rec
     assert not (tmp_path / "gone").exists()
 
 
+def test_record_to_a_recording_that_exists_refuses_to_overwrite_it(recording):
+    """It used to replace it without a word, though the topic may no longer hold what it recorded."""
+    before = recording.read_bytes()
+    one_line_naming(shadowtwin("record", "shadowtwin.events", recording, "--bootstrap", "127.0.0.1:1"),
+                    recording, "exists", "--force")
+    assert recording.read_bytes() == before
+
+
 @pytest.mark.parametrize("where", ["twin.ckpt", "twin.ckpt/under"])
 def test_twin_run_with_a_checkpoint_that_is_a_file_says_so_before_it_starts_anything(tmp_path, where):
     """It used to start Spark and fail in the query's start, with 180 lines of Java stack trace, exit 1."""
