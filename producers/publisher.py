@@ -85,6 +85,7 @@ def reporting_producer(bootstrap: str, deliveries: Deliveries, topics: Iterable[
     client = producer(bootstrap, **{"message.timeout.ms": max(1, int(deliveries.timeout_s * 1000)),
                                     "error_cb": deliveries.client_error, "log_level": 2, **overrides})
     check_topics(client, bootstrap, topics, min(TOPIC_CHECK_SECONDS, deliveries.timeout_s))
+    client.poll(0)  # hands what the client said meanwhile (a broker that refused the connection) to `deliveries`
     return client
 
 
@@ -122,9 +123,19 @@ class Publisher(threading.Thread):
                 return
             first_ms = event.event_time_ms if first_ms is None else first_ms
             due = started + (event.event_time_ms - first_ms) / 1000 / self._speed
-            if (wait := due - self._clock()) > 0 and self._stopping.wait(wait):
+            if not self._wait_until(due):
                 return
             self._send((event,))
+
+    def _wait_until(self, due: float) -> bool:
+        """Waits until `due`, serving the delivery reports meanwhile; False when stopped or a record failed."""
+        while (wait := due - self._clock()) > 0:
+            if self._stopping.wait(min(wait, 1.0)):
+                return False
+            self._producer.poll(0)
+            if self.deliveries.failed:
+                return False
+        return True
 
     def _flat_out(self) -> None:
         # As fast as possible, POLL_EVERY records at a time: the delivery reports, the stop and the

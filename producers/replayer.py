@@ -5,9 +5,10 @@
 The events are published with `producers.publisher.Publisher`, as they are: in the file's
 order, keyed by primary server, their event times untouched. `speed` is how many seconds of
 event time pass per second of wall time (60: a minute a second); None publishes as fast as
-possible. While it runs, `progress` gets a line about every `every` seconds: events sent, the
-event-time position, the rate. The outcome counts what the broker did not acknowledge
-(see `producers.publisher`); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
+possible. While it runs, `progress` gets a line about every `every` seconds: events sent and
+acknowledged, the event-time position, the rate; and, while the broker acknowledges none, what
+the client says about it (a dead broker is named seconds in, not at the delivery timeout). The
+outcome counts what the broker did not acknowledge (see `producers.publisher`); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
 the run early, after flushing what was sent; the outcome then says how many of the recording's events were not sent.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from infra.kafka import bootstrap_of
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, Publisher
 from producers.recording import count_events, read_events
 from schemas.container import ContainerError
@@ -110,7 +112,7 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
     publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s)
     started = time.monotonic()
     publisher.start()
-    interrupted, last_sent, last_at = False, 0, started
+    interrupted, last_sent, last_at, last_acknowledged, said = False, 0, started, 0, None
     while publisher.is_alive():
         if stop is None:
             publisher.join(every)
@@ -119,10 +121,18 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
             publisher.stop()
         now = time.monotonic()
         if publisher.is_alive() and progress is not None:
+            deliveries = publisher.deliveries
             rate = (publisher.sent - last_sent) / (now - last_at)
             where = iso_time(position.last_ms) if position.last_ms is not None else "-"
-            progress(f"sent {publisher.sent:,} events, event time {where}, {rate:,.0f} events/s")
-            last_sent, last_at = publisher.sent, now
+            line = (f"sent {publisher.sent:,} events, {deliveries.acknowledged:,} acknowledged, event time {where},"
+                    f" {rate:,.0f} events/s")
+            if deliveries.acknowledged == last_acknowledged and deliveries.unacknowledged and deliveries.broker_error:
+                line += f"; Kafka at {bootstrap_of(bootstrap)} acknowledged none since the last line"
+                if deliveries.broker_error != said:  # said once, not every line
+                    line += f" (the client says: {deliveries.broker_error})"
+                said = deliveries.broker_error
+            progress(line)
+            last_sent, last_at, last_acknowledged = publisher.sent, now, deliveries.acknowledged
     outcome = ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
                             publisher.deliveries)
     if position.error is not None:

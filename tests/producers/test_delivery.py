@@ -59,6 +59,23 @@ def test_replay_to_a_dead_broker_fails_within_the_timeout_naming_the_count(tmp_p
     assert_none_acknowledged(result, seconds)
 
 
+def test_replay_to_a_dead_broker_counts_no_acknowledgement_in_its_progress_and_names_the_broker_early(tmp_path):
+    """Its progress lines used to say `sent N events` until the delivery timeout, then that none was
+    acknowledged; now each says how many were acknowledged, and the first names the broker and why."""
+    write_events(tmp_path / "day.avro", list(generate(Workload(servers=4, duration_ms=5 * 60_000))))
+    port = free_port()
+    conf = tmp_path / "dead.toml"
+    conf.write_text(f'[kafka]\nbootstrap_servers = "127.0.0.1:{port}"\ndelivery_timeout_seconds = 9\n')
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    result = subprocess.run([*CLI, "--conf", str(conf), "replay", str(tmp_path / "day.avro")], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    progress = result.stdout.splitlines()[:-1]
+    assert len(progress) >= 2 and all(", 0 acknowledged, " in line for line in progress), result.stdout
+    assert f"; Kafka at 127.0.0.1:{port} acknowledged none since the last line (the client says: " in progress[0]
+    assert "Connection refused" in progress[0] and "the client says" not in progress[1], "said once"
+
+
 def test_simulate_to_kafka_on_a_dead_broker_fails_the_same_way(tmp_path):
     result, seconds = run_against_dead_broker(tmp_path, "simulate", "--to-kafka", "--duration", "00:10:00")
     assert_none_acknowledged(result, seconds)
