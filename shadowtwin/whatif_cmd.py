@@ -152,14 +152,23 @@ def _remove(made: list[Path]) -> None:
 def _truth(path: Path) -> list[dict]:
     from producers.simulator.truth import read_truth
 
+    def refused(why: str) -> UsageError:
+        return UsageError(f"{path}: not a simulator truth file ({why}; expected the ground truth simulate"
+                          " writes beside its events: a summary line, then a line per message)")
     try:
-        _, messages = read_truth(path)
+        with open(path, "rb") as file:  # its first line says what it is, before a recording's bytes are named
+            first = file.readline()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
-    except IndexError:  # not a line: a bad one is a JsonlError naming it
-        raise UsageError(f"{path}: not a simulator truth file (it is empty)") from None
+    try:
+        summary = json.loads(first) if first else None
+    except ValueError:  # UnicodeDecodeError too: an .avro recording, say
+        raise refused("its first line is not JSON") from None
+    if not (isinstance(summary, dict) and summary.get("kind") == "summary"):
+        raise refused("it is empty" if not first else "its first line is no summary")
+    _, messages = read_truth(path)  # a bad line further on is a JsonlError naming it
     if not all(isinstance(m, dict) and "message_id" in m for m in messages):
-        raise UsageError(f"{path}: not a simulator truth file (a line without a message_id)")
+        raise refused("a line without a message_id")
     return messages
 
 

@@ -166,6 +166,21 @@ def test_a_file_that_is_no_truth_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a simulator truth file" in result.stderr
 
 
+def test_a_recording_or_other_json_given_as_the_truth_is_refused_in_one_line_saying_what_is_expected(tmp_path):
+    """An .avro recording used to get 'FILE:1: not UTF-8: byte 0x.. at column N', and a JSON Lines
+    file of other objects was scored as a truth of no message, exit 0."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    (tmp_path / "other.jsonl").write_text('{"a": 1}\n')
+    for path in (recording, tmp_path / "other.jsonl"):
+        result = whatif(recording, "--truth", path)
+        (line,) = result.stderr.splitlines()
+        assert result.returncode == 2, line
+        assert line.startswith(f"shadowtwin whatif: {path}: not a simulator truth file (its first line is "), line
+        assert line.endswith("expected the ground truth simulate writes beside its events: a summary line, then"
+                             " a line per message)"), line
+
+
 def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_path):
     recording = tmp_path / "outage.jsonl"
     outage_recording(recording)
