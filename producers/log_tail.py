@@ -22,6 +22,8 @@ every poll also picks up:
   MSGTRK20261123-1.LOG), Exchange's roll-over names. New files are read from their start.
 - a file that has rolled over (read to its end, unchanged since the last poll, and a file of the
   same watch written after it) is closed; it is opened again, where it was left, if it grows.
+A file the caller `skip`s (it is no log of the kind it reads) gives no more lines and is closed,
+and is not picked up again unless another file comes under its name.
 
 A file that starts with a UTF-16 byte-order mark (what `Export-Csv -Encoding Unicode` writes) is
 split on its own line ends and each line handed to the reader transcoded to UTF-8 (`line.raw`
@@ -137,6 +139,7 @@ class LogTail:
         self.max_age_s, self.clock = max_age_s, clock
         self.files: dict[Path, TailedFile] = {}
         self.rolled_over: dict[Path, TailedFile] = {}  # read to their end and closed
+        self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
             path = Path(arg)
@@ -173,9 +176,18 @@ class LogTail:
         streams = [f.lines(final=not self.follow) for f in self.files.values()]
         streams += [f.lines(final=True) for f in draining]
         for _, _, line in heapq.merge(*streams, key=lambda entry: entry[:2]):
-            yield line
+            if self.skipped.get(line.path) is not line.file:
+                yield line
         for old in draining:
             old.close()
+        for path, skipped in self.skipped.items():
+            if self.files.get(path) is skipped:
+                self.files.pop(path).close()
+
+    def skip(self, file: TailedFile) -> None:
+        """Read no more of `file` (one that is not what the caller reads): no line of it from now on, and
+        it is not opened again unless another file comes under its name."""
+        self.skipped[file.path] = file
 
     def _scan(self) -> list[TailedFile]:
         """Follow truncations, replacements and new files; returns replaced files still to read to their end."""
@@ -200,10 +212,24 @@ class LogTail:
             for name in names:
                 path = folder / name
                 if pattern.fullmatch(name) and path not in self.files and path not in self.rolled_over \
-                        and path.is_file():
+                        and path.is_file() and not self._still_skipped(path):
                     self._open(path)
         self._close_rolled_over()
         return draining
+
+    def _still_skipped(self, path: Path) -> bool:
+        """Whether the file under `path` is one that was skipped (another one there is read)."""
+        skipped = self.skipped.get(path)
+        if skipped is None:
+            return False
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:  # gone since the listing
+            return True
+        if (stat.st_dev, stat.st_ino) == skipped.identity:
+            return True
+        del self.skipped[path]
+        return False
 
     def _close_rolled_over(self) -> None:
         """Close each file read to its end that a later file of its watch has taken over from."""

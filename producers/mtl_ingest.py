@@ -20,7 +20,8 @@ again from the saved position); so does a save that fails, with or without `foll
 `max_age_s` leaves out files last written longer ago. Setting `stop` ends the reading after the line at hand
 (a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
 start that is no message-tracking log (`mtl_log.not_a_tracking_log`) ends it before anything is read:
-`NotATrackingLog`.
+`NotATrackingLog`; one that comes while following is judged at its first record, and skipped (said
+through `say`, counted) while the others are followed on.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from producers.ingest_positions import Positions
-from producers.log_tail import Line, LogTail, head_lines
+from producers.log_tail import Line, LogTail, TailedFile, head_lines
 from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
@@ -62,6 +63,7 @@ class IngestCounts:
     skipped: Counter = field(default_factory=Counter)  # by reason
     unjoined: int = 0  # events whose primary internal id could not be learned (see mtl_events)
     published_before: int = 0  # lines an earlier run had acknowledged: read, not sent again
+    not_logs: int = 0  # files that came while following and are no message-tracking log: skipped
     unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
 
     def describe(self) -> str:
@@ -69,6 +71,8 @@ class IngestCounts:
                  f" {sum(self.skipped.values())} skipped"]
         parts += [f"  {kind}: {n}" for kind, n in sorted(self.events.items())]
         parts += [f"  skipped {n}: {reason}" for reason, n in self.skipped.most_common()]
+        if self.not_logs:
+            parts.append(f"  {self.not_logs} files were no message-tracking log and were skipped")
         if self.published_before:
             parts.append(f"  {self.published_before} lines were published by an earlier run and not sent again")
         if self.unjoined:
@@ -88,18 +92,18 @@ def line_id(raw: bytes) -> str:
 def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,
            poll_seconds: float = 0.5, internal_domains: frozenset[str] = frozenset(),
            wall_clock: Callable[[], float] = time.time, positions: Positions | None = None,
-           max_age_s: float | None = None) -> IngestCounts:
-    """Read the files (to their end, or with `follow` until `stop` is set) into `sink`."""
+           max_age_s: float | None = None, say: Callable[[str], None] = print) -> IngestCounts:
+    """Read the files (to their end, or with `follow` until `stop` is set) into `sink`; `say` gets a line
+    for each file skipped."""
     stop = stop or threading.Event()
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
     for path in tail.open_paths():
         why = not_a_tracking_log(head_lines(path))
         if why is not None:
             tail.close()
-            raise NotATrackingLog(f"{path}: not an Exchange message-tracking log, nothing published: {why}; expected"
-                                  f" a #Fields: line naming {','.join(REQUIRED_FIELDS)} (or an Export-Csv of"
-                                  " Get-MessageTrackingLog)")
+            raise NotATrackingLog(_not_a_log(path, "nothing published", why))
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
+    judged: set[TailedFile] = set()  # files whose first record showed they are message-tracking logs
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
     read_to: dict[Path, int] = {}  # the byte after the last line read, per file
     try:
@@ -107,6 +111,14 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
             idle = True
             for line in tail.poll():
                 idle = False
+                if line.item is not None and line.file not in judged:  # a file that came while following, too
+                    why = not_a_tracking_log(head_lines(line.path))
+                    if why is not None:
+                        tail.skip(line.file)
+                        counts.not_logs += 1
+                        say(_not_a_log(line.path, "skipped", why))
+                        continue
+                    judged.add(line.file)
                 _one(line, mapper, sink, counts, wall_clock, positions, holds)
                 read_to[line.path] = line.end
                 if stop.is_set():  # Ctrl-C: what is left is said, not read
@@ -126,6 +138,11 @@ def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threadin
         tail.close()
     counts.unjoined = mapper.unjoined
     return counts
+
+
+def _not_a_log(path: Path, what: str, why: str) -> str:
+    return (f"{path}: not an Exchange message-tracking log, {what}: {why}; expected a #Fields: line naming"
+            f" {','.join(REQUIRED_FIELDS)} (or an Export-Csv of Get-MessageTrackingLog)")
 
 
 def _one(line: Line, mapper: MtlMapper, sink: Sink, counts: IngestCounts, wall_clock: Callable[[], float],

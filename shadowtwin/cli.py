@@ -192,7 +192,8 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     probing = probe_cmd.beside(prober, sink.event, stop)
     try:
         counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
-                        internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s)
+                        internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s,
+                        say=lambda line: print(line, file=sys.stderr, flush=True))
     finally:
         probe_cmd.stopped(probing, stop)
         undelivered = sink.close()

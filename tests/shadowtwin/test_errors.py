@@ -446,6 +446,40 @@ def test_ingest_of_a_file_that_is_no_tracking_log_says_so_and_publishes_nothing(
         "the real log beside it is not half sent: given again alone, nothing of it is lost"
 
 
+def test_ingest_follow_skips_a_file_that_comes_later_and_is_no_tracking_log_and_follows_on(kafka_bootstrap,
+                                                                                           topics, tmp_path):
+    """Before: only the files there at start were judged; a later one sent its lines to the dead letters."""
+    from tests.producers.relay.conftest import wait_until
+    from tests.producers.test_kafka_producers import dead_letters
+    from tests.producers.test_mtl import EX01, EX02
+    from tests.producers.test_signals import start, stopped
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "MSGTRK20261122-1.LOG").write_bytes(EX01.read_bytes())
+    conf = tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
+    process = start(kafka_bootstrap, "--conf", conf, "ingest", "exchange-mtl", folder, "--follow",
+                    "--state", tmp_path / "positions.json")
+    try:
+        assert wait_until(lambda: published(kafka_bootstrap, topics.events) > 0, 30)
+        first = published(kafka_bootstrap, topics.events), published(kafka_bootstrap, topics.dead_letters)
+        (folder / "MSGTRK20261122-2.LOG").write_bytes(SMTP_RECEIVE_LOG.encode())
+        time.sleep(1.5)  # read, or skipped, before the next file comes
+        (folder / "MSGTRK20261122-3.LOG").write_bytes(EX02.read_bytes())
+        assert wait_until(lambda: published(kafka_bootstrap, topics.events) > first[0], 30), "followed on"
+        time.sleep(1.5)
+    finally:
+        code, out, err = stopped(process, signal.SIGTERM)
+    assert code == 143, err[-2000:]
+    (line,) = err.splitlines()
+    assert line.startswith(f"{folder / 'MSGTRK20261122-2.LOG'}: not an Exchange message-tracking log, skipped: its"
+                           " #Fields: line (#Log-type: SMTP Receive Protocol Log) has no client-hostname"), line
+    assert "1 files were no message-tracking log and were skipped" in out
+    letters = dead_letters(kafka_bootstrap, topics.dead_letters, first[1])
+    assert not [d for d in letters if d.topic == str(folder / "MSGTRK20261122-2.LOG")], "no line of it sent"
+
+
 def published(bootstrap: str, topic: str) -> int:
     from infra.kafka import consumer, partitions_of
     from confluent_kafka import TopicPartition
