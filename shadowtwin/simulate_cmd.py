@@ -52,6 +52,7 @@ def add_parser(commands) -> None:
 
 
 def run(settings: Settings, args: argparse.Namespace) -> int:
+    _refuse_unused_options(args)
     topology = load_topology(args.topology)  # the file's own errors, named
     if args.duration is not None:
         seconds = duration_option(args.duration, "--duration", whole_ms=True)
@@ -84,9 +85,21 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 
-def _to_logs(topology, args: argparse.Namespace, truth: Path | None) -> int:
-    if args.to_kafka or args.live:
+def _refuse_unused_options(args: argparse.Namespace) -> None:
+    """An option the run would not use is a mistake to say, not to ignore (`--seconds 5` on a file run
+    would simulate the whole day)."""
+    publishes = args.to_kafka or args.live
+    if args.format == "exchange-mtl" and publishes:
         raise UsageError("--format exchange-mtl writes files: it cannot be combined with --to-kafka or --live")
+    unused = [(option, "--to-kafka or --live") for option, value in (("--speed", args.speed), ("--to", args.topic))
+              if value is not None and not publishes]
+    unused += [("--seconds", "--live")] if args.seconds is not None and not args.live else []
+    unused += [("--out", "a file run (--to-kafka and --live publish)")] if args.out is not None and publishes else []
+    for option, where in unused:
+        raise UsageError(f"{option} is only for {where}")
+
+
+def _to_logs(topology, args: argparse.Namespace, truth: Path | None) -> int:
     folder = Path(args.out or f"simulation-{args.seed}-logs")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--out {folder}: expected a new or empty folder for the logs")

@@ -80,6 +80,23 @@ def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("options, line", [
+    (["--seconds", "5"], "--seconds is only for --live"),
+    (["--speed", "60"], "--speed is only for --to-kafka or --live"),
+    (["--to", "scratch.events"], "--to is only for --to-kafka or --live"),
+    (["--to-kafka", "--out", "day.avro"], "--out is only for a file run (--to-kafka and --live publish)"),
+    (["--format", "exchange-mtl", "--to-kafka"], "--format exchange-mtl writes files: it cannot be combined with"
+                                                 " --to-kafka or --live"),
+], ids=["seconds", "speed", "to", "out", "format"])
+def test_an_option_the_run_would_not_use_is_refused_before_it_runs(options, line, tmp_path, monkeypatch, capsys):
+    """Before: `simulate --seconds 5` simulated the whole day into simulation-7.avro, and
+    `--format exchange-mtl --to-kafka` published (or said the broker's error) before it was refused."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", *options, "--duration", "00:05:00", "--bootstrap", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"shadowtwin simulate: {line}"]
+    assert not list(tmp_path.iterdir()), "nothing simulated"
+
+
 def test_ctrl_c_ends_a_file_run_early_with_a_valid_shorter_recording(tmp_path):
     out = tmp_path / "big.avro"
     run = subprocess.Popen([sys.executable, "-m", "shadowtwin.cli", "simulate", "--duration", "2d", "--out", str(out)],
