@@ -103,8 +103,10 @@ def _jaas_quoted(text: str) -> str:
 
 
 def admin(kafka: Kafka, **overrides: Any) -> AdminClient:
-    """An admin client for `kafka`; `overrides` win."""
-    return AdminClient({**client_config(kafka), **overrides})
+    """An admin client for `kafka`; `overrides` win. librdkafka's informational log lines are not
+    printed (at exit it could say '%6|...|BGQUEUE|...: Purging 1 unserved events from background
+    queue' on stderr, after a command that went well); its warnings and errors are."""
+    return AdminClient({**client_config(kafka), "log_level": 5, **overrides})
 
 
 def producer(kafka: Kafka, **overrides: Any) -> Producer:
