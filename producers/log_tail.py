@@ -142,13 +142,17 @@ class LogTail:
         self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
-            path = Path(arg)
+            path, folder = Path(arg), None
             if path.is_dir():
-                arg, path = str(path / FOLDER_PATTERN), path / FOLDER_PATTERN
+                folder, arg, path = arg, str(path / FOLDER_PATTERN), path / FOLDER_PATTERN
             if _GLOB_CHARS.search(arg):
                 pattern = re.compile(fnmatch.translate(path.name), re.IGNORECASE)
                 self.watches.append((path.parent, pattern))
                 matches = sorted(m for m in glob.glob(str(path.parent / "*")) if pattern.fullmatch(Path(m).name))
+                if not matches and folder is not None:  # named as the person named it
+                    raise FileNotFoundError(errno.ENOENT, f"no {FOLDER_PATTERN} file in this folder (its subfolders"
+                                            f" are not read: name them, or quote a glob such as"
+                                            f" '{Path(folder) / '*' / FOLDER_PATTERN}')", folder)
                 if not matches:
                     raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", arg)
                 for match in matches:

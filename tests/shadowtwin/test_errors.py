@@ -274,6 +274,17 @@ def test_ingest_of_a_glob_that_matches_nothing(tmp_path):
     one_line_naming(shadowtwin("ingest", "exchange-mtl", pattern), pattern, "no file matches")
 
 
+def test_ingest_of_a_folder_without_logs_names_the_folder_and_says_its_subfolders_are_not_read(tmp_path):
+    """As `simulate --format exchange-mtl --out logs` writes them, a folder per server: `ingest exchange-mtl
+    logs` used to say 'logs/MSGTRK*.log: no file matches this pattern', a pattern the person never typed."""
+    (tmp_path / "logs" / "MBX01").mkdir(parents=True)
+    (tmp_path / "logs" / "MBX01" / "MSGTRK2026010500-1.LOG").write_text("")
+    line = one_line_naming(shadowtwin("ingest", "exchange-mtl", "logs", "--bootstrap", "127.0.0.1:1", cwd=tmp_path),
+                           "shadowtwin ingest: logs: no MSGTRK*.log file in this folder (its subfolders are not"
+                           " read: name them, or quote a glob such as 'logs/*/MSGTRK*.log')")
+    assert "matches this pattern" not in line
+
+
 def test_ingest_with_a_state_file_that_cannot_be_written_publishes_nothing(tmp_path):
     from tests.producers.test_mtl import EX01
 
