@@ -80,7 +80,9 @@ def load_targets(path: Path) -> list[Target]:
     """The `[[server]]` tables of a TOML file; ValueError naming the file and the entry."""
     try:
         raw = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:  # a missing file is no TOML to fix
+        raise ValueError(f"{path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"{path}: cannot be read as TOML ({exc})") from None
     servers = raw.get("server")
     if not isinstance(servers, list) or not servers:

@@ -275,6 +275,7 @@ def test_servers_come_from_a_toml_list_and_a_bad_entry_is_named(tmp_path):
     (["--server", "mbx01"], "--server 'mbx01': expected NAME=HOST:PORT"),
     (["--server", "a=h:25", "--server", "a=g:25"], "a server is named twice (a)"),
     (["--server", "a=h:25", "--every", "soon"], "--every"),
+    (["--servers", "nosuch.toml"], "--servers nosuch.toml: No such file or directory\n"),  # was: 'cannot be read as TOML'
 ])
 def test_a_persons_mistake_is_one_line_and_status_2(argv, message, capsys):
     assert main(["probe", *argv]) == 2
