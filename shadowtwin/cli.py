@@ -276,7 +276,10 @@ def parser() -> argparse.ArgumentParser:
                         help="change a parameter for the baseline (repeatable)")
     whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE",
                         help="change a parameter for a second run shown beside the baseline (repeatable)")
-    whatif.add_argument("--out", help="write the alerts and commands as JSON Lines into this folder")
+    whatif.add_argument("--out", metavar="DIR",
+                        help="write JSON Lines into this folder: alerts.jsonl, commands.jsonl, state.jsonl (where"
+                             " everything is at the end) and dead_letters.jsonl (events the clock-skew guard left"
+                             " out); with --compare, the second set's in DIR/compare")
     whatif.add_argument("--json", action="store_true",
                         help="print the summaries as one JSON object (its keys: README.md, What-if reports)")
     whatif.add_argument("--progress", action="store_true",

@@ -15,6 +15,21 @@ def test_every_subcommand_has_help(command):
     assert "usage: shadowtwin" in result.stdout
 
 
+def test_whatif_help_names_every_file_out_writes(tmp_path):
+    """--help used to say 'write the alerts and commands'; the folder holds four files and a folder."""
+    from tests.shadowtwin.test_whatif import outage_recording
+
+    outage_recording(tmp_path / "day.jsonl")
+    run = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "whatif", str(tmp_path / "day.jsonl"), "--out",
+                          str(tmp_path / "out"), "--compare", "ShadowResubmitTimeSpan=01:00:00"], capture_output=True)
+    assert run.returncode == 0, run.stderr
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    helped = " ".join(subprocess.run([sys.executable, "-m", "shadowtwin.cli", "whatif", "--help"], capture_output=True,
+                                     text=True).stdout.split())
+    assert written == ["alerts.jsonl", "commands.jsonl", "compare", "dead_letters.jsonl", "state.jsonl"]
+    assert all(name in helped for name in written), helped
+
+
 def test_a_bad_configuration_is_reported_not_raised(tmp_path):
     conf = tmp_path / "bad.toml"
     conf.write_text("[kafka]\nbootstrap = 'x'\n")
