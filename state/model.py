@@ -779,6 +779,7 @@ class _Transition:
             if pair is None:
                 return
         pair.shadow_db_id, pair.heartbeats = e.shadow_queue_db_id, True
+        pair.last_heartbeat_ms = max(pair.last_heartbeat_ms or t, t)
         self.shadow_alive(pair, t)
         if pair.db_change_pending and pair.shadow in self.s.pairs:
             # Back with its copies, it sees the primary's new database now and promotes.
@@ -1164,6 +1165,11 @@ class _Transition:
             pair.awaiting_shadow = True
             if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
+            return
+        if pair.last_heartbeat_ms is not None and at_ms - pair.last_heartbeat_ms > self.heartbeat_of(shadow):
+            # Its query due by now never came: a shadow that stopped querying resubmits nothing (a
+            # span shorter than the silence span runs out first). Its next query decides, or the silence span.
+            s.deadlines.set(_PROMOTE, shadow, pair.last_query_ms + silence)
             return
         self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
 

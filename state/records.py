@@ -144,6 +144,7 @@ class Pair:
     db_change_pending: bool = False  # the primary came back with a new database while this shadow was silent
     heartbeats: bool = False  # a discard query of this shadow was seen (else liveness is inferred: state/liveness.py)
     contact_via: str = ""  # without heartbeats, what showed the primary's life last: "" its own events, probe, handoff
+    last_heartbeat_ms: int | None = None  # the shadow's last discard query seen (sent), while it held copies
 
 
 @dataclass(slots=True)

@@ -5,7 +5,8 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 6 are still read, a checkpoint may hold them: 6 has no
+refused rather than misread (formats 3 to 7 are still read, a checkpoint may hold them: 7 has no
+pair's `last_heartbeat_ms`, which is then unknown until the shadow's next query; 6 has no
 `primary_started_ms`, which is then unknown; 5 is 6 without `unreachable_ms`, and a pair's values
 hold after its `shadow_db_id` a count the model no longer keeps (2010's failed queries); 4 is 5
 without a message's `primary_db`, which then falls back to its pair's; 3 is 4 without a token).
@@ -27,8 +28,8 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 7
-PREVIOUS_FORMATS = (6, 5, 4, 3)  # 6: without `primary_started_ms`; 5, 4 and 3: see above
+FORMAT = 8
+PREVIOUS_FORMATS = (7, 6, 5, 4, 3)  # 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -38,7 +39,8 @@ MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remot
                 "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db")
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
-             "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via")
+             "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via",
+             "last_heartbeat_ms")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 _COUNT_BEFORE_6 = PAIR_FLAT.index("shadow_db_id") + 1  # where formats 3 to 5 hold a pair's count

@@ -1262,6 +1262,27 @@ def a_discard_notification_stamped_before_the_primary_names_its_fork_still_count
         commands=(Command("mbx02", "mbx01", "m2", "f1", "mbx03", ("a@contoso.com",), promoted_at),))
 
 
+def a_shadow_that_stopped_querying_promotes_nothing_at_the_span() -> Timeline:
+    """ShadowResubmitTimeSpan and ShadowHeartbeatFrequency 5 minutes (silence span 15): mbx02 holds m1's copy,
+    queries mbx01 at 2, takes m2's copy at 3 and crashes; mbx01 goes on and delivers m1 at 10, m2 at 30. At 8
+    (contact + span) mbx02's query due at 7 never came: a shadow that no longer queries resubmits nothing
+    (before: m1 and m2 forecast promoted at 8, with commands for a server that was down, and duplicates at
+    their deliveries; hunt seeds 785 and 799, where the log-fed twin rightly said none). At 18 it has been
+    silent for the silence span: unreachable."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:05:00",
+                                                   "shadow_heartbeat_frequency": "00:05:00"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.query_ok("mbx02", "mbx01", 2),
+              *org.received("mbx01", "m2", 3), *org.shadowed("mbx01", "mbx02", "m2", 3),
+              *org.busy("mbx03", 0, 40), *org.delivered("mbx01", "m1", "mbx09", 10),
+              *org.delivered("mbx01", "m2", "mbx09", 30)]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a shadow that stopped querying promotes nothing at the span", events, config, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(18), ("m1", "m2")),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1305,6 +1326,7 @@ ALL = (
     a_feed_that_stops_seconds_after_the_shadows_last_query,
     a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
     a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
+    a_shadow_that_stopped_querying_promotes_nothing_at_the_span,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
