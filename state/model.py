@@ -526,8 +526,10 @@ class _Transition:
         if pair is None:
             pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t)
         else:  # the primary just reached the shadow with a copy: both are up and talking
-            pair.last_contact_ms = max(pair.last_contact_ms, t)
-            pair.last_query_ms = max(pair.last_query_ms, t)
+            if t > pair.last_contact_ms:  # (not max(): a builtin's call costs more, twice per copy)
+                pair.last_contact_ms = t
+            if t > pair.last_query_ms:
+                pair.last_query_ms = t
             pair.silent_alerted = False
             if pair.primary_failed_ms is not None and primary_db in (None, s.queue_db_id) \
                     and self.mode_of(shadow) is _EXCHANGE_2010:
