@@ -704,10 +704,7 @@ class _Transition:
                     self.primary_done(m, t)
                     return
                 served.update(fork.recipients)
-        if len(served) >= len(m.recipients) and served.issuperset([r.address for r in m.recipients]):
-            self.primary_done(m, t)  # the common case: every address served as written
-            return
-        for r in m.recipients:
+        for r in m.recipients:  # the common case: every address served as written, no case folding
             if r.address not in served and r.address.lower() not in {x.lower() for x in served}:
                 return
         self.primary_done(m, t)
