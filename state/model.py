@@ -1407,7 +1407,7 @@ class _Transition:
             if parent.side_effects:
                 parent.side_effects.discard(internal_id)
             self.maybe_primary_done(parent, t)
-        for child_id in list(m.side_effects):
+        for child_id in list(m.side_effects) if m.side_effects else ():  # most have none: no list made
             if (child := s.messages.get(child_id)) is not None:
                 child.parent = None
                 if result == "lost" and child.primary_done_ms is None:  # it had no other copy
