@@ -44,10 +44,13 @@ NEXT_ATTEMPT_WAIT_MS = 60_000
 # The enum members the model reads per event, as module globals: in Python 3.11 reading
 # `SomeEnum.MEMBER` goes through the enum metaclass's `__getattr__` hook, ~180 ns a read against
 # ~15 for a global, and a message went through some twenty (docs/performance.md, "Model speed").
+# The deadline kinds as plain ints: they index the deadlines' list of maps, and a list indexed by an
+# int subclass (an IntEnum member) takes the interpreter's generic path.
 _PROMOTE, _SHADOW_SILENT, _AUTO_DISCARD = _PAIR_KINDS = (
-    DeadlineKind.PROMOTE, DeadlineKind.SHADOW_SILENT, DeadlineKind.AUTO_DISCARD)
-_SETTLE_RESTART, _EXPIRE, _ACK_DELAY = DeadlineKind.SETTLE_RESTART, DeadlineKind.EXPIRE, DeadlineKind.ACK_DELAY
-_NO_SHADOW = DeadlineKind.NO_SHADOW
+    int(DeadlineKind.PROMOTE), int(DeadlineKind.SHADOW_SILENT), int(DeadlineKind.AUTO_DISCARD))
+_SETTLE_RESTART, _EXPIRE, _ACK_DELAY = (
+    int(DeadlineKind.SETTLE_RESTART), int(DeadlineKind.EXPIRE), int(DeadlineKind.ACK_DELAY))
+_NO_SHADOW = int(DeadlineKind.NO_SHADOW)
 _PENDING, _REDUNDANT = Redundancy.PENDING, Redundancy.REDUNDANT
 _MODE_UNKNOWN, _EXCHANGE_2010 = NodeMode.UNKNOWN, NodeMode.EXCHANGE_2010
 _SITE_UNKNOWN, _LOCAL, _REMOTE = ev.SiteLocality.UNKNOWN, ev.SiteLocality.LOCAL, ev.SiteLocality.REMOTE
