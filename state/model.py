@@ -194,7 +194,8 @@ class ShadowRedundancyModel:
 class _Transition:
     """One call's worth of work on one group's state."""
 
-    __slots__ = ("model", "config", "primary_params", "primary_timing", "s", "out", "spans", "closed_bucket_end")
+    __slots__ = ("model", "config", "primary_params", "primary_timing", "s", "out", "spans", "closed_bucket_end",
+                 "redundancy_on")
 
     def __init__(self, model: ShadowRedundancyModel, state: PrimaryState, output: Output | None = None):
         self.model = model
@@ -203,6 +204,7 @@ class _Transition:
         self.primary_params = model.config.for_node(state.primary)
         self.primary_timing = model.config.timing(state.primary)
         self.s = state
+        self.redundancy_on = self.redundancy_enabled()  # read for every copy; only the primary's NodeStarted changes it
         self.out = Output() if output is None else output
         # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
         # servers' modes, which only a NodeStarted changes (it empties this).
@@ -246,6 +248,7 @@ class _Transition:
         if e.mode is not _MODE_UNKNOWN:
             s.mode = e.mode
         s.shadow_redundancy_enabled = e.shadow_redundancy_enabled
+        self.redundancy_on = self.redundancy_enabled()
         s.primary_started_ms = e.event_time_ms
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
         t = e.event_time_ms
@@ -393,7 +396,7 @@ class _Transition:
                 self.expire_copy_by(m)
         m.recipients = shared_recipients(e.recipients)
         m.sender_supports_shadow = e.sender_supports_shadow
-        if not self.redundancy_enabled() and m.redundancy is _PENDING:
+        if not self.redundancy_on and m.redundancy is _PENDING:
             m.redundancy, m.decided = Redundancy.DISABLED, True
         if self.mode_of(s.primary) is _EXCHANGE_2010 and not e.sender_supports_shadow:
             timing = self.primary_timing
@@ -473,7 +476,7 @@ class _Transition:
 
     def shadow_copy_acknowledged(self, e: ev.ShadowCopyAcknowledged) -> None:
         m = self.known(e)
-        if m is None or not self.redundancy_enabled():  # disabled (a what-if): no copy is made
+        if m is None or not self.redundancy_on:  # disabled (a what-if): no copy is made
             return
         self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
                            db_reported=False)
@@ -513,7 +516,7 @@ class _Transition:
     def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
         if e.message is None:
             return
-        if not self.redundancy_enabled():  # disabled (a what-if): no copy is made
+        if not self.redundancy_on:  # disabled (a what-if): no copy is made
             return
         m = self.message(e.message, e.event_time_ms)
         if m is None:
