@@ -83,11 +83,12 @@ class Codec:
         self._plans[record_type] = plan
         return plan
 
-    def decode(self, data: bytes, expected: str | None = None) -> Record:
-        """The record in `data`, read into the current schema; `expected` names the top-level schema wanted."""
+    def decode(self, data: bytes | None, expected: str | None = None) -> Record:
+        """The record in `data`, read into the current schema; `expected` names the top-level schema wanted.
+        None (a Kafka tombstone) is a DecodeError too."""
         if type(data) is not bytes and isinstance(data, (bytearray, memoryview)):
             data = bytes(data)  # the compiled readers slice bytes
-        found = self._readers.get(data[2:wire.HEADER_SIZE])
+        found = self._readers.get(data[2:wire.HEADER_SIZE]) if data is not None else None
         if found is not None and data[:2] == wire.MAGIC and (expected is None or found[0] == expected):
             try:
                 record, end = found[1](data, wire.HEADER_SIZE)

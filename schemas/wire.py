@@ -36,10 +36,10 @@ def header(fingerprint: bytes) -> bytes:
     return MAGIC + fingerprint
 
 
-def split(data: bytes) -> tuple[bytes, memoryview]:
-    """The writer fingerprint and the body of a single-object-encoded record."""
-    if data[:2] != MAGIC:
-        raise DecodeError(BAD_MAGIC, bad_magic_detail(data[:2].hex()))
+def split(data: bytes | None) -> tuple[bytes, memoryview]:
+    """The writer fingerprint and the body of a single-object-encoded record (None: a Kafka tombstone)."""
+    if data is None or data[:2] != MAGIC:
+        raise DecodeError(BAD_MAGIC, bad_magic_detail((data or b"")[:2].hex(), looks_like(data)))
     if len(data) < HEADER_SIZE:
         raise DecodeError(TRUNCATED_HEADER, truncated_detail(len(data)))
     return bytes(data[2:HEADER_SIZE]), memoryview(data)[HEADER_SIZE:]
@@ -47,9 +47,32 @@ def split(data: bytes) -> tuple[bytes, memoryview]:
 
 # The detail texts, written once for both decoders (Spark builds the same strings in SQL).
 
-def bad_magic_detail(first_two_hex: str) -> str:
+def bad_magic_detail(first_two_hex: str, looks_like: str = "") -> str:
     return (f"starts with {first_two_hex or 'nothing'}, expected {MAGIC.hex()} (an event is Avro single-object"
-            " encoded: schemas/README.md)")
+            f" encoded: schemas/README.md){looks_like}")
+
+
+# What a record that does not start with the magic looks like, when other Kafka clients write such
+# records: a bad magic's detail ends with it (`looks_like`; Spark asks the same of the bytes).
+TOMBSTONE = "; a tombstone (no value at all), which deletes a key from a compacted topic"
+CONFLUENT_FIRST_BYTE, CONFLUENT_HEADER_SIZE = b"\x00", 5
+JSON_FIRST_BYTE = b"{"
+JSON_TEXT = ("; perhaps JSON text, which the twin does not read (`shadowtwin replay FILE.jsonl` publishes JSON Lines"
+             " as events)")
+
+
+def confluent_framing(schema_id: int | str) -> str:
+    return (f"; perhaps Confluent's framing (byte 0, then schema id {schema_id} of a schema registry), which the"
+            " twin does not read")
+
+
+def looks_like(data: bytes | None) -> str:
+    """A tombstone, Confluent's framing or JSON text, in words; else nothing."""
+    if data is None:
+        return TOMBSTONE
+    if len(data) >= CONFLUENT_HEADER_SIZE and data[:1] == CONFLUENT_FIRST_BYTE:
+        return confluent_framing(int.from_bytes(data[1:CONFLUENT_HEADER_SIZE], "big"))
+    return JSON_TEXT if data[:1] == JSON_FIRST_BYTE else ""
 
 
 def truncated_detail(length: int | str) -> str:

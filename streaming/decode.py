@@ -102,12 +102,20 @@ def _reason(fingerprint: Column, body: Column, name: str, catalogue: Catalogue) 
     size = F.coalesce(F.length(value), F.lit(0))
     first_two = F.substring(value, 1, 2)
     first_two_text = F.when(size == 0, F.lit("nothing")).otherwise(_hex(first_two))
+    first = F.substring(value, 1, 1)
+    looks_like = (  # wire.looks_like
+        F.when(value.isNull(), F.lit(wire.TOMBSTONE))
+        .when((size >= wire.CONFLUENT_HEADER_SIZE) & (first == F.lit(wire.CONFLUENT_FIRST_BYTE)), F.format_string(
+            wire.confluent_framing("%s"), F.conv(_hex(F.substring(value, 2, wire.CONFLUENT_HEADER_SIZE - 1)), 16, 10)))
+        .when(first == F.lit(wire.JSON_FIRST_BYTE), F.lit(wire.JSON_TEXT))
+        .otherwise(F.lit(""))
+    )
     current = catalogue.current(name)
     versions = catalogue.versions(name)
     others = [v for v in catalogue.all_versions() if v.name != name]
     return (
         F.when(value.isNull() | (first_two != F.lit(wire.MAGIC)),
-               _text(wire.BAD_MAGIC, wire.bad_magic_detail("%s"), first_two_text))
+               _text(wire.BAD_MAGIC, wire.bad_magic_detail("%s", "%s"), first_two_text, looks_like))
         .when(size < wire.HEADER_SIZE, _text(wire.TRUNCATED_HEADER, wire.truncated_detail("%d"), size))
         .when(~fingerprint.isin([F.lit(v.fingerprint) for v in [*versions, *others]]),
               _text(wire.UNKNOWN_FINGERPRINT, wire.unknown_fingerprint_detail("%s"), _hex(fingerprint)))

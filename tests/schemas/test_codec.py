@@ -129,6 +129,11 @@ GOOD = codec.encode(sample_events()["MessageReceived"])
     (b"", wire.BAD_MAGIC, wire.bad_magic_detail("")),
     (b"{\"json\": 1}", wire.BAD_MAGIC,
      "starts with 7b22, expected c301 (an event is Avro single-object encoded: schemas/README.md)"),
+    (None, wire.BAD_MAGIC, "starts with nothing, expected c301 (an event is Avro single-object encoded:"
+     " schemas/README.md); a tombstone (no value at all), which deletes a key from a compacted topic"),
+    (b"\x00\x00\x00\x00\x07" + GOOD[10:], wire.BAD_MAGIC, "starts with 0000, expected c301 (an event is Avro"
+     " single-object encoded: schemas/README.md); perhaps Confluent's framing (byte 0, then schema id 7 of a schema"
+     " registry), which the twin does not read"),
     (b"\xc3\x01\x00\x01", wire.TRUNCATED_HEADER, "4 bytes, the single-object header alone has 10"),
     (b"\xc3\x01" + bytes(range(8)) + GOOD[10:], wire.UNKNOWN_FINGERPRINT,
      "0001020304050607 is no catalogued writer schema"),

@@ -211,17 +211,25 @@ def test_python_fingerprints_are_the_ones_java_avro_computes(spark):
 
 
 def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spark):
-    """Spark compares the magic and the fingerprint as bytes; the reasons still name them in hex."""
+    """Spark compares the magic and the fingerprint as bytes; the reasons still name them in hex. What other
+    Kafka clients write is named: a tombstone, Confluent's framing (a schema registry's serializer), JSON text
+    (kafka-console-producer); before, each was only "starts with ..." in hex, a tombstone as an empty value."""
     good = codec.encode(EVENTS[0])
-    values = [None, b"", b"\xc3", b"\x00\x01" + good[2:], good[:7], b"\xc3\x01" + b"\xab" * 8 + good[10:], good]
+    confluent, json_line = b"\x00\x00\x00\x01\x2c" + good[10:], b'{"kind": "NodeStarted"}\n'
+    values = [None, b"", b"\xc3", b"\x00\x01" + good[2:], good[:7], b"\xc3\x01" + b"\xab" * 8 + good[10:],
+              confluent, json_line, good]
     raw = spark.createDataFrame(
         [(value, b"k", "events", 0, offset, None, 0) for offset, value in enumerate(values)],
         "value binary, key binary, topic string, partition int, offset long, timestamp timestamp, timestampType int")
     reasons = [row.reason for row in classify_events(raw, CATALOGUE).orderBy("offset").collect()]
-    assert reasons[0] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}", "a tombstone"
-    for value, reason in zip(values[1:-1], reasons[1:-1]):
+    for value, reason in zip(values[:-1], reasons[:-1]):
         with pytest.raises(DecodeError) as caught:
             Codec(CATALOGUE).decode(value, "Event")
         assert reason is not None and str(caught.value).startswith(reason), (value, reason, str(caught.value))
-    assert reasons[3].endswith(wire.bad_magic_detail("0001")) and "abababababababab" in reasons[5]
+    assert reasons[0] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}{wire.TOMBSTONE}", "a tombstone"
+    assert reasons[1] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}", "an empty value is no tombstone"
+    assert wire.bad_magic_detail("0001") in reasons[3] and "abababababababab" in reasons[5]
+    assert reasons[6].endswith("perhaps Confluent's framing (byte 0, then schema id 300 of a schema registry),"
+                               " which the twin does not read")
+    assert reasons[7].startswith("bad magic: starts with 7b22") and wire.JSON_TEXT in reasons[7]
     assert reasons[-1] is None
