@@ -6,7 +6,8 @@ partition, in order, only while it does not change), LogAppendTime on the events
 clock-skew guard compares event time with the broker's ingestion time: streaming/twin.py),
 compaction on the state topic (the latest summary per key: state/summary.py) and on no other
 (the events topic is keyed by primary server: compacted, it would keep one event of each), the events
-topic's retention.ms against how long the twin needs its events (`events_retention_needed_ms`), room on the
+topic's retention.ms against how long the twin needs its events (`events_retention_needed_ms`; a topic just
+created too, which has the broker's default) and a finite retention.bytes (a warning), room on the
 dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`) and on the
 alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
@@ -108,24 +109,32 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
         [NewTopic(name, wanted[name], topics.replication_factor, config=configs[name]) for name in missing],
         operation_timeout=timeout,
     ) if missing else {}
-    present = [name for name in wanted if name in existing]
+    present, created = [name for name in wanted if name in existing], []
     for name, future in futures.items():
         try:
             future.result(timeout=timeout)
-            outcomes.append(TopicOutcome(name, wanted[name], created=True))
+            created.append(name)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
             present.append(name)  # made meanwhile, or not yet in the metadata we read: checked like the others
     if len(present) > len(wanted) - len(missing):
         existing = _listing(kafka, present, timeout)
-    actual_configs = _configs(client, present, timeout)
+    # a topic just created has the broker's defaults for what it was not given: its retention too
+    actual_configs = _configs(client, [*present, *created], timeout)
+    for name in created:
+        found = actual_configs[name]
+        outcomes.append(TopicOutcome(name, wanted[name], created=True, note=retention_bytes_note(found),
+                                     differences=retention_differences(found, events_retention_ms))
+                        if name == topics.events else TopicOutcome(name, wanted[name], created=True))
     for name in present:
         partitions = existing[name].partitions
         replicas = min((len(p.replicas) for p in partitions.values()), default=0)
-        outcomes.append(TopicOutcome(name, len(partitions), created=False, differences=differences(
-            wanted[name], len(partitions), topics.replication_factor, replicas, configs[name], actual_configs[name],
-            events_retention_ms if name == topics.events else 0)))
+        outcomes.append(TopicOutcome(
+            name, len(partitions), created=False,
+            note=retention_bytes_note(actual_configs[name]) if name == topics.events else "",
+            differences=differences(wanted[name], len(partitions), topics.replication_factor, replicas, configs[name],
+                                    actual_configs[name], events_retention_ms if name == topics.events else 0)))
     return sorted(outcomes, key=lambda o: o.topic)
 
 
@@ -149,12 +158,7 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
                 configs: dict[str, str], actual_configs: dict[str, str], retention_ms: int = 0) -> tuple[str, ...]:
     """What an existing topic lacks of the configured one, in words, in what correctness depends on;
     `retention_ms`: how long it must keep its records."""
-    found = []
-    kept_ms = int(actual_configs.get("retention.ms", "-1"))
-    if retention_ms and 0 <= kept_ms < retention_ms:
-        found.append(f"retention.ms is {kept_ms} ({timedelta(milliseconds=kept_ms)}), must be at least {retention_ms}"
-                     f" ({timedelta(milliseconds=retention_ms)}: the longest ShadowResubmitTimeSpan plus the watermark"
-                     " delay; Kafka deletes an event sooner than the twin may need it)")
+    found = list(retention_differences(actual_configs, retention_ms))
     if actual_partitions != partitions:
         found.append(f"has {actual_partitions} partitions, configured {partitions}")
     if actual_replication < replication:
@@ -177,6 +181,28 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
         found.append(f"min.insync.replicas {actual_configs.get('min.insync.replicas')},"
                      f" configured {configs['min.insync.replicas']}")
     return tuple(found)
+
+
+def retention_differences(actual_configs: dict[str, str], retention_ms: int) -> tuple[str, ...]:
+    """retention.ms shorter than `retention_ms` (how long the events topic must keep its records), in words."""
+    kept_ms = int(actual_configs.get("retention.ms", "-1"))
+    if not retention_ms or not 0 <= kept_ms < retention_ms:
+        return ()
+    return (f"retention.ms is {kept_ms} ({timedelta(milliseconds=kept_ms)}), must be at least {retention_ms}"
+            f" ({timedelta(milliseconds=retention_ms)}: the longest ShadowResubmitTimeSpan plus the watermark"
+            " delay; Kafka deletes an event sooner than the twin may need it)",)
+
+
+def retention_bytes_note(actual_configs: dict[str, str]) -> str:
+    """A finite retention.bytes, said as a warning: Kafka then deletes a partition's oldest events once it
+    holds more, however recent they are, which no configuration of the twin can judge (it depends on the
+    traffic)."""
+    kept_bytes = int(actual_configs.get("retention.bytes", "-1"))
+    if kept_bytes < 0:
+        return ""
+    return (f"warning: retention.bytes is {kept_bytes} ({kept_bytes / 2**20:,.1f} MiB a partition): Kafka deletes a"
+            " partition's oldest events once it holds more, however recent; at the busiest traffic it must still"
+            " keep the longest ShadowResubmitTimeSpan plus the watermark delay of events")
 
 
 def _configs(client, names: list[str], timeout: float) -> dict[str, dict[str, str]]:

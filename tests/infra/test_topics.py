@@ -175,3 +175,56 @@ def test_an_events_topic_that_keeps_events_shorter_than_the_twin_needs_them_is_n
         " plus the watermark delay; Kafka deletes an event sooner than the twin may need it)",)
     assert not any(o.differences for o in outcomes.values() if o.topic != wanted.events)
     assert not any(o.differences for o in create_topics(kafka_bootstrap, wanted))  # not asked: not checked
+
+
+def test_a_finite_retention_bytes_on_the_events_topic_is_a_warning_with_the_figure(kafka_bootstrap, settings):
+    """`retention.bytes=1073741824` on the events topic: Kafka deletes a partition's oldest events once it holds a
+    GiB, however recent, so a busy hour can delete events the twin still needs; how much traffic a GiB holds no
+    setting tells, so it is said as a warning with the figure (it used to pass unsaid)."""
+    from confluent_kafka.admin import NewTopic
+
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    config = {**topics_module.wanted_configs(wanted)[wanted.events], "retention.bytes": str(2**30)}
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(wanted.events, wanted.events_partitions, 1, config=config)])[wanted.events].result(30)
+    needed = topics_module.events_retention_needed_ms(settings)
+    outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted, events_retention_ms=needed)}
+    assert outcomes[wanted.events].note == (
+        "warning: retention.bytes is 1073741824 (1,024.0 MiB a partition): Kafka deletes a partition's oldest events"
+        " once it holds more, however recent; at the busiest traffic it must still keep the longest"
+        " ShadowResubmitTimeSpan plus the watermark delay of events")
+    assert outcomes[wanted.events].differences == ()  # a warning: `topics create` still succeeds
+    assert not any(o.note for o in outcomes.values() if o.topic != wanted.events)
+
+
+def test_an_events_topic_created_with_a_broker_default_retention_too_short_is_named(kafka_bootstrap, settings):
+    """A cluster whose brokers keep records ten minutes by default (`log.retention.ms=600000`): the events topic
+    `topics create` makes inherits it, and deletes events the twin may still need; only a topic that existed
+    was checked, so the one just created passed unsaid."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}",
+                           dead_letters=f"d.{suffix}", state=f"s.{suffix}")
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def cluster_default(op: AlterConfigOpType) -> None:  # on each broker (the client refuses the cluster's "")
+        entry = ConfigEntry("log.retention.ms", "600000", incremental_operation=op)
+        for future in admin.incremental_alter_configs([
+                ConfigResource(ConfigResource.Type.BROKER, str(broker), incremental_configs=[entry])
+                for broker in admin.list_topics(timeout=30).brokers]).values():
+            future.result(30)
+
+    cluster_default(AlterConfigOpType.SET)
+    try:
+        outcomes = {o.topic: o for o in create_topics(
+            kafka_bootstrap, wanted, events_retention_ms=topics_module.events_retention_needed_ms(settings))}
+    finally:
+        cluster_default(AlterConfigOpType.DELETE)
+    assert outcomes[wanted.events].created
+    assert outcomes[wanted.events].differences == (
+        "retention.ms is 600000 (0:10:00), must be at least 10830000 (3:00:30: the longest ShadowResubmitTimeSpan"
+        " plus the watermark delay; Kafka deletes an event sooner than the twin may need it)",)
+    assert not any(o.differences for o in outcomes.values() if o.topic != wanted.events)
