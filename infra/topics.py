@@ -8,8 +8,9 @@ compaction on the state topic (the latest summary per key: state/summary.py) and
 (the events topic is keyed by primary server: compacted, it would keep one event of each), the events
 topic's retention.ms against how long the twin needs its events (`events_retention_needed_ms`; a topic just
 created too, which has the broker's default) and a finite retention.bytes (a warning), room on the
-dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`) and on the
-alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), and the
+dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`), on the
+alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`) and on the state topic
+for the record of a message as large as the events topic takes (`STATE_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
 """
 
@@ -36,6 +37,11 @@ DEAD_LETTER_MAX_BYTES = 2 * KAFKA_DEFAULT_MAX_BYTES
 # of about 4.5 MB (Avro; 13 MB as a JSON copy). Kafka's default would stop the twin's sink at some
 # 23,000 messages (8,000 as JSON).
 ALERT_MAX_BYTES = 16 * 1024 * 1024
+# A held message's record on the state topic (JSON, streaming/state_rows.py) lists its recipients, and again
+# per fork: that of a message as large as the events topic takes is larger than its event (one of 32,700
+# recipients, 1,046,481 bytes, made a record of about 1.1 MB, which Kafka's default refused: the twin's query
+# failed on it, batch after batch). As much room as for an alert.
+STATE_MAX_BYTES = ALERT_MAX_BYTES
 # The twin's sink writes every output topic: it may send the largest record any of them takes
 # (streaming/twin.py), under its producer's 32 MiB buffer.
 OUTPUT_MAX_BYTES = max(DEAD_LETTER_MAX_BYTES, ALERT_MAX_BYTES)
@@ -78,7 +84,8 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
     """Topic name -> the topic configuration the twin creates it with."""
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}
     own = {topics.events: {"message.timestamp.type": LOG_APPEND_TIME},
-           topics.state: {"cleanup.policy": "compact", "segment.ms": str(STATE_SEGMENT_MS)},
+           topics.state: {"cleanup.policy": "compact", "segment.ms": str(STATE_SEGMENT_MS),
+                          "max.message.bytes": str(STATE_MAX_BYTES)},
            topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)},
            topics.alerts: {"max.message.bytes": str(ALERT_MAX_BYTES)},
            json_topic(topics.alerts): {"max.message.bytes": str(ALERT_MAX_BYTES)}}

@@ -105,9 +105,11 @@ def test_a_compacted_topic_other_than_the_state_is_named(kafka_bootstrap, which)
 
 
 @pytest.mark.parametrize("which, limit", [("dead_letters", topics_module.DEAD_LETTER_MAX_BYTES),
-                                          ("alerts", topics_module.ALERT_MAX_BYTES)])
+                                          ("alerts", topics_module.ALERT_MAX_BYTES),
+                                          ("state", topics_module.STATE_MAX_BYTES)])
 def test_a_topic_too_small_for_the_largest_record_the_twin_writes_there_is_named(kafka_bootstrap, which, limit):
-    """The dead letter of the largest event; an alert about every message of a large queue."""
+    """The dead letter of the largest event; an alert about every message of a large queue; the state record of a
+    message as large as the events topic takes."""
     from confluent_kafka.admin import NewTopic
 
     suffix = uuid.uuid4().hex[:8]
@@ -115,7 +117,9 @@ def test_a_topic_too_small_for_the_largest_record_the_twin_writes_there_is_named
                            dead_letters=f"d.{suffix}", state=f"s.{suffix}")
     small = getattr(wanted, which)
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(small, getattr(wanted, f"{which}_partitions"), 1)])[small].result(30)  # the broker's limit
+    config = {k: v for k, v in topics_module.wanted_configs(wanted)[small].items() if k != "max.message.bytes"}
+    admin.create_topics([NewTopic(small, getattr(wanted, f"{which}_partitions"), 1, config=config)])[small] \
+        .result(30)  # the broker's limit
     outcomes = {o.topic: o for o in create_topics(kafka_bootstrap, wanted)}
     assert outcomes[small].differences == (
         f"max.message.bytes is 1048588, must be at least {limit} (the largest record the twin writes there)",)

@@ -17,6 +17,7 @@ import pytest
 from infra.config import SparkInterval
 from infra.kafka import admin, consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
+from infra.topics import KAFKA_DEFAULT_MAX_BYTES
 from schemas import wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
@@ -396,3 +397,27 @@ def test_a_row_spark_lets_through_behind_the_watermark_is_a_dead_letter_not_appl
         assert twin.progress.batches >= 3 and twin.progress.late_total == 0, "three batches; Spark dropped nothing"
     assert [(d.original, d.offset) for d in letters] == [(encode(late), 2)], [d.reason for d in letters]
     assert letters[0].reason.startswith("late event: event time "), letters[0].reason
+
+
+def test_a_held_message_as_large_as_the_events_topic_takes_is_in_the_state_topic_and_the_query_runs_on(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """A message to 32,700 recipients: its MessageReceived (1,046,481 bytes) is just under Kafka's default
+    limit, and taken; its record on the state topic, which lists the recipients in JSON, is larger. Kafka's
+    default refused it (RecordTooLargeException) and the twin's query failed on that batch, again and again."""
+    org = Org()
+    recipients = [f"user{n:06d}@contoso.example.com" for n in range(32_700)]
+    events = [*org.received("mbx01", "m1", 0, recipients=recipients), *org.shadowed("mbx01", "mbx02", "m1", 0)]
+    out = producer(kafka_bootstrap, **{"message.max.bytes": 2 * KAFKA_DEFAULT_MAX_BYTES})
+    for event in events:
+        out.produce(topics.events, key=kafka_key(event), value=encode(event))
+    assert out.flush(30) == 0
+    assert len(encode(events[0])) > 0.99 * KAFKA_DEFAULT_MAX_BYTES
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics), spark=spark, ticks=False,
+                         checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and twin.query.exception() is None and not read_state(
+                kafka_bootstrap, topics.state).where(events[0].message.message_id):
+            time.sleep(1)
+        assert twin.query.exception() is None and twin.restarts == 0
+    held = read_state(kafka_bootstrap, topics.state).where(events[0].message.message_id)
+    assert [len(record["recipients"]) for record in held] == [32_700]
