@@ -9,8 +9,9 @@ compaction on the state topic (the latest summary per key: state/summary.py) and
 topic's retention.ms against how long the twin needs its events (`events_retention_needed_ms`; a topic just
 created too, which has the broker's default) and a finite retention.bytes (a warning), room on the
 dead-letter topic for the dead letter of the largest event (`DEAD_LETTER_MAX_BYTES`), on the
-alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`) and on the state topic
-for the record of a message as large as the events topic takes (`STATE_MAX_BYTES`), and the
+alerts topics for an alert about every message of a large queue (`ALERT_MAX_BYTES`), on the state topic
+and the JSON commands topic for the record and command of a message as large as the events topic takes
+(`STATE_MAX_BYTES`, `COMMAND_JSON_MAX_BYTES`), and the
 replication factor and min.insync.replicas (what an acknowledged record survives).
 """
 
@@ -42,6 +43,10 @@ ALERT_MAX_BYTES = 16 * 1024 * 1024
 # recipients, 1,046,481 bytes, made a record of about 1.1 MB, which Kafka's default refused: the twin's query
 # failed on it, batch after batch). As much room as for an alert.
 STATE_MAX_BYTES = ALERT_MAX_BYTES
+# A redelivery command names the recipients its resubmission must still serve: as JSON, those of a message as
+# large as the events topic takes run past Kafka's default (32,699 recipients: 1,013,757 bytes of Avro, 1,112,085
+# of JSON), which refused the JSON copy, and the twin's query failed on it. As much room as for an alert.
+COMMAND_JSON_MAX_BYTES = ALERT_MAX_BYTES
 # The twin's sink writes every output topic: it may send the largest record any of them takes
 # (streaming/twin.py), under its producer's 32 MiB buffer.
 OUTPUT_MAX_BYTES = max(DEAD_LETTER_MAX_BYTES, ALERT_MAX_BYTES)
@@ -88,7 +93,8 @@ def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str
                           "max.message.bytes": str(STATE_MAX_BYTES)},
            topics.dead_letters: {"max.message.bytes": str(DEAD_LETTER_MAX_BYTES)},
            topics.alerts: {"max.message.bytes": str(ALERT_MAX_BYTES)},
-           json_topic(topics.alerts): {"max.message.bytes": str(ALERT_MAX_BYTES)}}
+           json_topic(topics.alerts): {"max.message.bytes": str(ALERT_MAX_BYTES)},
+           json_topic(topics.commands): {"max.message.bytes": str(COMMAND_JSON_MAX_BYTES)}}
     return {name: {**common, **own.get(name, {})} for name in wanted_topics(topics, json_topics)}
 
 

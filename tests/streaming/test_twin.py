@@ -5,6 +5,7 @@ on, a silent topology still noticed, a kill -9 survived, SIGTERM and SIGINT answ
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -421,3 +422,38 @@ def test_a_held_message_as_large_as_the_events_topic_takes_is_in_the_state_topic
         assert twin.query.exception() is None and twin.restarts == 0
     held = read_state(kafka_bootstrap, topics.state).where(events[0].message.message_id)
     assert [len(record["recipients"]) for record in held] == [32_700]
+
+
+def test_a_command_for_a_message_as_large_as_the_events_topic_takes_is_published_as_json_too(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """With `twin.json_topics`: the primary of a message to 32,700 recipients delivered one of them, then went
+    silent; its shadow resubmits the copy for the other 32,699. The command fits Kafka's default limit as Avro
+    (1,013,757 bytes) but not as JSON (1,112,085): the JSON commands topic refused it and the twin's query
+    failed on that batch, again and again."""
+    org = Org()
+    recipients = [f"user{n:06d}@contoso.example.com" for n in range(32_700)]
+    events = [*org.received("mbx01", "m1", 0, recipients=recipients), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.query_ok("mbx02", "mbx01", 0),
+              *org.sent("mbx01", "m1", "hop1", 1, fork="f1", recipients=recipients[:1]),
+              *org.acked("mbx01", "m1", "hop1", 1, fork="f1"),
+              *org.sent("mbx01", "m1", "hop2", 1, fork="f2", recipients=recipients[1:]),
+              *org.heartbeats_failing("mbx02", "mbx01", 2, 200), *org.tick(400)]
+    out = producer(kafka_bootstrap, **{"message.max.bytes": 2 * KAFKA_DEFAULT_MAX_BYTES})
+    for event in events:
+        out.produce(topics.events, key=kafka_key(event) or None, value=encode(event))
+    assert out.flush(30) == 0
+    json_twin = twin_settings(settings, kafka_bootstrap, topics)
+    json_twin = dataclasses.replace(json_twin, twin=dataclasses.replace(json_twin.twin, json_topics=True))
+    with TwinApplication(json_twin, spark=spark, ticks=False, checkpoint_dir=tmp_path / "checkpoint",
+                         say=lambda line: None) as twin:
+        consumer = kafka_consumer(kafka_bootstrap, uuid.uuid4().hex, [f"{topics.commands}.json"])
+        deadline, copies = time.monotonic() + 90, []
+        try:
+            while time.monotonic() < deadline and twin.query.exception() is None and not copies:
+                message = consumer.poll(0.5)
+                if message is not None and not message.error():
+                    copies.append(json.loads(message.value()))
+        finally:
+            consumer.close()
+        assert twin.query.exception() is None and twin.restarts == 0
+    assert [len(copy["recipients"]) for copy in copies] == [32_699]
