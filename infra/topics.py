@@ -29,7 +29,6 @@ from infra.settings import Settings, TopicSettings
 
 LOG_APPEND_TIME = "LogAppendTime"
 UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
-NOTICE = 5  # syslog's level: librdkafka's warnings and notices, not its info lines
 KAFKA_DEFAULT_MAX_BYTES = 1_048_588  # Kafka's default limit on a record batch (message.max.bytes)
 # Twice that: a dead letter holds the largest record the events topic takes with that limit, its key
 # again, its topic and its reason.
@@ -114,10 +113,7 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
     With `json_topics`, the alerts' and commands' JSON topics too; with `events_retention_ms`, that an
     existing events topic keeps its events at least that long."""
     existing = cluster_metadata(kafka, timeout).topics  # first: refused credentials end here, in one line
-    # librdkafka puts one more event on an admin client's background queue a moment after a result, and a
-    # client let go at once says so on stderr ('%6|...|BGQUEUE|...: Purging 1 unserved events from background
-    # queue', after every other `topics create`): its info lines are not shown, its warnings and errors are
-    client = admin(kafka, log_level=NOTICE)
+    client = admin(kafka)  # librdkafka's info lines not shown (infra.kafka.admin)
     wanted = wanted_topics(topics, json_topics)
     configs = wanted_configs(topics, json_topics)
     outcomes: list[TopicOutcome] = []

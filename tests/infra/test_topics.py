@@ -232,14 +232,3 @@ def test_an_events_topic_created_with_a_broker_default_retention_too_short_is_na
         "retention.ms is 600000 (0:10:00), must be at least 10830000 (3:00:30: the longest ShadowResubmitTimeSpan"
         " plus the watermark delay; Kafka deletes an event sooner than the twin may need it)",)
     assert not any(o.differences for o in outcomes.values() if o.topic != wanted.events)
-
-
-def test_topics_create_says_nothing_of_librdkafka_on_stderr(kafka_bootstrap, capfd):
-    """`topics create` used to end, one time in a few, with librdkafka's '%6|...|BGQUEUE|...: Purging 1 unserved
-    events from background queue' on stderr (its admin client let go a moment after the result)."""
-    for _ in range(12):
-        suffix = uuid.uuid4().hex[:8]
-        create_topics(kafka_bootstrap, TopicSettings(events=f"e.{suffix}", alerts=f"a.{suffix}",
-                                                     commands=f"c.{suffix}", dead_letters=f"d.{suffix}",
-                                                     state=f"s.{suffix}"))
-    assert "unserved events" not in capfd.readouterr().err
