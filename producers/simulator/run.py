@@ -8,8 +8,10 @@ A file run is reproducible byte for byte: the events come from the seed alone an
 sync marker is derived from it. An Avro file is written by a second process from the events made
 flat (`Simulation(flat=True)`, `producers.simulator.writer`: the simulation runs on one core, the
 encoding and the writing on the other), or, on one core, from the events' bodies, which the
-simulation encodes as it goes (`Simulation(encoded=True)`); neither makes the events. Both run
-with the cyclic garbage collector paused (the simulation makes no cycles: what it drops is
+simulation encodes as it goes (`Simulation(encoded=True)`); neither makes the events. Published as
+fast as possible, the events are made flat the same way, and a second process encodes and
+produces them (`producers.simulator.sender`); paced and live runs publish from this process. Both splits
+run with the cyclic garbage collector paused (the simulation makes no cycles: what it drops is
 freed by reference counting), what it keeps handed to the oldest generation after (not walked
 when the collector resumes). A live run starts at the wall clock's now, paces events in real
 time (or `speed` times faster) and lets the nodes obey the twin's redelivery commands.
@@ -29,7 +31,7 @@ from infra.kafka import consumer, partitions_of
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S
 from producers.recording import check_name, write_events
 from producers.replayer import publish
-from producers.simulator import writer
+from producers.simulator import sender, writer
 from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 from state import collector
@@ -105,9 +107,15 @@ def to_kafka(topology: Topology, seed: int, bootstrap: str, topic: str, *, speed
              simulation: Simulation | None = None, stop: threading.Event | None = None,
              delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> SimulationOutcome:
     """Publish a simulation's events; `speed` None is as fast as possible, 1 real time."""
-    simulation = simulation or Simulation(topology, seed)
-    outcome = publish(bootstrap, topic, simulation.events(), speed=speed, progress=progress, stop=stop,
-                      delivery_timeout_s=delivery_timeout_s)
+    if speed is None and simulation is None and writer.available():  # encoded and produced by a second process
+        simulation, stop = Simulation(topology, seed, flat=True), stop or threading.Event()
+        with collector.paused(aged=True):
+            outcome = sender.publish_forked(bootstrap, topic, simulation.events(), stop=stop.is_set,
+                                            progress=progress, delivery_timeout_s=delivery_timeout_s)
+    else:
+        simulation = simulation or Simulation(topology, seed)
+        outcome = publish(bootstrap, topic, simulation.events(), speed=speed, progress=progress, stop=stop,
+                          delivery_timeout_s=delivery_timeout_s)
     if outcome.interrupted:
         simulation.stopped_early()
     if truth_path is not None:

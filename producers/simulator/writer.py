@@ -9,19 +9,21 @@ bytes as `write_encoded`), deflates and writes the file: on two cores the encodi
 simulation nothing. `stop` is asked after each batch; the child ends the file when the pipe
 closes, whatever closed it (the end, a stop, an error in the simulation), so the file is valid.
 The child ignores SIGINT and SIGTERM: the simulation's process answers them and closes the pipe.
-What the child could not write raises in the caller: its exception, pickled back.
+What the child could not write raises in the caller: its exception, pickled back. `forked` is the
+split itself, which `producers.simulator.sender` uses to publish a simulation.
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import itertools
 import marshal
 import os
 import pickle
 import signal
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 from schemas import container
 
@@ -39,6 +41,19 @@ def write_forked(path: Path, events: Iterable[tuple], *, sync: bytes,
                  stop: Callable[[], bool] | None = None) -> int:
     """Write the flat `events` as an Avro container file at `path` in a forked child; returns how many."""
     container.flat_writers()  # compiled here, once, not in every child
+    return forked(functools.partial(_write, path, sync), events, lambda batch: stop is not None and stop())
+
+
+def _write(path: Path, sync: bytes, events: Iterator[tuple]) -> int:
+    with open(path, "wb") as out:
+        return container.write_flat(out, events, sync=sync)
+
+
+def forked(work: Callable[[Iterator[tuple]], Any], events: Iterable[tuple], after: Callable[[list], bool]) -> Any:
+    """`work(the events)` run in a forked child, the events sent to it in batches; `after(batch)`, asked
+    after each one is sent, says whether to stop. Returns what `work` returned (pickled back); what it
+    raised is raised here. The child gets the events sent before the pipe closed (the end, a stop,
+    an error here), whatever closed it; `work` may also stop reading (the rest is not sent)."""
     reading, sending = os.pipe()
     answer, answering = os.pipe()
     if hasattr(fcntl, "F_SETPIPE_SZ"):
@@ -50,33 +65,31 @@ def write_forked(path: Path, events: Iterable[tuple], *, sync: bytes,
     if pid == 0:
         os.close(sending)
         os.close(answer)
-        _write_and_exit(path, reading, answering, sync)
+        _work_and_exit(work, reading, answering)
     os.close(reading)
     os.close(answering)
-    count, failed = 0, False
     try:
         with os.fdopen(sending, "wb", buffering=PIPE_BYTES) as pipe:
             events = iter(events)
             while batch := list(itertools.islice(events, BATCH)):
-                count += _send(pipe, batch)
-                if stop is not None and stop():
+                _send(pipe, batch)
+                if after(batch):
                     break
-    except BrokenPipeError:  # the child gave up: its exception says why
-        failed = True
+    except BrokenPipeError:  # the child stopped reading: its answer says why
+        pass
     finally:
         with os.fdopen(answer, "rb") as answered:
             report = answered.read()  # until the child exits
         status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    if status != 0 or failed:
+    if status != 0:
         raise _exception(report, status)
-    return count
+    return pickle.loads(report)
 
 
-def _send(pipe: BinaryIO, batch: list[tuple]) -> int:
+def _send(pipe: BinaryIO, batch: list[tuple]) -> None:
     data = marshal.dumps(batch)
     pipe.write(len(data).to_bytes(8, "little"))
     pipe.write(data)
-    return len(batch)
 
 
 def _received(pipe: BinaryIO) -> Iterator[tuple]:
@@ -84,27 +97,30 @@ def _received(pipe: BinaryIO) -> Iterator[tuple]:
         yield from marshal.loads(pipe.read(int.from_bytes(size, "little")))
 
 
-def _write_and_exit(path: Path, reading: int, answering: int, sync: bytes) -> None:
-    """The child: writes the file from what comes through the pipe, then exits (0 when written)."""
+def _work_and_exit(work: Callable[[Iterator[tuple]], Any], reading: int, answering: int) -> None:
+    """The child: does `work` with what comes through the pipe, answers, then exits (0 when done)."""
     status = 1
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        with open(path, "wb") as out, os.fdopen(reading, "rb", buffering=PIPE_BYTES) as pipe:
-            container.write_flat(out, _received(pipe), sync=sync)
+        with os.fdopen(reading, "rb", buffering=PIPE_BYTES) as pipe:
+            report = pickle.dumps(work(_received(pipe)))
         status = 0
     except BaseException as exc:  # noqa: BLE001 - raised again in the parent
         try:
             report = pickle.dumps(exc)
         except Exception:  # noqa: BLE001 - an exception that does not pickle: its words
             report = pickle.dumps(RuntimeError(repr(exc)))
-        os.write(answering, report)
     finally:
-        os._exit(status)
+        try:
+            with os.fdopen(answering, "wb") as answered:
+                answered.write(report)
+        finally:
+            os._exit(status)
 
 
 def _exception(report: bytes, status: int) -> BaseException:
     try:
         return pickle.loads(report)
     except Exception:  # noqa: BLE001 - nothing readable came back (the child was killed)
-        return RuntimeError(f"the process writing the simulation's file ended with status {status}")
+        return RuntimeError(f"the simulation's second process ended with status {status}")

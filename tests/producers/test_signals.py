@@ -114,3 +114,18 @@ def test_a_lab_node_stops_cleanly_on_a_signal(make_lab, kafka_bootstrap, topics,
     stopping = [e for e in read_topic(kafka_bootstrap, topics.events) if isinstance(e, ev.NodeStopping)]
     assert [e.reason for e in stopping] == [signal.Signals(signum).name]
     lab.down()
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_simulate_to_kafka_stops_on_a_signal_with_every_event_it_counted_acknowledged(kafka_bootstrap, topics,
+                                                                                       tmp_path, signum, status):
+    """As fast as possible, the events are published by a second process (on two cores): the signal
+    stops the simulation after a batch, and what it sent is published whole before the count is said."""
+    process = start(kafka_bootstrap, "simulate", "--to-kafka", "--duration", "1.00:00:00", "--topic", topics.events,
+                    "--truth", tmp_path / "truth.jsonl")
+    first_line(process, "events/s")
+    code, said, _ = stopped(process, signum)
+    assert code == status and "interrupted after" in said
+    sent = int(said.split("interrupted after ")[1].split()[0].replace(",", ""))
+    back = read_topic(kafka_bootstrap, topics.events, until=lambda found: len(found) >= sent, max_s=180)
+    assert len(back) == sent > 0 and len({e.event_id for e in back}) == sent
