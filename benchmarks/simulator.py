@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
         for run in range(1, args.kafka_runs + 1):
             topic = f"bench.simulator.{uuid.uuid4().hex[:8]}"
             admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
+            while not admin.list_topics(topic, timeout=10).topics[topic].partitions:  # a broker just started
+                time.sleep(0.1)  # lists a topic a moment after creating it; the producer checks it is there
             outcome = to_kafka(topology, args.seed, bootstrap, topic, speed=None)
             which = "the broker just started" if run == 1 and broker is not None else f"run {run}"
             print(f"to Kafka:      {outcome.events:>10,} events in {outcome.seconds:6.1f} s ="
