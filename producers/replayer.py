@@ -91,6 +91,30 @@ class _Position:
             self.error = exc
 
 
+class ProgressLines:
+    """A publisher's progress lines: events sent and acknowledged, the event-time position, the rate; and,
+    while the broker acknowledges none, what the client says about it (said once, not every line)."""
+
+    def __init__(self, progress: Callable[[str], None] | None):
+        self.progress = progress
+        self.sent, self.acknowledged, self.at, self.said = 0, 0, time.monotonic(), None
+
+    def say(self, sent: int, acknowledged: int, last_ms: int | None, deliveries: Deliveries) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        rate = (sent - self.sent) / max(now - self.at, 1e-9)
+        where = iso_time(last_ms) if last_ms is not None else "-"
+        line = f"sent {sent:,} events, {acknowledged:,} acknowledged, event time {where}, {rate:,.0f} events/s"
+        if acknowledged == self.acknowledged and sent > acknowledged and deliveries.broker_error:
+            line += f"; Kafka at {bootstrap_of(deliveries.bootstrap)} acknowledged none since the last line"
+            if deliveries.broker_error != self.said:
+                line += f" (the client says: {deliveries.broker_error})"
+            self.said = deliveries.broker_error
+        self.progress(line)
+        self.sent, self.acknowledged, self.at = sent, acknowledged, now
+
+
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
            progress: Callable[[str], None] | None = None, every: float = 2.0, stop: threading.Event | None = None,
            delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
@@ -112,27 +136,15 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
     publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s)
     started = time.monotonic()
     publisher.start()
-    interrupted, last_sent, last_at, last_acknowledged, said = False, 0, started, 0, None
+    interrupted, lines = False, ProgressLines(progress)
     while publisher.is_alive():
         if stop is None:
             publisher.join(every)
         elif stop.wait(every):
             interrupted = True
             publisher.stop()
-        now = time.monotonic()
-        if publisher.is_alive() and progress is not None:
-            deliveries = publisher.deliveries
-            rate = (publisher.sent - last_sent) / (now - last_at)
-            where = iso_time(position.last_ms) if position.last_ms is not None else "-"
-            line = (f"sent {publisher.sent:,} events, {deliveries.acknowledged:,} acknowledged, event time {where},"
-                    f" {rate:,.0f} events/s")
-            if deliveries.acknowledged == last_acknowledged and deliveries.unacknowledged and deliveries.broker_error:
-                line += f"; Kafka at {bootstrap_of(bootstrap)} acknowledged none since the last line"
-                if deliveries.broker_error != said:  # said once, not every line
-                    line += f" (the client says: {deliveries.broker_error})"
-                said = deliveries.broker_error
-            progress(line)
-            last_sent, last_at, last_acknowledged = publisher.sent, now, deliveries.acknowledged
+        if publisher.is_alive():
+            lines.say(publisher.sent, publisher.deliveries.acknowledged, position.last_ms, publisher.deliveries)
     outcome = ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
                             publisher.deliveries)
     if position.error is not None:

@@ -25,11 +25,10 @@ from confluent_kafka import KafkaException
 
 from infra.kafka import Kafka
 from producers.publisher import POLL_EVERY, Deliveries, reporting_producer
-from producers.replayer import ReplayOutcome
+from producers.replayer import ProgressLines, ReplayOutcome
 from producers.simulator import writer
 from schemas import container, wire
 from schemas.codec import default_codec
-from schemas.jsonl import iso_time
 
 KIND, EVENT_TIME, PRIMARY = 0, 2, 4  # where a flat tuple has them (`schemas.binary.arguments_flattener`)
 LINGER_MS = 50  # as fast as possible, latency is nobody's concern: full batches are
@@ -39,38 +38,32 @@ def publish_forked(bootstrap: Kafka, topic: str, events: Iterable[tuple], *, del
                    stop: Callable[[], bool] = lambda: False, progress: Callable[[str], None] | None = None,
                    every: float = 2.0) -> ReplayOutcome:
     """Publish the flat `events` from a forked child; `stop` is asked after each batch, `progress` gets
-    a line about every `every` seconds (what was handed to the child)."""
+    a line about every `every` seconds from the child (what it sent, and what was acknowledged)."""
     container.flat_writers()  # compiled here, once, not in every child
     header = wire.header(default_codec().catalogue.current("Event").fingerprint)
     started = time.monotonic()
-    handed = _Handed(started, progress, every)
     sent, last_ms, deliveries = writer.forked(
-        functools.partial(_publish, bootstrap, topic, header, delivery_timeout_s), events,
-        lambda batch: handed.add(batch) or stop())
+        functools.partial(_publish, bootstrap, topic, header, delivery_timeout_s, progress, every), events,
+        lambda batch: stop())
     return ReplayOutcome(sent, time.monotonic() - started, last_ms, stop(), deliveries)
 
 
-class _Handed:
-    """What the child was given, told as progress lines."""
-
-    def __init__(self, started: float, progress: Callable[[str], None] | None, every: float):
-        self.count, self.at, self.said, self.said_at = 0, started, 0, started
-        self.progress, self.every = progress, every
-
-    def add(self, batch: list[tuple]) -> None:
-        self.count += len(batch)
-        if self.progress is not None and (now := time.monotonic()) - self.said_at >= self.every:
-            rate = (self.count - self.said) / (now - self.said_at)
-            where = iso_time(batch[-1][EVENT_TIME])
-            self.progress(f"sent {self.count:,} events, event time {where}, {rate:,.0f} events/s")
-            self.said, self.said_at = self.count, now
-
-
-def _publish(bootstrap: Kafka, topic: str, header: bytes, timeout_s: float,
-             events: Iterator[tuple]) -> tuple[int, int | None, Deliveries]:
-    """The child: produces the events as they come until they end or one is not acknowledged;
+def _publish(bootstrap: Kafka, topic: str, header: bytes, timeout_s: float, progress: Callable[[str], None] | None,
+             every: float, events: Iterator[tuple]) -> tuple[int, int | None, Deliveries]:
+    """The child: produces the events as they come until they end or one is not acknowledged, saying
+    its progress (it alone knows what was acknowledged; the first process may be waiting to hand it more);
     returns how many it produced, the last one's event time, and the delivery reports."""
     deliveries = Deliveries(bootstrap, timeout_s)
+    lines, said_at = ProgressLines(progress), time.monotonic()
+
+    def tell() -> None:
+        nonlocal said_at
+        if progress is not None and (now := time.monotonic()) - said_at >= every:
+            # a failed record is counted in its report, while the client may still count it: never below 0
+            lines.say(sent, max(0, deliveries.produced - deliveries.refused - deliveries.failed - len(client)),
+                      last_ms, deliveries)
+            said_at = now
+
     # Only a failure is reported (a report per record cost a sixth of this process); what the producer
     # no longer holds after the flush, neither failed nor refused, the broker acknowledged. Batches
     # that wait up to LINGER_MS fill fuller: fewer requests for this process and the broker to serve.
@@ -91,13 +84,18 @@ def _publish(bootstrap: Kafka, topic: str, header: bytes, timeout_s: float,
                             break
                         except BufferError:  # the local queue is full: let it drain
                             client.poll(0.1)
+                            tell()
                 except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
                     deliveries.refuse(exc.args[0])
                 deliveries.produced += 1
                 sent += 1
                 last_ms = flat[EVENT_TIME]
             client.poll(0)
+            tell()
     finally:
-        client.flush(timeout_s + 5)
+        deadline = time.monotonic() + timeout_s + 5
+        while len(client) and (left := deadline - time.monotonic()) > 0:  # the delivery reports, said as they come
+            client.flush(min(left, every))
+            tell()
         deliveries.acknowledged = deliveries.produced - deliveries.refused - deliveries.failed - len(client)
     return sent, last_ms, deliveries
