@@ -60,8 +60,6 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
             raise UsageError("which tool? (kafka-topics, kafka-consumer-groups, kafka-console-consumer,"
                              " ...; see shadowtwin kafka --help)")
         return run_tool(settings, args.tool[0], args.tool[1:])
-    if args.tool:
-        raise UsageError(f"{args.action} takes no arguments: {' '.join(args.tool)}")
     embedded = settings.kafka.embedded
     if embedded.brokers > 1:
         cluster = EmbeddedKafkaCluster.on_ports_after(embedded, settings.jars.cache_dir, embedded.brokers)
@@ -233,10 +231,16 @@ def parser() -> argparse.ArgumentParser:
                                             " tool kafka-consumer-groups --describe --all-groups'. A tool gets"
                                             " --bootstrap-server and the configured security unless its arguments"
                                             " give them. Tools: " + ", ".join(TOOLS) + ".")
-    kafka.add_argument("action", choices=["start", "stop", "status", "tool"])
-    kafka.add_argument("--json", action="store_true", help="status: one JSON object")
-    kafka.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
-                       help="tool: the tool's name (kafka-topics or topics) and its own arguments")
+    actions = kafka.add_subparsers(dest="action", required=True, metavar="{start,stop,status,tool}")
+    for action in ("start", "stop"):
+        actions.add_parser(action, help=f"{action} the embedded broker").set_defaults(json=False, tool=[])
+    status = actions.add_parser("status", help="is the embedded broker running (exit 3 if not)")
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.set_defaults(tool=[])
+    tool = actions.add_parser("tool", help="run one of Kafka's own tools", description=kafka.description)
+    tool.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
+                      help="the tool's name (kafka-topics or topics) and its own arguments")
+    tool.set_defaults(json=False)
     kafka.set_defaults(run=_kafka)
 
     topics = commands.add_parser("topics", help="the twin's Kafka topics", parents=[KAFKA_OPTIONS],
