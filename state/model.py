@@ -840,8 +840,14 @@ class _Transition:
             pair.silent_alerted = pair.awaiting_shadow = False
             messages = s.messages
             for i in pair.held:
-                if (m := messages.get(i)) is not None and m.at_risk:
+                if (m := messages.get(i)) is None:
+                    continue
+                if m.at_risk:
                     self.in_queue_again(m, t)
+                if m.forks:  # the answer brings the notification of each fork processed by now
+                    for fork in m.forks.values():
+                        if fork.done:
+                            fork.notified = True
             for ref in e.discarded:
                 self.discard(ref, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
@@ -895,13 +901,34 @@ class _Transition:
         if fork is None:
             # A fork the primary's events have not named yet (the shadow's clock is behind the primary's): it was
             # processed; the copy waits for the primary's word on it (`notified_fork_named`).
-            m.forks_of()[ref.fork_id] = Fork(None, (), True)
+            m.forks_of()[ref.fork_id] = Fork(None, (), True, True)
         elif not fork.done:
-            fork.done = True
+            fork.done = fork.notified = True
             self.maybe_primary_done(m, t)
             if m.primary_done_ms is not None:
                 return self.release_shadow(ref.internal_id, pair, t)
+        else:
+            fork.notified = True
         return False
+
+    def resubmitted_unnotified(self, m: Message, pair: Pair | None) -> tuple[Recipient, ...]:
+        """The recipients of `m`'s processed forks whose discard notification never reached its shadow: their
+        next hops' shadow queues still hold the copy, which the shadow resubmits on its own when it promotes
+        ("each next hop for the primary message requires separate shadow queues", 003), so they get it twice.
+        A notification comes with the shadow's first answered query after the fork's acknowledgement (or names the
+        fork). Only forks a notification can name (a fork id, not a hop's name) and only with the shadow's discard
+        queries in the feed: otherwise the twin cannot tell whether one came."""
+        if pair is None or not pair.heartbeats:
+            return ()
+        unnotified: set[str] = set()
+        notified: set[str] = set()
+        for key, fork in m.forks.items():
+            if fork.notified:
+                notified.update(r.lower() for r in fork.recipients)
+            elif fork.done and fork.next_hop is not None and key != fork.next_hop:
+                unnotified.update(r.lower() for r in fork.recipients)
+        unnotified -= notified
+        return tuple(r for r in m.recipients if r.address.lower() in unnotified) if unnotified else ()
 
     def notified_fork_named(self, m: Message, fork: Fork, hop: str, recipients: tuple[str, ...], t: int) -> None:
         """The primary names a fork whose discard notification reached the shadow first (by event time: the
@@ -932,6 +959,10 @@ class _Transition:
             self.close(m, t, "delivered")
             return
         pair = s.pairs.get(e.node)
+        if again := self.resubmitted_unnotified(m, pair):
+            self.predict_duplicates([Promoted(m.ref.whole(), e.node, again, s.queue_db_id, t)], t,
+                                    f"had handed forks of a message on, whose discard notifications never reached"
+                                    f" {e.node}, which promoted it on its own")
         # Back with its queue, the primary delivers only what it had not handed on: the recipients still pending
         # (as after the twin's own promotion, `promote`).
         pending = self.pending_recipients(m)
@@ -1021,20 +1052,24 @@ class _Transition:
             processed = []
         will_resubmit = [m for m in processed if include_unrouted or m.shadow_alternate_route
                          or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
-        if will_resubmit:
-            self.predict_duplicates(
-                [Promoted(m.ref.whole(), pair.shadow, m.recipients, self.copy_db(m, pair) or s.queue_db_id, t)
-                 for m in will_resubmit], t,
-                f"processed messages whose discard notifications never reached {pair.shadow}, which takes"
-                f" ownership of its copies ({reason.value}) and resubmits them on its own")
-        # The others (2010, no alternate route) stay in the shadow queue with the unprocessed ones: released
-        # by their discard notification, resubmitted with the rest when the primary returns as a new route.
-        for m in will_resubmit:
-            self.close(m, t, "delivered")
         # Only a 2010 shadow (the previous hop) can be without an alternate route: 2013 and later
         # transmit promoted messages to the next hop.
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
                   or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
+        twice = [Promoted(m.ref.whole(), pair.shadow, m.recipients, self.copy_db(m, pair) or s.queue_db_id, t)
+                 for m in will_resubmit]
+        if not forecast:  # and of the others, the forks processed whose notifications it never had
+            twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t)
+                      for m in routed if (again := self.resubmitted_unnotified(m, pair))]
+        if twice:
+            self.predict_duplicates(
+                twice, t, f"processed messages (or forks of them) whose discard notifications never reached"
+                          f" {pair.shadow}, which takes ownership of its copies ({reason.value}) and resubmits them"
+                          " on its own")
+        # The others (2010, no alternate route) stay in the shadow queue with the unprocessed ones: released
+        # by their discard notification, resubmitted with the rest when the primary returns as a new route.
+        for m in will_resubmit:
+            self.close(m, t, "delivered")
         unrouted = [m for m in held if m not in routed]
         # A 2010 shadow is the previous hop: it resubmits over an alternate route ("Los mensajes reenviados llegan
         # a otro servidor Transporte perimetral", 002), not to the failed primary's own next hop.

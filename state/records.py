@@ -87,6 +87,7 @@ class Fork:
     next_hop: str | None  # None: a fork known from its discard notification alone, not yet from the primary
     recipients: tuple[str, ...]
     done: bool = False
+    notified: bool = False  # its discard notification reached the shadow: its next hop's shadow queue is empty
 
 
 @dataclass(slots=True)

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 7 are still read, a checkpoint may hold them: 7 has no
+refused rather than misread (formats 3 to 8 are still read, a checkpoint may hold them: 8 has no
+fork's `notified`, which is then false until the shadow's next answered query (a promotion before it
+forecasts the duplicate of a processed fork whose notification came already); 7 has no
 pair's `last_heartbeat_ms`, which is then unknown until the shadow's next query; 6 has no
 `primary_started_ms`, which is then unknown; 5 is 6 without `unreachable_ms`, and a pair's values
 hold after its `shadow_db_id` a count the model no longer keeps (2010's failed queries); 4 is 5
@@ -28,8 +30,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 8
-PREVIOUS_FORMATS = (7, 6, 5, 4, 3)  # 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+FORMAT = 9
+# 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -50,7 +53,8 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     """The snapshot of `state`, with `token` (default: a new random one; see `token_of`)."""
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
-         tuple((key, f.next_hop, f.recipients, f.done) for key, f in m.forks.items()), tuple(m.side_effects),
+         tuple((key, f.next_hop, f.recipients, f.done, f.notified) for key, f in m.forks.items()),
+         tuple(m.side_effects),
          _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()
     ]
@@ -96,8 +100,8 @@ def load(data: bytes) -> PrimaryState:
             **dict(zip(MESSAGE_FLAT, flat)), ref=MessageRef(*ref),
             recipients=shared_recipients(tuple(Recipient(*r) for r in recipients)),
             redundancy=redundancy[level], side_effects=set(side_effects) if side_effects else NO_SIDE_EFFECTS,
-            forks={shared(key): Fork(shared(hop), shared(fork_recipients), done)
-                   for key, hop, fork_recipients, done in forks} if forks
+            forks={shared(key): Fork(shared(hop), shared(fork_recipients), *flags)
+                   for key, hop, fork_recipients, *flags in forks} if forks
             else NO_FORKS,
             shadow_locality=locality[where],
         )

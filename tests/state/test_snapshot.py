@@ -61,6 +61,24 @@ def test_another_format_is_refused():
         snapshot.load(stale)
 
 
+def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
+    """Format 8 had no fork's `notified` (its discard notification reached the shadow): false, and the fork
+    round-trips in format 9."""
+    org = Org()
+    state = replay([*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0, recipients=("a@x", "b@x")),
+                    *org.shadowed("mbx01", "mbx02", "m1", 0),
+                    *org.sent("mbx01", "m1", "mbx03", 1, fork="f1", recipients=("a@x",)),
+                    *org.acked("mbx01", "m1", "mbx03", 1, fork="f1"),
+                    *timelines._forks_discarded(org, 2, timelines.ref("m1", "f1"))]).states["mbx01"]
+    assert state.messages["m1"].forks["f1"].notified
+    assert snapshot.load(snapshot.dump(state)) == state
+    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    older = [(*m[:3], tuple(f[:4] for f in m[3]), *m[4:]) for m in messages]
+    loaded = snapshot.load(pickle.dumps(((8, *header[1:]), older, *rest)))
+    assert not loaded.messages["m1"].forks["f1"].notified
+    assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True) == state.messages["m1"].forks["f1"]
+
+
 def as_format_6(state) -> tuple:
     """`state`'s snapshot as format 6 wrote it: no `primary_started_ms`, the header's last value."""
     header, *rest = pickle.loads(snapshot.dump(state))

@@ -101,8 +101,9 @@ def expiry_in_a_live_primary() -> Timeline:
 def crash_between_forks() -> Timeline:
     """m1 is for a@fabrikam.com and b@tailspin.com. mbx01 hands fork f1 (a) to the Internet gateway,
     which acknowledges, and crashes before it sends anything for b. After ShadowResubmitTimeSpan
-    mbx02 promotes: ONE command, for b only. mbx01 returns with the same database and delivers b
-    again: the duplicate names b, never a."""
+    mbx02 promotes: ONE command, for b only. mbx02's last answer (at 1) came before the gateway's
+    acknowledgement: without f1's discard notification it resubmits f1's copy on its own, and a gets m1
+    twice then. mbx01 returns with the same database and delivers b again: that duplicate names b, never a."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0),
@@ -118,13 +119,16 @@ def crash_between_forks() -> Timeline:
     ]
     promoted_at = at(1) + 3 * HOUR
     return Timeline("crash between forks", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, promoted_at, ("m1",), (("a@fabrikam.com",),)),
         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(4 * 60), ("m1",), (("b@tailspin.com",),)),
     ), commands=(Command("mbx02", "mbx01", "m1", None, None, ("b@tailspin.com",), promoted_at),))
 
 
 def crash_with_a_fork_pending() -> Timeline:
-    """Both forks were sent; only f1 was acknowledged: the command resends f2 to its own next hop."""
+    """Both forks were sent; only f1 was acknowledged: the command resends f2 to its own next hop. f1's discard
+    notification never reached mbx02 (its last answer came first): mbx02 resends f1's copy on its own, and a@
+    gets m1 twice (duplicate detection hides it from the mailbox user)."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0),
@@ -138,6 +142,7 @@ def crash_with_a_fork_pending() -> Timeline:
     ]
     promoted_at = at(1) + 3 * HOUR
     return Timeline("crash with a fork pending", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, promoted_at, ("m1",), ((),)),
         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1",)),
     ), commands=(Command("mbx02", "mbx01", "m1", "f2", "mbx04", ("b@contoso.com",), promoted_at),))
 
@@ -1283,6 +1288,58 @@ def a_shadow_that_stopped_querying_promotes_nothing_at_the_span() -> Timeline:
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(18), ("m1", "m2")),))
 
 
+def a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest() -> Timeline:
+    """m1 and m2 are each for a@fabrikam.com and b@tailspin.com; mbx01 forks both to the Internet gateways: f1
+    (a@) to gw-fabrikam, acknowledged at 1.5, f2 (b@) to gw-tailspin, deferred. mbx02's query at 2 collects f1's
+    discard notification for m2 only (m1's f1 is acknowledged at 2.5); mbx01 fails after minute 3. "For messages
+    with multiple recipients, each next hop for the primary message requires separate shadow queues" (003), and a
+    shadow copy leaves them only "after all expected discard notifications are received": at ShadowResubmitTimeSpan
+    mbx02 "promotes the shadow messages as primary messages, and transmits the messages to the next hop" (003),
+    f1's copy of m1 too, which it cannot know gw-fabrikam has: a@fabrikam.com receives m1 twice (as a whole message
+    processed but not yet discarded is, processed_then_back_with_a_new_database_before_the_discard_was_collected),
+    and only b@ of m2. The twin's commands still name b@ alone. Before: no duplicate was forecast."""
+    org = Org()
+    gateways = (("gw-fabrikam", "a@fabrikam.com"), ("gw-tailspin", "b@tailspin.com"))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for mid in ("m1", "m2"):
+        events += [*org.received("mbx01", mid, 0, recipients=(), external=tuple(r for _, r in gateways)),
+                   *org.shadowed("mbx01", "mbx02", mid, 0)]
+        for fork, (hop, rcpt) in zip(("f1", "f2"), gateways):
+            events += org.sent("mbx01", mid, hop, 1, fork=fork, recipients=(rcpt,), outside=True)
+    events += [*org.acked("mbx01", "m2", "gw-fabrikam", 1.5, fork="f1"),
+               *org.deferred("mbx01", "m2", "gw-tailspin", 1.5, fork="f2", recipients=("b@tailspin.com",)),
+               *_forks_discarded(org, 2, ref("m2", "f1")),
+               *org.acked("mbx01", "m1", "gw-fabrikam", 2.5, fork="f1"),
+               *org.deferred("mbx01", "m1", "gw-tailspin", 2.5, fork="f2", recipients=("b@tailspin.com",)),
+               *org.heartbeats_failing("mbx02", "mbx01", 4, 4 * 60), *org.tick(3 * 24 * 60)]
+    promoted_at = at(2) + 3 * HOUR
+    return Timeline("a processed fork whose discard never reached the shadow is resubmitted with the rest", events,
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, promoted_at, ("m1",),
+                                     (("a@fabrikam.com",),)),
+                            Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m1", "m2"))),
+                    commands=tuple(Command("mbx02", "mbx01", mid, "f2", "gw-tailspin", ("b@tailspin.com",), promoted_at)
+                                   for mid in ("m2", "m1")))  # in the order of their ids
+
+
+def a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for() -> Timeline:
+    """As a_shadows_own_resubmission_is_delivered_twice_only_to_the_recipients_still_pending, but mbx02's query at 1
+    comes before the gateway acknowledges f1 (a@), and none reaches mbx01 after: mbx02's own RESUBMIT at 181 sends
+    f1's copy as well as b@'s, "each next hop for the primary message requires separate shadow queues" (003) and it
+    had no discard notification for that one: a@fabrikam.com receives m1 twice then. mbx01 back at 240 with the same
+    queue database delivers b@'s fork again: that duplicate names b@ alone. Before: only the second was forecast."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 0, recipients=(), external=("a@fabrikam.com", "b@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
+              *org.heartbeats_failing("mbx02", "mbx01", 3, 181), *org.promoted("mbx02", "mbx01", "m1", 181),
+              *org.started("mbx01", "dbP1", 4 * 60), *org.query_ok("mbx02", "mbx01", 4 * 60 + 1)]
+    return Timeline("a shadow that promotes on its own resubmits the forks it had no discard for", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(181), ("m1",), (("a@fabrikam.com",),)),
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(4 * 60), ("m1",), (("b@tailspin.com",),))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1327,6 +1384,8 @@ ALL = (
     a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
     a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
     a_shadow_that_stopped_querying_promotes_nothing_at_the_span,
+    a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
+    a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1350,5 +1409,7 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_primary_back_with_its_queue_after_message_expiration_expires_the_message_then,
            failures_whose_site_nothing_says_leave_the_copy_to_the_next_attempt,
            a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
-           a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts)
+           a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
+           a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
+           a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for)
 
