@@ -14,7 +14,9 @@ Without `follow` the tail reads the named files (globs expanded, ignoring case: 
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
 every poll also picks up:
 - lines appended to a file since the last poll (an unfinished last line waits for its newline);
-- a file truncated in place: read again from its first line, its reader reset;
+- a file truncated in place, or rewritten in place (its first bytes, up to `HEAD_BYTES`, are no longer
+  those it was read from, even when it is now longer than where it was left): read again from its first
+  line, its reader reset;
 - a file replaced (deleted, renamed away, or a new file under its name): the old one is read to
   its end, the new one from its start;
 - a new file in a watched folder: one matching a glob argument, or, for a file argument, one
@@ -48,6 +50,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 CHUNK = 1 << 16
+HEAD_BYTES = 1024  # a file's first bytes, kept to tell a file rewritten in place from one that grew
 _GLOB_CHARS = re.compile(r"[*?\[]")
 FOLDER_PATTERN = "MSGTRK*.log"  # what a folder argument stands for (case ignored)
 _UTF16 = {b"\xff\xfe": ("utf-16-le", b"\n\x00", b"\r\x00"), b"\xfe\xff": ("utf-16-be", b"\x00\n", b"\x00\r")}
@@ -76,16 +79,20 @@ class TailedFile:
         self.generation = 0  # how many times it was truncated and read again from its start
         self.seen_size = -1  # its size at the last poll, while it is read to its end
         self.closed_at = 0
+        self.prefix = b""  # its first bytes as read (up to HEAD_BYTES)
 
     def head(self, size: int) -> bytes:
         """The file's first `size` bytes (fewer if it is shorter)."""
         return os.pread(self.handle.fileno(), size, 0)
 
-    def truncated(self) -> bool:
-        return os.fstat(self.handle.fileno()).st_size < self.handle.tell()
+    def rewritten(self) -> bool:
+        """Shorter than where it was read to, or its first bytes are not those it was read from."""
+        return (os.fstat(self.handle.fileno()).st_size < self.handle.tell()
+                or self.head(len(self.prefix)) != self.prefix)
 
     def restart(self) -> None:
         self.handle.seek(0)
+        self.prefix = b""
         self.number, self.partial, self.last_ms = 0, b"", 0
         self.generation += 1
         self.reader.reset()
@@ -110,6 +117,8 @@ class TailedFile:
         """(time key, line number, line) for what was written since the last read; `final` takes an
         unfinished last line too."""
         while chunk := self.handle.read(CHUNK):
+            if len(self.prefix) < HEAD_BYTES:
+                self.prefix += chunk[:HEAD_BYTES - len(self.prefix)]
             end = self.handle.tell() - len(chunk) - len(self.partial)  # where the unfinished line starts
             if end == 0 and self.number == 0:
                 self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
@@ -206,7 +215,7 @@ class LogTail:
                 draining.append(self.files.pop(path))
                 if stat is not None:
                     self._open(path)
-            elif current.truncated():
+            elif current.rewritten():
                 current.restart()
         for folder, pattern in self.watches:
             try:

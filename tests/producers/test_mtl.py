@@ -259,3 +259,30 @@ def test_follow_reads_appended_lines_truncation_replacement_and_rolled_over_file
         thread.join(10)
     assert not thread.is_alive()
     assert len(sink.events) == 6 and result["counts"].lines == 5
+
+
+def test_follow_reads_again_a_file_rewritten_in_place_longer_than_where_it_was_left(tmp_path):
+    lines = [line for line in EX01.read_bytes().split(b"\r\n") if line]
+    head, body = lines[:5], lines[5:]
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(head + body[:2]) + b"\r\n")
+    rewritten = b"\r\n".join([head[0], head[1], head[2], b"#Date: 2026-11-22T03:00:00.000Z", head[4]]
+                             + body[4:9]) + b"\r\n"
+    alone = tmp_path / "alone" / log.name
+    alone.parent.mkdir()
+    alone.write_bytes(rewritten)
+    expected = [event.event_id for event in run([alone])[0].events]
+    stop = threading.Event()
+    sink, thread, result = follow([log], stop)
+    try:
+        assert wait_for(lambda: len(sink.events) == 3)
+        with open(log, "r+b") as out:  # never shorter than where the tail was: only its first bytes tell
+            out.write(rewritten)
+        assert wait_for(lambda: len(sink.events) == 3 + len(expected))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert sink.dead_letters == []
+    assert [event.event_id for event in sink.events[3:]] == expected
+    assert result["counts"].lines == 2 + 5
