@@ -131,16 +131,17 @@ class MtlReader:
 
     def line(self, raw: bytes) -> Row | BadLine | None:
         raw = raw.removeprefix(BOM).rstrip(b"\r\n")
+        if raw.startswith(b"#") and not raw.startswith(b"#Fields:"):
+            return None  # #Software, #Version, #Date...: read by no one, whatever their bytes
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             return BadLine(f"not UTF-8 text ({exc.reason} at byte {exc.start})")
         if not text.strip():
             return None
-        if text.startswith("#"):
-            if text.startswith("#Fields:"):
-                self.fields = tuple(name.strip() for name in text[len("#Fields:"):].split(","))
-                self.exported, self.delimiter = False, ","
+        if text.startswith("#Fields:"):
+            self.fields = tuple(name.strip() for name in text[len("#Fields:"):].split(","))
+            self.exported, self.delimiter = False, ","
             return None
         if self.fields is None:
             header = self._export_header(text)

@@ -286,3 +286,14 @@ def test_follow_reads_again_a_file_rewritten_in_place_longer_than_where_it_was_l
     assert sink.dead_letters == []
     assert [event.event_id for event in sink.events[3:]] == expected
     assert result["counts"].lines == 2 + 5
+
+
+def test_a_header_comment_with_bytes_that_are_not_utf8_does_not_refuse_the_file(tmp_path):
+    damaged = tmp_path / "EX01" / EX01.name
+    damaged.parent.mkdir()
+    damaged.write_bytes(EX01.read_bytes().replace(b"#Software: Microsoft Exchange Server",
+                                                  b"#Software: Microsoft\xe9 Exchange\xff Server"))
+    sink, counts = run([damaged])
+    expected, expected_counts = run([EX01])
+    assert [e.event_id for e in sink.events] == [e.event_id for e in expected.events]
+    assert counts.dead_letters == expected_counts.dead_letters == len(GARBLED)
