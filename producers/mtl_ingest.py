@@ -20,7 +20,7 @@ again from the saved position); so does a save that fails, with or without `foll
 `max_age_s` leaves out files last written longer ago. Setting `stop` ends the reading after the line at hand
 (a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
 start that is no message-tracking log (`mtl_log.not_a_tracking_log`) ends it before anything is read:
-`NotATrackingLog`; one that comes while following is judged at its first record, and skipped (said
+`NotATrackingLog` (`open_logs` opens and judges them before a sink is made); one that comes while following is judged at its first record, and skipped (said
 through `say`, counted) while the others are followed on.
 """
 
@@ -89,19 +89,28 @@ def line_id(raw: bytes) -> str:
     return "mtl-" + hashlib.sha256(raw).hexdigest()[:24]
 
 
-def ingest(paths: list[str], sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,
-           poll_seconds: float = 0.5, internal_domains: frozenset[str] = frozenset(),
-           wall_clock: Callable[[], float] = time.time, positions: Positions | None = None,
-           max_age_s: float | None = None, say: Callable[[str], None] = print) -> IngestCounts:
-    """Read the files (to their end, or with `follow` until `stop` is set) into `sink`; `say` gets a line
-    for each file skipped."""
-    stop = stop or threading.Event()
+def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None = None,
+              wall_clock: Callable[[], float] = time.time) -> LogTail:
+    """The files to ingest, opened: a FileNotFoundError for one that is not there (without `follow`) or a
+    pattern that matches none, NotATrackingLog for one that is something else."""
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
     for path in tail.open_paths():
         why = not_a_tracking_log(head_lines(path))
         if why is not None:
             tail.close()
             raise NotATrackingLog(_not_a_log(path, "nothing published", why))
+    return tail
+
+
+def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,
+           poll_seconds: float = 0.5, internal_domains: frozenset[str] = frozenset(),
+           wall_clock: Callable[[], float] = time.time, positions: Positions | None = None,
+           max_age_s: float | None = None, say: Callable[[str], None] = print) -> IngestCounts:
+    """Read the files (to their end, or with `follow` until `stop` is set) into `sink`; `say` gets a line
+    for each file skipped. `paths` may be what `open_logs` opened, with the same `follow` and `max_age_s`."""
+    stop = stop or threading.Event()
+    tail = paths if isinstance(paths, LogTail) else open_logs(paths, follow=follow, max_age_s=max_age_s,
+                                                               wall_clock=wall_clock)
     mapper, counts = MtlMapper(internal_domains), IngestCounts()
     judged: set[TailedFile] = set()  # files whose first record showed they are message-tracking logs
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight

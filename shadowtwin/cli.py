@@ -24,7 +24,7 @@ from infra.kafka_tools import TOOLS
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
-from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest
+from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
 from producers.recorder import record
 from producers.recording import RecordingNameError, check_name, writable_file
 from producers.topic_reader import schema_of
@@ -176,6 +176,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     max_age_s = duration_option(args.max_age, "--max-age") if args.max_age else None
+    logs = open_logs(args.paths, follow=args.follow, max_age_s=max_age_s)  # a mistyped path before the broker
     state = writable_file(Path(args.state)) if args.state else DEFAULT_INGEST_STATE if args.follow else None
     try:
         positions = Positions(state) if state is not None else None
@@ -189,7 +190,7 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
                      settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
     probing = probe_cmd.beside(prober, sink.event, stop)
     try:
-        counts = ingest(args.paths, sink, follow=args.follow, stop=stop,
+        counts = ingest(logs, sink, follow=args.follow, stop=stop,
                         internal_domains=frozenset(args.internal_domain), positions=positions, max_age_s=max_age_s,
                         say=lambda line: print(line, file=sys.stderr, flush=True))
     finally:

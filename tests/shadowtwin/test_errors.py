@@ -274,6 +274,14 @@ def test_ingest_of_a_glob_that_matches_nothing(tmp_path):
     one_line_naming(shadowtwin("ingest", "exchange-mtl", pattern), pattern, "no file matches")
 
 
+def test_ingest_of_a_missing_file_names_it_before_it_asks_the_broker_for_its_topics(kafka_bootstrap, tmp_path):
+    """Before: with the topics not created yet, a mistyped path was answered 'shadowtwin.events: no such
+    topic', exit 1, and the path was named only once the topics were there."""
+    gone = tmp_path / "MSGTRK20261122-1.LOG"
+    result = shadowtwin("ingest", "exchange-mtl", gone, "--to", "nosuch.topic", "--bootstrap", kafka_bootstrap)
+    one_line_naming(result, f"shadowtwin ingest: {gone}: no such file")
+
+
 def test_ingest_of_a_folder_without_logs_names_the_folder_and_says_its_subfolders_are_not_read(tmp_path):
     """As `simulate --format exchange-mtl --out logs` writes them, a folder per server: `ingest exchange-mtl
     logs` used to say 'logs/MSGTRK*.log: no file matches this pattern', a pattern the person never typed."""
