@@ -119,7 +119,15 @@ class ModelConfig:
         return min(60_000, max(10_000, self.applied_ids_kept_ms or 0))
 
     def for_node(self, node: str) -> ShadowRedundancyParameters:
-        return self.nodes.get(node, self.defaults)
+        """The node's parameters; its name in any case, as Exchange reads server names (an override for
+        MBX01 is mbx01's, as message-tracking logs name it)."""
+        found = self.nodes.get(node)
+        if found is None and self.nodes:
+            folded = self.__dict__.get("_folded_nodes")
+            if folded is None:
+                folded = self.__dict__.setdefault("_folded_nodes", {n.casefold(): p for n, p in self.nodes.items()})
+            found = folded.get(node.casefold())
+        return self.defaults if found is None else found
 
     def timing(self, node: str) -> Timing:
         try:  # the model's hot path: one dictionary look-up when cached

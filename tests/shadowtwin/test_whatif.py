@@ -147,3 +147,21 @@ def test_out_writes_where_every_message_is_at_the_end_as_the_twins_state_topic_s
     assert records["server/mbx01"]["shadow_copies_by_holder"] == {"mbx02": 1}
     assert (records["message/mbx01/m0"]["status"], records["message/mbx01/m0"]["shadow"]["server"]) == \
         ("in_queue", "mbx02")
+
+
+def test_a_per_node_override_applies_to_the_server_named_in_another_case(tmp_path):
+    """Exchange reads server names in any case, and message-tracking logs give them in lower case: an override
+    for MBX01 and MBX02 used to change nothing for mbx01 and mbx02, silently."""
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    conf = tmp_path / "shadowtwin.toml"
+    conf.write_text('[shadow_redundancy]\nservers = ["MBX01", "MBX02"]\n'
+                    '[shadow_redundancy.nodes.MBX01]\nshadow_resubmit_time_span = "10:00:00"\n'
+                    '[shadow_redundancy.nodes.MBX02]\nshadow_resubmit_time_span = "10:00:00"\n')
+    result = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "--conf", conf, "whatif", recording, "--json"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    (summary,) = json.loads(result.stdout)["summaries"]
+    assert summary["promotions"] == 0, "the 5-hour outage is shorter than the 10 hours MBX02 waits"
+    baseline = json.loads(whatif(recording, "--json").stdout)["summaries"][0]
+    assert baseline["promotions"] == 1, "with the default 3 hours it promotes"
