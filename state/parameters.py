@@ -187,16 +187,18 @@ def table_keys() -> list[str]:
 
 
 def _check_servers(servers: tuple[str, ...], where: str) -> None:
-    """Refuse an empty server name, or one listed twice, naming the entry (either is a slip of the
-    pen: no server has it, or the list says less than it seems to)."""
+    """Refuse an empty server name, or one listed twice (in any case, as Exchange reads server names),
+    naming the entry (either is a slip of the pen: no server has it, or the list says less than it seems to)."""
     first: dict[str, int] = {}
     for i, name in enumerate(servers):
         if not name.strip():
             raise ConfigError(f"{where}: servers[{i}] = {name!r}: expected a server name")
-        if name in first:
-            raise ConfigError(f"{where}: servers[{i}] = {name!r}: listed twice (servers[{first[name]}] too);"
+        if name.casefold() in first:
+            before = first[name.casefold()]
+            spelled = f" = {servers[before]!r}" if servers[before] != name else ""
+            raise ConfigError(f"{where}: servers[{i}] = {name!r}: listed twice (servers[{before}]{spelled} too);"
                               f" expected each server once")
-        first[name] = i
+        first[name.casefold()] = i
 
 
 def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy",
@@ -217,7 +219,7 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
     known = set(known_servers) | set(twin.servers)
     nodes = {}
     for name, overrides in nodes_raw.items():
-        if name not in known:
+        if name.casefold() not in {server.casefold() for server in known}:
             raise ConfigError(f"{where}: nodes.{name}: no such server; known: {', '.join(sorted(known)) or 'none'}"
                               f" (declare it in [shadow_redundancy] servers)")
         if not isinstance(overrides, Mapping):

@@ -89,13 +89,21 @@ def test_a_per_node_override_must_name_a_known_or_declared_server():
         model_config_from({"nodes": {"hub09": {"mode": "EXCHANGE_2010"}}}, known_servers=["hub01"])
 
 
+def test_a_per_node_override_may_name_a_declared_server_in_another_case():
+    """As Exchange reads server names (and as the model applies the override): nodes.mbx01 was refused
+    with 'no such server; known: MBX01'."""
+    config = model_config_from({"servers": ["MBX01"], "nodes": {"mbx01": {"mode": "EXCHANGE_2010"}}})
+    assert config.for_node("MBX01").mode is NodeMode.EXCHANGE_2010
+
+
 @pytest.mark.parametrize("servers, refusal", [
     (["hub01", ""], "shadow_redundancy: servers[1] = '': expected a server name"),
     (["hub01", " "], "shadow_redundancy: servers[1] = ' ': expected a server name"),
     (["hub01", "hub02", "hub01"], "shadow_redundancy: servers[2] = 'hub01': listed twice (servers[0] too);"
                                   " expected each server once"),
     ("hub01,hub01", "servers[1] = 'hub01': listed twice"),  # as an environment variable gives them
-], ids=["empty", "blank", "twice", "twice-from-a-variable"])
+    (["HUB01", "hub01"], "servers[1] = 'hub01': listed twice (servers[0] = 'HUB01' too)"),  # one server to Exchange
+], ids=["empty", "blank", "twice", "twice-from-a-variable", "twice-in-another-case"])
 def test_declared_servers_are_named_once_each_and_not_empty(servers, refusal):
     """An empty name or a repeated one was taken as it stood."""
     with pytest.raises(ValueError) as refused:
