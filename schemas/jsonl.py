@@ -140,9 +140,12 @@ def values(lines: Iterable[str | bytes], source: str = "<input>") -> Iterator[tu
     """(line number, JSON value) of each line of JSON Lines text that is not blank, whatever the
     value stands for; JsonlError names a line that is not JSON (or was cut short) and how many
     values were read before it. Lines may be bytes (a file opened in binary), each decoded as
-    UTF-8 on its own, so that bytes that are not UTF-8 are named by their line."""
+    UTF-8 on its own, so that bytes that are not UTF-8 are named by their line. A UTF-8 byte-order mark
+    before the first line (what Windows editors write) is no part of it."""
     count = 0
     for number, line in enumerate(lines, start=1):
+        if number == 1:
+            line = line.removeprefix(b"\xef\xbb\xbf" if isinstance(line, bytes) else "\ufeff")
         if isinstance(line, bytes):
             try:
                 line = line.decode("utf-8")

@@ -165,3 +165,14 @@ def test_a_per_node_override_applies_to_the_server_named_in_another_case(tmp_pat
     assert summary["promotions"] == 0, "the 5-hour outage is shorter than the 10 hours MBX02 waits"
     baseline = json.loads(whatif(recording, "--json").stdout)["summaries"][0]
     assert baseline["promotions"] == 1, "with the default 3 hours it promotes"
+
+
+def test_a_jsonl_recording_saved_with_a_byte_order_mark_is_read_as_without(tmp_path):
+    """A recording edited in a Windows editor starts with a UTF-8 BOM: whatif used to refuse it,
+    'not JSON: Unexpected UTF-8 BOM (decode using utf-8-sig) (column 1)', exit 2."""
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "marked.jsonl"
+    outage_recording(plain)
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    read = whatif(marked, "--json")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout == whatif(plain, "--json").stdout
