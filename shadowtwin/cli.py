@@ -165,7 +165,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     speed = speed_option(args.speed)
     path = check_name(Path(args.file))
     if not path.is_file():
-        raise UsageError(f"{path}: no such file")
+        raise UsageError(f"{path}: {'Is a directory' if path.is_dir() else 'no such file'}")  # as whatif says
     stop = stop_on_signals()
     outcome = replay(settings.kafka, args.to or settings.topics.events, path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,

@@ -43,6 +43,12 @@ def test_replay_of_a_missing_file(tmp_path):
     one_line_naming(shadowtwin("replay", tmp_path / "gone.avro"), tmp_path / "gone.avro", "no such file")
 
 
+def test_replay_of_a_folder_named_as_a_recording_says_it_is_a_folder(tmp_path):
+    """It used to say 'no such file' of a folder that is there."""
+    (tmp_path / "day.avro").mkdir()
+    one_line_naming(shadowtwin("replay", tmp_path / "day.avro"), f"{tmp_path / 'day.avro'}: Is a directory")
+
+
 def test_replay_of_a_file_that_is_no_recording(tmp_path):
     (tmp_path / "notes.txt").write_text("hello\n")
     one_line_naming(shadowtwin("replay", tmp_path / "notes.txt"), "notes.txt", "a recording ends in")
