@@ -10,7 +10,8 @@ DeadLetter (the line's bytes, topic = the file path, partition -1, offset = the 
 the reason) and ingestion goes on; lines that are readable but make no event (an event-id
 the twin does not use, DEFER, a Safety Net RESUBMIT) are counted by reason and skipped.
 Event ids are `mtl-<sha256 of the line, 24 hex>-<n>`: ingesting the same lines again gives
-the same ids, whatever the file is called.
+the same ids, whatever the file is called. A dead letter keeps at most `ORIGINAL_KEPT` bytes of its
+line (a garbled line of megabytes, say), and its reason says how long the line was.
 
 With `positions` (`producers.ingest_positions`), a line whose records the broker acknowledged
 in an earlier run is read (the mapper learns from it) but not sent again, and the position of
@@ -41,6 +42,11 @@ from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
+
+
+# The most of a line a dead letter carries: a producer sends no record over 1,000,000 bytes (librdkafka's
+# message.max.bytes), and one refused would end the run at that line.
+ORIGINAL_KEPT = 512 * 1024
 
 
 class NotATrackingLog(ValueError):
@@ -183,8 +189,10 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
     if isinstance(result, Skip):
         counts.skipped[result.reason] += 1
     elif isinstance(result, Unmappable):
-        records = [DeadLetter(original=line.raw, topic=str(line.path), partition=-1, offset=line.number,
-                              reason=str(result), at_ms=int(wall_clock() * 1000))]
+        cut = f" (a line of {len(line.raw):,} bytes: its first {ORIGINAL_KEPT:,} are kept)" \
+            if len(line.raw) > ORIGINAL_KEPT else ""
+        records = [DeadLetter(original=line.raw[:ORIGINAL_KEPT], topic=str(line.path), partition=-1,
+                              offset=line.number, reason=str(result) + cut, at_ms=int(wall_clock() * 1000))]
     else:
         records = list(result)
     if again:

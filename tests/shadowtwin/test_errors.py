@@ -584,3 +584,27 @@ def test_lab_send_to_a_named_node_sends_to_that_node_only(tmp_path, capfd):
     assert cli.main(["lab", "--topology", str(topology), "send", "--count", "1", "--node", "ex02"]) == 1
     (line,) = capfd.readouterr().err.splitlines()
     assert line.startswith("1 of 1 messages were not sent: could not reach ex02 at") and "ex01" not in line, line
+
+
+def test_ingest_of_a_line_of_megabytes_sends_it_as_a_dead_letter_and_goes_on(kafka_bootstrap, topics, tmp_path):
+    """A garbled line of 3 MB became a dead letter the producer refused ('Unable to produce message: Broker:
+    Message size too large', exit 1): the run ended there, every line after it unread."""
+    from tests.producers.test_kafka_producers import dead_letters
+    from tests.producers.test_mtl import EX01, run
+
+    lines = EX01.read_bytes().split(b"\r\n")
+    huge = b"2026-11-22T02:00:00.150Z," + b"x" * (3 << 20)
+    log, without = tmp_path / "MSGTRK20261122-1.LOG", tmp_path / "without" / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(lines[:6] + [huge] + lines[6:]))
+    without.parent.mkdir()
+    without.write_bytes(EX01.read_bytes())
+    expected, counts = run([without])
+    conf = tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
+    result = shadowtwin("--conf", conf, "ingest", "exchange-mtl", log, "--bootstrap", kafka_bootstrap)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert published(kafka_bootstrap, topics.events) == len(expected.events) > 0, "no valid line lost"
+    letters = dead_letters(kafka_bootstrap, topics.dead_letters, counts.dead_letters + 1)
+    (cut,) = [d for d in letters if d.offset == 7]
+    assert cut.reason == f"2 fields where the header names 27 (a line of {len(huge):,} bytes: its first 524,288 are kept)"
+    assert cut.original == huge[:524_288]
