@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from confluent_kafka import KafkaException
+
 from producers.ingest_positions import Positions
 from producers.log_tail import Line, LogTail, TailedFile, head_lines
 from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
@@ -215,7 +217,8 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
 
 class KafkaSink:
     """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
-    `deliveries` counts the broker's acknowledgements of both. Safe to share with a thread that
+    `deliveries` counts the broker's acknowledgements of both, and a record the client refuses (an event
+    larger than it sends) as not acknowledged, with its reason. Safe to share with a thread that
     publishes beside the ingester (the SMTP probe of `ingest --follow --probe`)."""
 
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
@@ -232,7 +235,12 @@ class KafkaSink:
                 on_delivery(error, message)
 
         with self._lock:
-            produce(self.producer, topic, record, delivered)
+            try:
+                produce(self.producer, topic, record, delivered)
+            except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
+                self.deliveries.refuse(exc.args[0])
+                if on_delivery is not None:
+                    on_delivery(exc.args[0], None)
             self.deliveries.produced += 1
 
     def event(self, event: Event, on_delivery: Callable | None = None) -> None:

@@ -608,3 +608,27 @@ def test_ingest_of_a_line_of_megabytes_sends_it_as_a_dead_letter_and_goes_on(kaf
     (cut,) = [d for d in letters if d.offset == 7]
     assert cut.reason == f"2 fields where the header names 27 (a line of {len(huge):,} bytes: its first 524,288 are kept)"
     assert cut.original == huge[:524_288]
+
+
+def test_ingest_of_an_event_larger_than_the_producer_sends_counts_it_and_goes_on(kafka_bootstrap, topics, tmp_path):
+    """A delivery to 60,000 recipients makes an event of 1.4 MB, which the producer refuses: the run ended at
+    that line ('Unable to produce message: Broker: Message size too large', exit 1), every line after it unread
+    and nothing said of how much was not sent."""
+    from tests.producers.test_mtl import EX01, run
+
+    lines = EX01.read_bytes().split(b"\r\n")
+    many = ";".join(f"user{i:05d}@contoso.com" for i in range(60_000)).encode()
+    lines[5] = lines[5].replace(b"ann@contoso.com;bob@contoso.com", many).replace(b",48211,2,", b",48211,60000,")
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(lines))
+    expected, counts = run([log])
+    conf = tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
+    result = shadowtwin("--conf", conf, "ingest", "exchange-mtl", log, "--bootstrap", kafka_bootstrap)
+    assert result.returncode == 1, result.stderr[-2000:]
+    records = len(expected.events) + counts.dead_letters
+    assert result.stderr.splitlines() == [f"1 of {records} records were not acknowledged by Kafka at {kafka_bootstrap}"
+                                          " (Unable to produce message: Broker: Message size too large)"]
+    assert f"{len(expected.events)} events" in result.stdout, "the counts are said"
+    assert published(kafka_bootstrap, topics.events) == len(expected.events) - 1, "every other event sent"
+    assert published(kafka_bootstrap, topics.dead_letters) == counts.dead_letters
