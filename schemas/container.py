@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
 
 import fastavro
+from fastavro.read import SchemaResolutionError
 from fastavro.schema import SchemaParseException
 
 from schemas import binary, catalogue
@@ -357,6 +358,9 @@ class _Header:
             found = [self._from_datum(fastavro.schemaless_reader(
                 stream, self.writer, self.reader, return_record_name=True, return_record_name_override=True))
                 for _ in range(count)]
+        except SchemaResolutionError as exc:  # not damage: the file's own schema is not one of ours
+            raise ContainerError(self.source, start, f"written with a schema of {self.name} records that ours cannot"
+                                                     f" read ({exc})") from None
         except Exception as exc:  # noqa: BLE001 - fastavro raises anything from EOFError to UnicodeDecodeError
             raise ContainerError(self.source, start, f"damaged: the block of {count} records does not decode"
                                                      f" ({exc!r})") from None

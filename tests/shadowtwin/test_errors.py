@@ -153,6 +153,20 @@ def test_whatif_of_a_file_that_is_not_avro(tmp_path):
     one_line_naming(shadowtwin("whatif", fake), fake, "not an Avro container file")
 
 
+def test_whatif_of_an_avro_of_event_records_of_another_schema_says_so_not_that_it_is_damaged(tmp_path):
+    """An Avro file of another program's Event records was called 'damaged: the block of 1 records does not
+    decode (SchemaResolutionError(...))', as if its bytes were broken."""
+    import fastavro
+
+    other = tmp_path / "other.avro"
+    with open(other, "wb") as out:
+        fastavro.writer(out, fastavro.parse_schema({"type": "record", "name": "acme.Event",
+                                                    "fields": [{"name": "x", "type": "int"}]}), [{"x": 1}])
+    line = one_line_naming(shadowtwin("whatif", other), f"{other}: written with a schema of Event records that ours"
+                           " cannot read (No default value for field event_id")
+    assert "damaged" not in line
+
+
 def test_whatif_of_a_truncated_avro_summarises_what_was_read_and_names_the_cut(tmp_path):
     from producers.synthetic import Workload, generate
 
