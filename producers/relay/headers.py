@@ -20,6 +20,10 @@ import datetime
 import email.parser
 import email.utils
 
+# The nodes' own lines (the relay header, Received, Message-ID) make a message larger than its sender sent
+# it: the room a peer (for a shadow copy) and the sink leave above the nodes' MaxMessageSize for them.
+HEADER_ROOM = 64 * 1024
+
 
 def address_literal(address: str) -> str:
     """An IP address as SMTP writes it (RFC 5321 4.1.3): [192.0.2.1], [IPv6:2001:db8::1]."""

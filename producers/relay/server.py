@@ -1,7 +1,9 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
 - EHLO advertises SIZE with the Receive connector's MaxMessageSize (RFC 1870; aiosmtpd answers a
-  larger SIZE= at MAIL, or more data, with 552), PIPELINING (RFC 2920; aiosmtpd answers a batch of
+  larger SIZE= at MAIL, or more data, with 552; a shadow copy, which carries the primary's own lines,
+  may be `HEADER_ROOM` larger, as Exchange measures an internal hop by the size the message had when
+  it entered the organisation), PIPELINING (RFC 2920; aiosmtpd answers a batch of
   commands in order, and Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
@@ -39,7 +41,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
 
 from producers.relay import protocol
-from producers.relay.headers import hop_count
+from producers.relay.headers import HEADER_ROOM, hop_count
 from producers.relay.tls import certified_name
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
@@ -118,6 +120,17 @@ class RelaySMTP(SMTP):
         self._peers = peers
         self._peer_tls_context = self.tls_context
         self._sender_tls_context = sender_tls_context or self.tls_context
+
+    @property
+    def data_size_limit(self) -> int:
+        """aiosmtpd's limit for SIZE= at MAIL and for the data: MaxMessageSize, with room for the primary's
+        own lines in a shadow copy (after XSHADOW, until its DATA)."""
+        shadow = getattr(self.session, "shadow_request", None) is not None
+        return self._max_message_size + (HEADER_ROOM if shadow else 0)
+
+    @data_size_limit.setter
+    def data_size_limit(self, value: int) -> None:
+        self._max_message_size = value
 
     def data_received(self, data: bytes) -> None:
         """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after

@@ -20,10 +20,9 @@ from pathlib import Path
 
 from aiosmtpd.controller import Controller
 
+from producers.relay.headers import HEADER_ROOM
+
 log = logging.getLogger("shadowtwin.relay.sink")
-# The nodes add lines of their own (RELAY_HEADER, Received) to what they take: the sink takes what they
-# take (their MaxMessageSize), with room for those.
-HEADER_ROOM = 64 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS deliveries (

@@ -322,3 +322,32 @@ def test_a_message_with_more_received_lines_than_max_hop_count_is_refused_as_a_l
         isinstance(e, ev.MovedToSafetyNet) for e in records))
     assert {e.message.message_id for e in events if isinstance(e, ev.MessageReceived)} == {"<far@x>"}
     assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True]
+
+
+def test_a_message_of_the_largest_size_a_node_takes_still_gets_its_shadow_copy(make_lab, kafka_bootstrap, topics):
+    """A node took a message of exactly its MaxMessageSize, then its peer refused the shadow copy (the
+    node's Received line and Message-ID on top made it larger than that limit: `552` to SIZE= at MAIL),
+    so the message was acknowledged not redundant (or refused 451 with RejectMessageOnShadowFailure).
+    As Exchange checks an internal hop against the size the message had when the organisation received
+    it, a peer now takes a shadow copy with the room the nodes' own lines need; a client still may not
+    send a byte more than MaxMessageSize."""
+    limit = 65536
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_message_size": limit})
+    lab.up()
+    head = b"From: a@fabrikam.example\r\nTo: b@contoso.com\r\nSubject: as large as allowed\r\n\r\n"
+    body = b"y" * 98 + b"\r\n"
+    largest = head + body * ((limit - len(head)) // len(body))
+    largest += b"z" * (limit - len(largest) - 2) + b"\r\n"
+    assert len(largest) == limit
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        with pytest.raises(smtplib.SMTPSenderRefused) as refused:
+            smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], largest + b"x")
+        assert refused.value.smtp_code == 552
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], largest) == {}  # with SIZE=65536
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert [e.size_bytes for e in events if isinstance(e, ev.MessageReceived)] == [limit]
+    assert [e.reason for e in events if isinstance(e, ev.ShadowCopyFailed)] == []
+    assert [(e.node, e.primary_server) for e in events if isinstance(e, ev.ShadowCopyStored)] == [("ex02", "ex01")]
+    assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True]
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 1, 20)
