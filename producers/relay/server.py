@@ -18,7 +18,7 @@
   address and the verb, never a credential; a peer may only shadow as itself (PRIMARY=) and
   ask for its own discards (SHADOW=);
 - a message (not a shadow copy) that already has more Received lines than the Receive connector's
-  MaxHopCount is refused at the end of DATA with `554 5.4.6 Hop count exceeded - possible mail loop`,
+  MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
 - the work itself (accepting a message, storing a shadow copy, answering a discard query) is
   the node's (`RelayBackend`), run in worker threads so the event loop never blocks.
@@ -45,7 +45,7 @@ from producers.relay.headers import HEADER_ROOM, hop_count
 from producers.relay.tls import certified_name
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
-LOOP_REPLY = "554 5.4.6 Hop count exceeded - possible mail loop"
+LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LF = re.compile(rb"(?<!\r)\n")
 
