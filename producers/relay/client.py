@@ -9,7 +9,8 @@
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
   a message larger than the SIZE the next hop declares fails for good without MAIL (RFC 1870);
-  the next hop's answer to the end of the data is awaited as long as RFC 5321 has it (10 minutes);
+  the next hop's greeting and answers are awaited as long as RFC 5321 has it (5 minutes, 10 for the end of
+  the data; connecting takes the node's SMTP timeout);
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
   primary's queue-db id and the discard notifications for the asking shadow.
 
@@ -36,6 +37,10 @@ from schemas.events import QueryFailureReason, ShadowFailureReason
 # How long the next hop may take to answer the end of DATA (RFC 5321 4.5.3.2.6: 10 minutes). Given up
 # sooner, a message the next hop then accepts is sent again at the retry: a duplicate per attempt.
 DATA_ANSWER_TIMEOUT_S = 600.0
+# How long the next hop may take to greet and to answer a command (RFC 5321 4.5.3.2.1-3: 5 minutes for the
+# greeting, MAIL and RCPT): postfix verifying a recipient (reject_unverified_recipient) or exim calling out
+# takes seconds to answer RCPT, which a short wait turned into a failed session at every attempt.
+ANSWER_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -71,9 +76,26 @@ def _failure(exc: BaseException) -> SessionFailed:
     return SessionFailed(ShadowFailureReason.UNKNOWN, QueryFailureReason.UNKNOWN, f"{type(exc).__name__}: {exc}")
 
 
-def _open(host: str, port: int, me: str | None, timeout: float) -> smtplib.SMTP:
+class _Session(smtplib.SMTP):
+    """smtplib's session, connected within its `timeout`, then waiting `answer_timeout` for each answer."""
+
+    answer_timeout: float | None = None
+
+    def _get_socket(self, host, port, timeout):
+        sock = super()._get_socket(host, port, timeout)
+        sock.settimeout(max(timeout, self.answer_timeout or 0))
+        return sock
+
+
+def _open(host: str, port: int, me: str | None, timeout: float, answer_timeout: float | None = None) -> smtplib.SMTP:
     """A session after EHLO `me`; None: the address this end of the connection has, as an address literal."""
-    session = smtplib.SMTP(host, port, local_hostname=me or "localhost", timeout=timeout)
+    session = _Session(local_hostname=me or "localhost", timeout=timeout)
+    session.answer_timeout = answer_timeout
+    session._host = host  # what smtplib's constructor would note for STARTTLS (the TLS server name)
+    code, text = session.connect(host, port)
+    if code != 220:
+        session.close()
+        raise smtplib.SMTPConnectError(code, text)
     session.local_hostname = me or address_literal(session.sock.getsockname()[0])
     code, _ = session.ehlo()
     if code != 250:
@@ -242,7 +264,7 @@ def relay(host: str, port: int, me: str, mail_from: str, rcpts: tuple[str, ...],
     try:
         # RFC 5321 4.1.1.1: EHLO names the client's fully-qualified domain name, else its address as
         # a literal (a next hop such as postfix with reject_non_fqdn_helo_hostname refuses "ex01").
-        session = _open(host, port, me if "." in me else None, timeout)
+        session = _open(host, port, me if "." in me else None, timeout, ANSWER_TIMEOUT_S)
         try:
             _opportunistic_tls(session)
             outcome = _relay_transaction(session, mail_from, rcpts, content)

@@ -3,6 +3,7 @@ what real ones do, and not what smtplib hopes."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -169,3 +170,31 @@ def test_a_node_without_a_domain_name_says_ehlo_with_its_address_to_the_next_hop
         next_hop.stop()
     assert [o.accepted for o in outcomes] == [("b@fabrikam.com",)] * 2, outcomes
     assert next_hop.handler.hello == ["[127.0.0.1]", "ex01.contoso.com"]
+
+
+class _VerifiesRecipients(SMTP):
+    """Greets and answers RCPT after 4 s each, as postfix does with postscreen's greet wait or with
+    reject_unverified_recipient (address_verify_poll_count x address_verify_poll_delay: up to 6 s), or exim
+    with a recipient callout."""
+
+    async def _handle_client(self) -> None:
+        await asyncio.sleep(4)
+        await super()._handle_client()
+
+    async def smtp_RCPT(self, arg: str) -> None:
+        await asyncio.sleep(4)
+        await super().smtp_RCPT(arg)
+
+
+def test_a_next_hop_slow_to_greet_and_to_answer_rcpt_gets_the_message(request):
+    """The node waited for every answer as long as it takes to connect (the lab's 3 s), where RFC 5321
+    4.5.3.2 has a client wait 5 minutes for the greeting, MAIL and RCPT: a next hop verifying its
+    recipients was given up at every attempt (deferred, tried again, the same) until the message expired."""
+    verifies_recipients = serving(_VerifiesRecipients)
+    request.addfinalizer(verifies_recipients.stop)
+    outcome = client.relay("127.0.0.1", verifies_recipients.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
+                           b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    assert outcome.accepted == ("b@fabrikam.com",) and len(verifies_recipients.handler.messages) == 1
+    with pytest.raises(client.SessionFailed, match="connection failed"):  # connecting still takes `timeout`
+        client.relay("127.0.0.1", free_port(), "ex01", "a@contoso.com", ("b@fabrikam.com",), b"\r\nhi\r\n",
+                     timeout=3)
