@@ -139,11 +139,26 @@ class RelaySMTP(SMTP):
             self._reset_timeout()
         super().data_received(data)
 
+    @syntax("STARTTLS", when="tls_context")
     async def smtp_STARTTLS(self, arg: str) -> None:
         """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check)."""
         named = self.session.host_name if self.session is not None else None
         self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context
         await super().smtp_STARTTLS(arg)
+
+    @syntax("HELP [command]")
+    async def smtp_HELP(self, arg: str) -> None:
+        """aiosmtpd's HELP, answered 214 as RFC 5321 4.3.2 has it (aiosmtpd says 250; an unknown verb stays 501)."""
+        push = self.push
+
+        async def as_help(status: str) -> None:
+            await push("214" + status[3:] if status.startswith("250") else status)
+
+        self.push = as_help
+        try:
+            await super().smtp_HELP(arg)
+        finally:
+            del self.push
 
     def _authenticated_as(self) -> str | None:
         return self.session.auth_data if self.session.authenticated and self._tls_protocol else None

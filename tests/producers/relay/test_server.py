@@ -63,3 +63,20 @@ def test_a_message_still_arriving_is_not_cut_off_by_the_inactivity_timeout(serve
             time.sleep(TIMEOUT_S / 10)
         assert say(b".\r\n").startswith("250 2.0.0")
     assert len(backend.contents) == 1
+
+
+def test_help_is_answered_214_as_rfc_5321_has_it(server):
+    """RFC 5321 4.3.2: HELP is answered 211 or 214 (502, 504 on error); aiosmtpd answered
+    `250 Supported commands: ...`, a reply no client expects to HELP (Exchange answers 214)."""
+    controller, _ = server
+    with socket.create_connection(("127.0.0.1", controller.port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        replies.readline()
+        sock.sendall(b"EHLO client.example\r\nHELP\r\nHELP MAIL\r\nHELP BOGUS\r\nNOOP\r\nQUIT\r\n")
+        while replies.readline()[3:4] == b"-":
+            pass
+        answers = [replies.readline().decode().strip() for _ in range(5)]
+    assert answers[0].startswith("214 ") and {"HELP", "MAIL", "STARTTLS"} <= set(answers[0].split()), answers
+    assert answers[1].startswith("214 ") and "MAIL FROM" in answers[1], answers
+    assert answers[2][:3] in ("501", "504"), answers
+    assert answers[3:] == ["250 OK", "221 Bye"]
