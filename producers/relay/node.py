@@ -15,6 +15,10 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred) and are
   tried again as Exchange retries (`topology.TransportService`), those it refuses for good (5xx) fail
   as a fork of their own (DeliveryDeferred, MessageExpired);
+- reporting: recipients refused for good, or a message that expires, get the sender a non-delivery
+  report (`ndr`; none to the null reverse-path), a message of this node's (SideEffectGenerated, NDR)
+  with no copy of its own: the message it is about is released to its shadow (DiscardStatusSet,
+  MovedToSafetyNet) only once the report is processed too, as Exchange holds the copy for every side effect;
 - expiring: a message still queued MessageExpirationTimeout after it was received expires
   (MessageExpired, then DiscardStatusSet for its shadow): the sender is told that it failed; a
   promoted copy counts from when its primary received it (the primary's Received line);
@@ -39,9 +43,9 @@ import threading
 import time
 from pathlib import Path
 
-from producers.relay import client, headers, protocol, tls
+from producers.relay import client, headers, ndr, protocol, tls
 from producers.relay.events import NodeEvents
-from producers.relay.queue_db import QueueDB, StoredMessage
+from producers.relay.queue_db import Parent, QueueDB, StoredMessage
 from producers.relay.server import RelayController, quiet_library_logs
 from producers.relay.topology import LabTopology, NodeSpec
 from schemas import events as ev
@@ -50,6 +54,7 @@ from state.parameters import ShadowMessagePreference, ms
 
 log = logging.getLogger("shadowtwin.relay.node")
 REJECT_REPLY = "451 4.4.0 Message failed to be made redundant"
+EXPIRED_REPLY = "550 4.4.7 QUEUE.Expired; message expired"  # as Exchange's report names an expired message
 RELAY_HEADER = "X-Shadowtwin-Relay"
 
 
@@ -98,6 +103,7 @@ class RelayNode:
         self._promote_lock = threading.Lock()
         self._in_flight: set[str] = set()  # internal ids of the messages being delivered
         self._in_flight_lock = threading.Lock()
+        self._reports_lock = threading.Lock()  # a message and the reports about it are released once
         self.heartbeat_s = ms(self.params.shadow_heartbeat_frequency) / 1000
         self.resubmit_ms = ms(self.params.shadow_resubmit_time_span)
 
@@ -313,6 +319,7 @@ class RelayNode:
             self.events.emit(ev.DeliveryDeferred, self.name, fork, next_hop=sink.name, smtp_response=why,
                              recipients=tuple(outcome.failed))
             self.events.emit(ev.MessageExpired, self.name, fork, reason=f"the next hop refused for good: {why}")
+            self._report(m, ref, outcome.failed)
         if outcome.deferred:
             why = _answers(outcome.deferred)
             log.warning("relay of %s to %s deferred: %s", m.internal_id, sink.name, why)
@@ -323,11 +330,7 @@ class RelayNode:
             self.events.flush()
             log.info("%s: next attempt in %.0f s", m.internal_id, delay_ms / 1000)
             return
-        self.db.delivered(m, self.events.now_ms())
-        if m.shadow_server and not m.resubmitted:
-            self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)
-        self.events.emit(ev.MovedToSafetyNet, self.name, ref)
-        self.events.flush()
+        self._processed(m, delivered=True)
         log.info("processed %s at %s%s: %d recipient(s) delivered, %d refused for good", m.internal_id, sink.name,
                  " (resubmitted)" if m.resubmitted else "", len(outcome.accepted), len(outcome.failed))
 
@@ -338,11 +341,48 @@ class RelayNode:
         why = (f"queued past MessageExpirationTimeout ({self.params.message_expiration_timeout}) after"
                f" {m.attempts} failed attempt(s); not delivered to {', '.join(m.rcpts)}")
         self.events.emit(ev.MessageExpired, self.name, ref, reason=why)
-        self.db.expired(m, self.events.now_ms())
-        if m.shadow_server and not m.resubmitted:
-            self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=m.shadow_server)
-        self.events.flush()
+        self._report(m, ref, {r: EXPIRED_REPLY for r in m.rcpts})
+        self._processed(m, delivered=False)
         log.warning("%s (%s) expired, sender %s: %s", m.internal_id, m.message_id, m.mail_from or "<>", why)
+
+    def _report(self, m: StoredMessage, ref: MessageRef, failed: dict[str, str]) -> None:
+        """A non-delivery report to the sender (`ndr`), queued as a message of this node's, with no shadow
+        copy of its own: the message it is about keeps its copy until the report is processed too."""
+        if m.mail_from in ("", "<>") or m.parent is not None:
+            return  # no report to the null reverse-path (a report itself)
+        internal_id = self.db.new_internal_id()
+        report_ref = MessageRef(f"<{internal_id}@{self.name}>", internal_id)
+        now = self.events.now_ms()
+        content = ndr.report(self.name, report_ref.message_id, m.mail_from, m.content, failed, now)
+        parent = Parent(m.internal_id, m.message_id, None if m.resubmitted else m.shadow_server)
+        self.db.enqueue(StoredMessage(internal_id, report_ref.message_id, "<>", (m.mail_from,), content, None,
+                                      self.name, parent=parent), now, now)
+        self.events.emit(ev.SideEffectGenerated, self.name, report_ref, side_effect=ev.SideEffectKind.NDR, parent=ref)
+        log.info("%s: non-delivery report %s to %s", m.internal_id, internal_id, m.mail_from)
+
+    def _processed(self, m: StoredMessage, delivered: bool) -> None:
+        """Out of the queue (into Safety Net when `delivered`). A message is released to its shadow
+        (DiscardStatusSet) and reported in Safety Net once no report about it is still queued; a report
+        processed releases the message it was about, if that waited for it."""
+        with self._reports_lock:
+            now = self.events.now_ms()
+            (self.db.delivered if delivered else self.db.expired)(m, now, release=False)
+            done = [(m, delivered)]
+            if m.parent is not None and not self.db.waits_for_reports(m.parent.internal_id):
+                about = StoredMessage(m.parent.internal_id, m.parent.message_id, "", (), b"", None, self.name,
+                                      shadow_server=m.parent.shadow_server)
+                done.append((about, self.db.in_safety_net(about.internal_id)))
+            for message, in_safety_net in done:
+                if self.db.waits_for_reports(message.internal_id):
+                    continue
+                ref = MessageRef(message.message_id, message.internal_id)
+                shadow = None if message.resubmitted else message.shadow_server
+                self.db.release(Parent(message.internal_id, message.message_id, shadow), now)
+                if shadow:
+                    self.events.emit(ev.DiscardStatusSet, self.name, ref, shadow_server=shadow)
+                if in_safety_net:
+                    self.events.emit(ev.MovedToSafetyNet, self.name, ref)
+            self.events.flush()
 
     # ---- heartbeat ----------------------------------------------------------------------
 

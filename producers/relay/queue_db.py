@@ -14,6 +14,7 @@ journaling keeps every committed change through a kill -9.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
@@ -28,7 +29,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS primary_queue (
     internal_id TEXT PRIMARY KEY, message_id TEXT NOT NULL, mail_from TEXT NOT NULL, rcpts TEXT NOT NULL,
     content BLOB NOT NULL, received_ms INTEGER NOT NULL, submitted_at_ms INTEGER, shadow_server TEXT,
-    origin_primary TEXT, due_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0);
+    origin_primary TEXT, due_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, parent TEXT);
 CREATE TABLE IF NOT EXISTS discard_status (
     shadow_server TEXT NOT NULL, internal_id TEXT NOT NULL, set_ms INTEGER NOT NULL,
     PRIMARY KEY (shadow_server, internal_id));
@@ -58,6 +59,16 @@ class StoredMessage:
     primary_qdb: str | None = None  # shadow queue: the primary's queue-db id when the copy was made
     resubmitted: bool = False
     attempts: int = 0  # primary queue: the attempts that failed for now so far
+    parent: Parent | None = None  # primary queue: the message a non-delivery report is about
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The message a report is about, as its shadow is told it was processed once its reports are too."""
+
+    internal_id: str
+    message_id: str
+    shadow_server: str | None  # None: no copy to release (none made, or a resubmitted copy)
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,8 @@ class QueueDB:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)
+            if "parent" not in {r[1] for r in self._db.execute("PRAGMA table_info(primary_queue)")}:
+                self._db.execute("ALTER TABLE primary_queue ADD COLUMN parent TEXT")  # a database from before reports
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('queue_db_id', ?)", (uuid.uuid4().hex[:12],))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('sequence', '0')")
@@ -126,17 +139,31 @@ class QueueDB:
         with self._tx() as db:
             db.execute(
                 "INSERT INTO primary_queue (internal_id, message_id, mail_from, rcpts, content, received_ms,"
-                " submitted_at_ms, shadow_server, origin_primary, due_ms) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                " submitted_at_ms, shadow_server, origin_primary, due_ms, parent) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, received_ms,
-                 m.submitted_at_ms, m.shadow_server, m.primary if m.resubmitted else None, due_ms))
+                 m.submitted_at_ms, m.shadow_server, m.primary if m.resubmitted else None, due_ms,
+                 json.dumps(dataclasses.astuple(m.parent)) if m.parent else None))
 
     def _queued(self, where: str, args: tuple) -> list[StoredMessage]:
         with self._tx() as db:
             rows = db.execute(
                 "SELECT internal_id, message_id, mail_from, rcpts, content, submitted_at_ms, shadow_server,"
-                f" origin_primary, attempts FROM primary_queue WHERE {where}", args).fetchall()
+                f" origin_primary, attempts, parent FROM primary_queue WHERE {where}", args).fetchall()
         return [StoredMessage(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[7] or self.node,
-                              shadow_server=r[6], resubmitted=r[7] is not None, attempts=r[8]) for r in rows]
+                              shadow_server=r[6], resubmitted=r[7] is not None, attempts=r[8],
+                              parent=Parent(*json.loads(r[9])) if r[9] else None) for r in rows]
+
+    def waits_for_reports(self, internal_id: str) -> bool:
+        """Whether the message is still queued, or a report about it is."""
+        with self._tx() as db:
+            return db.execute("SELECT 1 FROM primary_queue WHERE internal_id=? OR json_extract(parent, '$[0]')=?"
+                              " LIMIT 1", (internal_id, internal_id)).fetchone() is not None
+
+    def in_safety_net(self, internal_id: str) -> bool:
+        """Whether this node delivered the message (Safety Net holds it as a primary message)."""
+        with self._tx() as db:
+            return db.execute("SELECT 1 FROM safety_net WHERE internal_id=? AND role='primary' LIMIT 1",
+                              (internal_id,)).fetchone() is not None
 
     def due(self, now_ms: int, limit: int = 50) -> list[StoredMessage]:
         return self._queued("due_ms <= ? ORDER BY due_ms LIMIT ?", (now_ms, limit))
@@ -155,19 +182,27 @@ class QueueDB:
             db.execute("UPDATE primary_queue SET rcpts=?, due_ms=?, attempts=attempts+1 WHERE internal_id=?",
                        (json.dumps(list(rcpts)), due_ms, internal_id))
 
-    def delivered(self, m: StoredMessage, now_ms: int) -> None:
-        """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow."""
-        self._processed(m, now_ms, into_safety_net=True)
+    def delivered(self, m: StoredMessage, now_ms: int, release: bool = True) -> None:
+        """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow
+        (unless `release` is False: a report about it is still to go)."""
+        self._processed(m, now_ms, into_safety_net=True, release=release)
 
-    def expired(self, m: StoredMessage, now_ms: int) -> None:
+    def expired(self, m: StoredMessage, now_ms: int, release: bool = True) -> None:
         """Expired (MessageExpirationTimeout): out of the queue, not into Safety Net (nothing was
         delivered); its shadow is told to discard its copy, as the message is processed."""
-        self._processed(m, now_ms, into_safety_net=False)
+        self._processed(m, now_ms, into_safety_net=False, release=release)
 
-    def _processed(self, m: StoredMessage, now_ms: int, into_safety_net: bool) -> None:
+    def release(self, parent: Parent, now_ms: int) -> None:
+        """The message a report was about is processed, its reports too: discard status for its shadow."""
+        if parent.shadow_server:
+            with self._tx() as db:
+                db.execute("INSERT OR IGNORE INTO discard_status VALUES (?,?,?)",
+                           (parent.shadow_server, parent.internal_id, now_ms))
+
+    def _processed(self, m: StoredMessage, now_ms: int, into_safety_net: bool, release: bool) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM primary_queue WHERE internal_id=?", (m.internal_id,))
-            if m.shadow_server and not m.resubmitted:
+            if m.shadow_server and not m.resubmitted and release:
                 db.execute("INSERT OR IGNORE INTO discard_status VALUES (?,?,?)", (m.shadow_server, m.internal_id, now_ms))
             if into_safety_net:
                 db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "primary", m.primary, now_ms))

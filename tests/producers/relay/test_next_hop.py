@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email
 import email.utils
 import re
 import smtplib
@@ -32,11 +33,13 @@ _NODE_LINES = re.compile(rb"X-Shadowtwin-Relay: [^\r]*\r\nReceived: [^\r]*\r\n(?
 
 class _Mailboxes:
     """A next hop that knows no `gone@`, and is busy for `busy@` at the first two attempts (postfix
-    answers so with check_recipient_access: `550 5.1.1 ...`, `450 4.2.1 ...`)."""
+    answers so with check_recipient_access: `550 5.1.1 ...`, `450 4.2.1 ...`); the node's non-delivery
+    reports are noted apart."""
 
     def __init__(self):
         self.busy_left = 2
         self.received: list[tuple[tuple[str, ...], bytes]] = []
+        self.reports: list[tuple[tuple[str, ...], bytes]] = []
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if address.startswith("gone@"):
@@ -48,7 +51,8 @@ class _Mailboxes:
         return "250 2.1.5 Ok"
 
     async def handle_DATA(self, server, session, envelope):
-        self.received.append((tuple(envelope.rcpt_tos), envelope.original_content))
+        to = self.reports if envelope.mail_from == "<>" else self.received
+        to.append((tuple(envelope.rcpt_tos), envelope.original_content))
         return "250 2.0.0 Ok: queued"
 
 
@@ -117,6 +121,48 @@ def test_recipients_the_next_hop_refuses_do_not_hold_back_the_others(make_lab, k
     early = replay([e for e in events if e.event_time_ms <= first_deferral], lab.topology.shadow_redundancy)
     [held] = [m for m in early.states["ex01"].messages.values() if m.ref.message_id == "<mixed@x>"]
     assert held.primary_done_ms is None, "busy@ still to deliver"
+
+
+def test_recipients_refused_for_good_are_reported_to_the_sender_and_the_shadow_waits_for_the_report(
+        make_lab, kafka_bootstrap, topics):
+    """RFC 5321 6.1: a server that accepted a message and cannot deliver it MUST send the reverse-path a
+    notification (unless it is null). A node told nobody: a recipient its next hop refused for good was a
+    failed fork in its events and nothing more. It now sends the sender an RFC 3464 report from <> (with
+    the next hop's answer), as Exchange sends an NDR, and its events say so (SideEffectGenerated, NDR); the
+    message's shadow copy is released only once the report is processed too, as Exchange holds it for
+    every fork and side effect; a message from the null reverse-path gets no report."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    mailboxes = _Mailboxes()
+    with _next_hop(lab, mailboxes):
+        _send(lab, _message("<partly@x>", ["ok@contoso.com", "gone@contoso.com"]))
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            smtp.sendmail("<>", ["gone@contoso.com"], b"Message-ID: <bounce@x>\r\nSubject: a report\r\n\r\nhi\r\n")
+        idle = lambda: all(lab.node_status(n).queued == lab.node_status(n).shadows == 0  # noqa: E731
+                           for n in ("ex01", "ex02"))
+        assert wait_until(lambda: mailboxes.received and mailboxes.reports and idle(), 30), mailboxes.reports
+    assert [rcpts for rcpts, _ in mailboxes.received] == [("ok@contoso.com",)]
+    [(to, report)] = mailboxes.reports
+    assert to == ("a@fabrikam.example",)
+    parsed = email.message_from_bytes(report)
+    assert parsed.get_content_type() == "multipart/report" and parsed["Subject"] == "Undeliverable: next hop test"
+    status = re.sub(rb"\r\n[ \t]+", b" ", report[report.index(b"Final-Recipient"):])  # unfolded
+    assert b"Final-Recipient: rfc822;gone@contoso.com" in status and b"Status: 5.1.1" in status
+    assert b"Diagnostic-Code: smtp;550 5.1.1 <gone@contoso.com>: Recipient address rejected" in status
+    assert b"Message-ID: <partly@x>" in report, "the original's header section"
+
+    events = read_topic(kafka_bootstrap, topics.events)
+    [generated] = [e for e in events if isinstance(e, ev.SideEffectGenerated)]
+    assert (generated.node, generated.side_effect, generated.parent.message_id) == (
+        "ex01", ev.SideEffectKind.NDR, "<partly@x>")
+    assert parsed["Message-ID"] == generated.message.message_id
+    mine = [e for e in events if e.message is not None and e.message.internal_id in (
+        generated.parent.internal_id, generated.message.internal_id) and e.node == "ex01"]
+    kinds = [(type(e).__name__, e.message.message_id == "<partly@x>") for e in mine]
+    assert kinds.index(("DiscardStatusSet", True)) > kinds.index(("DeliveredToMailbox", False)), \
+        "the copy is released once the report is delivered"
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.alerts == [] and result.commands == []
+    assert all(state.holds_nothing() for state in result.states.values())
 
 
 class _Capture:
@@ -256,12 +302,16 @@ def test_a_message_of_the_size_a_node_takes_is_taken_by_the_sink_with_the_node_s
 
 
 class _OutOfStorage:
-    """Answers every RCPT `452 4.3.1` (postfix with a full queue disk), noting when it was asked."""
+    """Answers every RCPT for contoso.com `452 4.3.1` (postfix with a full queue disk), noting when it was
+    asked; it takes the report to the sender at fabrikam.example (another next hop in an organisation)."""
 
     def __init__(self):
         self.asked_at: list[float] = []
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if not address.endswith("@contoso.com"):
+            envelope.rcpt_tos.append(address)
+            return "250 2.1.5 Ok"
         self.asked_at.append(time.monotonic())
         return "452 4.3.1 Insufficient system storage"
 
@@ -398,8 +448,9 @@ def test_a_node_declares_size_and_fails_for_good_what_exceeds_the_next_hop_s_lim
         assert wait_until(lambda: lab.node_status("ex01").queued == 0, 30)
     finally:
         next_hop.stop()
-    assert len(limited.contents) == 1 and b"<small@x>" in limited.contents[0]
-    assert limited.mail_options == [[f"SIZE={len(limited.contents[0])}"]], "one MAIL, for the small message only"
+    small, report = limited.contents  # the sender is told of the big one
+    assert b"<small@x>" in small and b"multipart/report" in report and b"<big@x>" in report
+    assert limited.mail_options[0] == [f"SIZE={len(small)}"], "one MAIL for the small message, none for the big"
 
     events = read_topic(kafka_bootstrap, topics.events)
     ours = [e for e in events if e.message is not None and e.message.message_id == "<big@x>" and e.node == "ex01"]

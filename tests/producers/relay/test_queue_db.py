@@ -60,3 +60,29 @@ def test_shadow_copies_are_discarded_or_promoted_never_both(tmp_path):
     qdb, counts = read_counts(tmp_path / "s.sqlite")
     assert qdb and (counts.queued, counts.shadows, counts.safety_net) == (0, 1, 2)
     assert read_counts(tmp_path / "missing.sqlite") is None
+
+
+def test_a_report_holds_the_message_it_is_about_and_a_database_from_before_reports_opens(tmp_path):
+    import sqlite3
+
+    from producers.relay.queue_db import Parent
+
+    path = tmp_path / "ex01.sqlite"
+    db = QueueDB(path, "ex01")
+    db.enqueue(message("ex01.a.1", shadow_server="ex02"), 0, 5)
+    db.close()
+    old = sqlite3.connect(path)
+    old.execute("ALTER TABLE primary_queue DROP COLUMN parent")  # as the nodes wrote it before reports
+    old.commit()
+    old.close()
+    db = QueueDB(path, "ex01")
+    [queued] = db.due(10)
+    db.delivered(queued, 10, release=False)
+    db.enqueue(message("ex01.a.2", parent=Parent("ex01.a.1", "<ex01.a.1@x>", "ex02")), 10, 10)
+    assert db.waits_for_reports("ex01.a.1") and db.take_discards("ex02") == []
+    [report] = db.due(10)
+    assert report.parent == Parent("ex01.a.1", "<ex01.a.1@x>", "ex02")
+    db.delivered(report, 20)
+    assert not db.waits_for_reports("ex01.a.1") and db.in_safety_net("ex01.a.1")
+    db.release(report.parent, 20)
+    assert db.take_discards("ex02") == ["ex01.a.1"]
