@@ -132,6 +132,12 @@ class RelaySMTP(SMTP):
     def data_size_limit(self, value: int) -> None:
         self._max_message_size = value
 
+    def _set_post_data_state(self) -> None:
+        """The end of a transaction (its DATA, RSET, EHLO or HELO: RFC 5321 4.1.1.5) ends its XSHADOW too."""
+        super()._set_post_data_state()
+        if getattr(self, "session", None) is not None:
+            self.session.shadow_request = None
+
     def data_received(self, data: bytes) -> None:
         """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after
         `timeout` seconds of DATA was cut off. Any bytes from the client are activity."""
@@ -265,7 +271,6 @@ class RelayHandler:
         # the shadow and the next hop as "\n..\n". Lines end in CRLF from here on (RFC 5321 2.3.8).
         envelope.original_content = _BARE_LF.sub(b"\r\n", envelope.original_content)
         request = getattr(session, "shadow_request", None)
-        session.shadow_request = None
         loop = asyncio.get_running_loop()
         if request is not None:
             return await loop.run_in_executor(None, self.backend.store_shadow, session.auth_data, request, envelope)

@@ -352,3 +352,26 @@ def test_a_message_of_the_largest_size_a_node_takes_still_gets_its_shadow_copy(m
     assert [(e.node, e.primary_server) for e in events if isinstance(e, ev.ShadowCopyStored)] == [("ex02", "ex01")]
     assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True]
     assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 1, 20)
+
+
+def test_rset_and_ehlo_end_an_xshadow_as_they_end_a_transaction(make_lab):
+    """RFC 5321 4.1.1.5: RSET discards the transaction's state (and EHLO resets as RSET does), but an
+    XSHADOW, which opens a shadow transaction, outlived both: the next message of that session was stored
+    as a shadow copy, with a shadow copy's larger size limit, where it was the peer's own message."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_message_size": 65536})
+    lab.up()
+    passwords = read_secrets(lab.topology.secrets_path())
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, local_hostname="ex02") as smtp:
+        smtp.starttls(context=tls.client_context(lab.topology.tls_dir(), "ex02"))
+        smtp.ehlo()
+        smtp.login("ex02", passwords["ex02"])
+        for reset in ("RSET", "EHLO ex02"):
+            assert smtp.docmd("XSHADOW", "PRIMARY=ex02 QDB=q ID=ex02.q.1")[0] == 250
+            assert smtp.docmd(reset)[0] == 250
+            assert smtp.mail("a@fabrikam.example", ["SIZE=65537"])[0] == 552, reset
+            assert smtp.docmd("RSET")[0] == 250
+        smtp.mail("a@fabrikam.example")
+        smtp.rcpt("b@contoso.com")
+        code, text = smtp.data(b"Message-ID: <own@x>\r\nSubject: the peer's own\r\n\r\nhi\r\n")
+    assert code == 250 and text.decode().startswith("2.0.0 OK queued as ex01."), text
+    assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<own@x>"], 20)
