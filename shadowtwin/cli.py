@@ -230,15 +230,17 @@ def parser() -> argparse.ArgumentParser:
                                             " one of Apache Kafka's command-line tools (from Maven jars, fetched"
                                             " on first use) against the configured brokers, e.g. 'shadowtwin kafka"
                                             " tool kafka-consumer-groups --describe --all-groups'. A tool gets"
-                                            " --bootstrap-server and the configured security unless its arguments"
-                                            " give them. Tools: " + ", ".join(TOOLS) + ".")
+                                            " --bootstrap-server and the configured security (or those of the"
+                                            " options --bootstrap, --security-protocol ... before its name, as"
+                                            " every command takes them) unless its own arguments give them. Tools: " + ", ".join(TOOLS) + ".")
     actions = kafka.add_subparsers(dest="action", required=True, metavar="{start,stop,status,tool}")
     for action in ("start", "stop"):
         actions.add_parser(action, help=f"{action} the embedded broker").set_defaults(json=False, tool=[])
     status = actions.add_parser("status", help="is the embedded broker running (exit 3 if not)")
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(tool=[])
-    tool = actions.add_parser("tool", help="run one of Kafka's own tools", description=kafka.description)
+    tool = actions.add_parser("tool", help="run one of Kafka's own tools", description=kafka.description,
+                              parents=[KAFKA_OPTIONS], usage="%(prog)s [KAFKA OPTIONS] TOOL [ARGS]")
     tool.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
                       help="the tool's name (kafka-topics or topics) and its own arguments")
     tool.set_defaults(json=False)

@@ -35,6 +35,18 @@ def test_kafka_topics_describes_a_topic_of_the_configured_broker(kafka_bootstrap
     assert f"Topic: {topic}" in result.stdout and "PartitionCount: 3" in result.stdout
 
 
+def test_the_kafka_options_of_every_command_come_before_the_tool_s_name(kafka_bootstrap):
+    """`--bootstrap` (and the security options) as `topics create`, `twin run` ... take them: it was refused,
+    'unrecognized arguments: --bootstrap', exit 2, and only the tool's own --bootstrap-server was taken."""
+    topic = f"tool.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    result = tool("--bootstrap", kafka_bootstrap, "topics", "--describe", "--topic", topic,
+                  bootstrap="127.0.0.1:1")  # the option wins over the configuration, as for every command
+    assert result.returncode == 0, result.stderr
+    assert f"Topic: {topic}" in result.stdout and "PartitionCount: 2" in result.stdout
+
+
 def test_kafka_consumer_groups_shows_a_group_s_lag(kafka_bootstrap):
     topic, group = f"tool.{uuid.uuid4().hex[:8]}", f"g.{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
