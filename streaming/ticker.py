@@ -6,6 +6,8 @@ expiries) still fire. A tick carries the twin's own wall-clock time as its event
 
 Longest detection delay this allows, for a deadline D, with every node silent:
 D + watermark_delay + tick_interval + trigger_interval (+ one batch's processing time).
+A broker that does not answer costs the ticks it misses, never the ticker: it ticks again once
+the broker is back.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import threading
 import time
 import uuid
 from typing import Callable
+
+from confluent_kafka import KafkaException
 
 from schemas.codec import encode
 from schemas.events import ClockTick
@@ -46,7 +50,10 @@ class Ticker(threading.Thread):
 
     def run(self) -> None:
         while not self._stopping.is_set():
-            self.tick_once()
+            try:
+                self.tick_once()
+            except KafkaException:
+                pass  # no broker answers (a restart, an outage): the next tick asks again, for as long as it takes
             self._stopping.wait(self._interval_s)
         self._producer.flush(10)
 
