@@ -12,7 +12,8 @@ that prints one progress line per batch and raises LATE_EVENTS alerts; the one t
 what each batch read to `twin.consumer_group` for Kafka's tools; the HTTP server of the
 metrics and the live page (`[views]`, streaming/http_views.py); the one that says which events
 Kafka deleted before the twin read them, while it was stopped (before the query starts) or while it
-runs (streaming/lost_events.py).
+runs (streaming/lost_events.py); the one that says when Kafka stops answering and answers again
+(streaming/broker_watch.py).
 `twin run`, `demo`, `lab up --twin`, the benchmarks and the tests all start the twin through this
 class, with settings as typed objects (`infra.settings.Settings`).
 """
@@ -36,6 +37,7 @@ from infra.signals import Stop, stop_on_signals
 from infra.topics import create_topics, events_retention_needed_ms
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
+from streaming.broker_watch import QUIET_LOG_LEVEL, BrokerWatch
 from streaming.consumer_group import GroupCommitter
 from streaming.lost_events import LostEvents, checkpoint_positions
 from streaming.progress import ProgressReporter, first_line
@@ -72,6 +74,7 @@ class TwinApplication:
         self.progress: ProgressReporter | None = None
         self.group: GroupCommitter | None = None
         self.lost_events: LostEvents | None = None
+        self.broker_watch: BrokerWatch | None = None
         self._broker: EmbeddedKafka | None = None
         self._ticker: Ticker | None = None
         self._alerts_out = None
@@ -91,7 +94,10 @@ class TwinApplication:
             self._create_topics()
             if self.spark is None:
                 self.spark = build_spark(settings)
-            self._alerts_out = producer(settings.kafka)
+            self.broker_watch = BrokerWatch(settings.kafka, self._say)
+            self.spark.streams.addListener(self.broker_watch)
+            self._alerts_out = producer(settings.kafka, log_level=QUIET_LOG_LEVEL,
+                                        error_cb=self.broker_watch.on_error)
             self.progress = ProgressReporter(self._say, self._publish_alert, settings.twin.late_alert_threshold,
                                              every_seconds=self._progress_every_s)
             self.spark.streams.addListener(self.progress)
@@ -144,6 +150,9 @@ class TwinApplication:
                     return Ending.QUERY_STOPPED
                 if deadline is not None and time.monotonic() >= deadline:
                     return Ending.TIME_UP
+                if self._alerts_out is not None:
+                    self._alerts_out.poll(0)  # its error callback hears of a broker gone (BrokerWatch)
+                    self.broker_watch.check()
                 self.query.awaitTermination(0.5)
             except StreamingQueryException:
                 continue  # the query failed while awaited (Spark raises its failure there): see above
@@ -212,6 +221,8 @@ class TwinApplication:
             self._quietly("the progress listener", lambda: self.spark.streams.removeListener(self.progress))
         if self.lost_events is not None and self.spark is not None:
             self._quietly("the lost events' listener", lambda: self.spark.streams.removeListener(self.lost_events))
+        if self.broker_watch is not None and self.spark is not None:
+            self._quietly("the broker's listener", lambda: self.spark.streams.removeListener(self.broker_watch))
         if self.group is not None:
             if self.spark is not None:
                 self._quietly("the consumer group's listener", lambda: self.spark.streams.removeListener(self.group))

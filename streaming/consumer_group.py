@@ -25,6 +25,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from infra.kafka import Kafka, consumer
+from streaming.broker_watch import QUIET_LOG_LEVEL
 
 
 def read_up_to(progress: dict) -> list[TopicPartition]:
@@ -52,7 +53,8 @@ class GroupCommitter(StreamingQueryListener):
         self._failing = False
         self._closed = False  # Spark may still deliver a queued event once the listener is removed
         self.committed = 0  # commits the broker accepted
-        self._consumer = consumer(kafka, group_id, on_commit=self._on_commit)  # never subscribed: commits only
+        self._consumer = consumer(kafka, group_id, on_commit=self._on_commit,  # never subscribed: commits only
+                                  log_level=QUIET_LOG_LEVEL)  # the twin says a broker away (streaming/broker_watch.py)
 
     def say_where_they_differ(self, positions: dict[tuple[str, int], int], timeout_s: float = 10.0) -> None:
         """Say the partitions where the group's offsets are not the twin's `positions` (its checkpoint's)."""

@@ -22,6 +22,7 @@ from confluent_kafka import KafkaException
 from schemas.codec import encode
 from schemas.events import ClockTick
 from infra.kafka import producer
+from streaming.broker_watch import QUIET_LOG_LEVEL
 
 TWIN_NODE = "shadowtwin"
 
@@ -30,7 +31,7 @@ class Ticker(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, interval_s: float, clock: Callable[[], float] = time.time):
         super().__init__(name="shadowtwin-ticker", daemon=True)
 
-        self._producer = producer(bootstrap_servers)
+        self._producer = producer(bootstrap_servers, log_level=QUIET_LOG_LEVEL)  # the twin says a broker away
         self._topic = topic
         self._interval_s = interval_s
         self._clock = clock

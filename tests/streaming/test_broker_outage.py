@@ -17,7 +17,7 @@ from tests.streaming.test_twin import (
     collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
 )
 
-OUTAGE_S = 15
+OUTAGE_S = 20  # more than the twin waits before it says Kafka does not answer (GRACE_SECONDS)
 
 
 def private_broker(settings, tmp_path) -> EmbeddedKafka:
@@ -89,3 +89,8 @@ def test_a_broker_killed_mid_stream_loses_nothing(settings, spark, topics, tmp_p
     for record in [*got[topics.alerts], *got[topics.commands]]:
         key = getattr(record, "alert_id", None) or record.command_id
         assert by_id.setdefault(key, record) == record, "a repeat must be the same decision"
+    # said in the twin's words, once each, not only by librdkafka's lines (one or two a second) and Spark's WARN
+    lost = f"Kafka at {bootstrap} does not answer (all brokers down): the twin waits for it and reads on from its" \
+           f" checkpoint once it answers"
+    back = [n for n, line in enumerate(lines) if line.startswith(f"Kafka at {bootstrap} answers again (after ")]
+    assert lines.count(lost) == 1 and len(back) == 1 and lines.index(lost) < back[0], "\n".join(lines)
