@@ -105,7 +105,8 @@ class TwinApplication:
                 self.group = GroupCommitter(settings.kafka, settings.twin.consumer_group, self._say)
                 self.spark.streams.addListener(self.group)
             if self.group is not None:
-                self.group.say_where_they_differ(checkpoint_positions(self.checkpoint_dir))
+                self.group.say_where_they_differ(settings.topics.events, checkpoint_positions(self.checkpoint_dir),
+                                                 settings.twin.starting_offsets)
             self.lost_events = LostEvents(settings.kafka, self._say, self._publish_alert)
             self.lost_events.at_start(self.checkpoint_dir)
             self.spark.streams.addListener(self.lost_events)

@@ -8,9 +8,10 @@ trails its events topic. After each micro-batch, the offsets the batch read up t
     kafka-consumer-groups.sh --bootstrap-server HOST:9092 --describe --group shadowtwin-twin
 
 The group has no members (the twin commits as a standalone consumer) and is only a reading:
-the twin starts again from its checkpoint, never from these offsets. When it starts, it says where
-they differ from its checkpoint (`kafka-consumer-groups --reset-offsets` moved them, say, which moves
-the twin no more than its own commits do). Commits are asynchronous; one that fails is said once
+the twin starts again from its checkpoint, never from these offsets, and a new checkpoint from
+`twin.starting_offsets`, never from them either. When it starts, it says where they differ from its
+checkpoint, or that a new checkpoint does not read from them (`kafka-consumer-groups --reset-offsets`
+moved them, say, which moves the twin no more than its own commits do). Commits are asynchronous; one that fails is said once
 (and once more when they work again), and the twin decides on.
 """
 
@@ -56,20 +57,33 @@ class GroupCommitter(StreamingQueryListener):
         self._consumer = consumer(kafka, group_id, on_commit=self._on_commit,  # never subscribed: commits only
                                   log_level=QUIET_LOG_LEVEL)  # the twin says a broker away (streaming/broker_watch.py)
 
-    def say_where_they_differ(self, positions: dict[tuple[str, int], int], timeout_s: float = 10.0) -> None:
-        """Say the partitions where the group's offsets are not the twin's `positions` (its checkpoint's)."""
+    def say_where_they_differ(self, topic: str, positions: dict[tuple[str, int], int], starting_offsets: str,
+                              timeout_s: float = 10.0) -> None:
+        """Say the partitions of `topic` where the group's offsets are not the twin's `positions` (its
+        checkpoint's); for a new checkpoint (no `positions`), that it reads from `starting_offsets`, not from
+        the group's offsets, if the group has any."""
         try:
-            found = self._consumer.committed([TopicPartition(t, p) for t, p in positions], timeout=timeout_s)
+            partitions = positions or {(topic, p): -1 for p in self._consumer.list_topics(
+                topic, timeout=timeout_s).topics[topic].partitions}
+            found = self._consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=timeout_s)
         except Exception:  # noqa: BLE001 - a reading for Kafka's tools must not keep the twin from starting
             return
         at = {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+        if not positions and at:
+            held = ", ".join(f"partition {p}: {offset}" for (_, p), offset in sorted(at.items()))
+            self._say(f"consumer group {self.group_id} holds offsets for {topic} ({held}), but the twin starts on a"
+                      f" new checkpoint, which reads the events from [twin] starting_offsets ({starting_offsets}),"
+                      f" never from the group (kafka-consumer-groups --reset-offsets does not move the twin); it"
+                      f" commits its position there after its first batch")
+            return
         differ = [f"{t} partition {p}: group {offset}, checkpoint {positions[(t, p)]}"
                   for (t, p), offset in sorted(at.items()) if offset != positions[(t, p)]]
         if differ:
             self._say(f"consumer group {self.group_id} is not where the twin's checkpoint is ({'; '.join(differ)}):"
                       f" the twin reads on from its checkpoint, never from the group (kafka-consumer-groups"
-                      f" --reset-offsets does not move it; a new checkpoint does), and commits its position there"
-                      f" after its next batch")
+                      f" --reset-offsets does not move it; a new checkpoint reads the events from [twin]"
+                      f" starting_offsets ({starting_offsets}), not from the group either), and commits its position"
+                      f" there after its next batch")
 
     def onQueryStarted(self, event) -> None:
         pass

@@ -111,7 +111,8 @@ def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(ka
 
 def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_bootstrap, topics):
     """`kafka-consumer-groups --reset-offsets --execute` on the twin's group, to have the twin read the events
-    again: it reads on from its checkpoint and overwrote the group at its next batch, unsaid."""
+    again: it reads on from its checkpoint and overwrote the group at its next batch; said when it starts, and, on
+    a new checkpoint, that it reads from twin.starting_offsets, not from the group."""
     group = f"twin-{uuid.uuid4().hex[:8]}"
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for _ in range(7):  # the tool sets no offset beyond a partition's end
@@ -124,10 +125,18 @@ def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_b
     lines: list[str] = []
     committer = GroupCommitter(kafka_bootstrap, group, lines.append)
     try:
-        committer.say_where_they_differ({(topics.events, 0): 286, (topics.events, 1): 7})
+        committer.say_where_they_differ(topics.events, {(topics.events, 0): 286, (topics.events, 1): 7}, "earliest")
+        committer.say_where_they_differ(topics.events, {}, "earliest")  # a new checkpoint
     finally:
         committer.close()
+    # it said 'a new checkpoint does' move it: a new checkpoint reads from starting_offsets, not from the group,
+    # and a twin started on one said nothing of the group's offsets it does not read from
     assert lines == [f"consumer group {group} is not where the twin's checkpoint is ({topics.events} partition 0:"
                      f" group 0, checkpoint 286): the twin reads on from its checkpoint, never from the group"
-                     f" (kafka-consumer-groups --reset-offsets does not move it; a new checkpoint does), and commits"
-                     f" its position there after its next batch"]
+                     f" (kafka-consumer-groups --reset-offsets does not move it; a new checkpoint reads the events"
+                     f" from [twin] starting_offsets (earliest), not from the group either), and commits its position"
+                     f" there after its next batch",
+                     f"consumer group {group} holds offsets for {topics.events} (partition 0: 0, partition 1: 7), but"
+                     f" the twin starts on a new checkpoint, which reads the events from [twin] starting_offsets"
+                     f" (earliest), never from the group (kafka-consumer-groups --reset-offsets does not move the"
+                     f" twin); it commits its position there after its first batch"]
