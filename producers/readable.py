@@ -1,4 +1,5 @@
-"""The twin's outputs as one human line each: what `shadowtwin alerts tail` and `commands tail` print.
+"""The twin's outputs as one human line each: what `shadowtwin alerts tail`, `commands tail` and
+`dead-letters tail` print.
 
     2026-11-22T02:03:00.000Z CRITICAL MESSAGE_AT_RISK ex01,ex02 (3 messages) ex01 has been unreachable ...
     2026-11-22T02:03:00.000Z ex02 resubmit <a@contoso.com> [ex01/17] of ex01 via any route (PRIMARY_HEARTBEAT_TIMEOUT)
@@ -29,6 +30,7 @@ def line(record: Any) -> str:
                 f" [{record.message.internal_id}{fork}] of {record.primary_server}{to}"
                 f" via {record.next_hop or 'any route'} ({record.reason.value})")
     if isinstance(record, DeadLetter):
-        return (f"{iso_time(record.at_ms)} dead letter from {record.topic}[{record.partition}]@{record.offset}:"
-                f" {record.reason}")
+        where = (f"{record.topic} line {record.offset}" if record.partition == -1  # a log file's line (ingest)
+                 else f"{record.topic}[{record.partition}]@{record.offset}")
+        return f"{iso_time(record.at_ms)} dead letter from {where}: {record.reason}"
     raise TypeError(f"no readable line for {type(record).__name__}")

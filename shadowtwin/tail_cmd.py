@@ -1,8 +1,9 @@
-"""`shadowtwin alerts tail` and `shadowtwin commands tail`: the twin's outputs as readable lines.
+"""`shadowtwin alerts tail`, `commands tail` and `dead-letters tail`: the twin's outputs as readable lines.
 
     shadowtwin alerts tail                    the last 10 alerts of each partition, then exit
     shadowtwin alerts tail --from-beginning   every alert on the topic, then exit
     shadowtwin commands tail --follow --json  new commands as they come, one JSON object a line
+    shadowtwin dead-letters tail              the last 10 records set aside, each with where it was read and why
 
 A bounded run (without --follow) ends when it has read each partition to where it ended at
 start. Records that do not decode are counted by reason on stderr, and the exit status is 1.
@@ -21,7 +22,9 @@ from schemas import jsonl
 from shadowtwin.arguments import ZERO_OR_MORE
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
-SCHEMAS = {"alerts": "Alert", "commands": "RedeliveryCommand"}
+# what is tailed: its topic in the settings ([topics]) and the contract's schema of its records
+TAILED = {"alerts": ("alerts", "Alert"), "commands": ("commands", "RedeliveryCommand"),
+          "dead letters": ("dead_letters", "DeadLetter")}
 
 
 def add_tail_parser(actions, what: str) -> None:
@@ -42,13 +45,18 @@ def add_parser(commands) -> None:
     cmd = commands.add_parser("commands", help="the twin's redelivery commands",
                               description="Read the redelivery commands the twin published.")
     add_tail_parser(cmd.add_subparsers(dest="commands_action", required=True, metavar="ACTION"), "commands")
+    dead = commands.add_parser("dead-letters", help="the records the twin and the producers set aside, with why",
+                               description="Read the dead-letter topic: each record the twin (or ingest, replay)"
+                                           " could not use, with where it was read and the reason.")
+    add_tail_parser(dead.add_subparsers(dest="dead_letters_action", required=True, metavar="ACTION"), "dead letters")
 
 
 def run_tail(settings: Settings, args: argparse.Namespace) -> int:
-    topic = args.topic or getattr(settings.topics, args.what)
+    setting, schema = TAILED[args.what]
+    topic = args.topic or getattr(settings.topics, setting)
     stop = stop_on_signals()
     outcome = ReadOutcome()
-    for record, _ in read_topic(settings.kafka, topic, outcome, expected=SCHEMAS[args.what],
+    for record, _ in read_topic(settings.kafka, topic, outcome, expected=schema,
                                 from_beginning=args.from_beginning, last=args.lines,
                                 until_end=not args.follow, stop=stop, group="shadowtwin-tail"):
         print(jsonl.dumps(record) if args.json else line(record), flush=args.follow)
