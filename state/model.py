@@ -665,10 +665,17 @@ class _Transition:
             messages=(AlertMessage(m.ref, tuple(r.address for r in pending)),),
             reason=f"the message stayed in {s.primary}'s queue past MessageExpirationTimeout (received"
                    f" {_iso(m.received_ms)}): Exchange expires it and returns a non-delivery report to the sender;"
-                   " its shadow copy is not promoted",
+                   " its shadow copy is released once the shadow collects the discard status",
             decided_at_ms=t,
         ))
-        self.close(m, t, "expired")
+        pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
+        if pair is not None and t < self.last_reached_ms(pair) + (self.spans.get(pair.shadow)
+                                                                 or self.spans_of(pair.shadow))[2]:
+            # Expired is processed: the shadow holds its copy until it collects the discard status, and
+            # resubmits it if it promotes before that (it was down, then its primary failed).
+            self.primary_done(m, t)
+        else:
+            self.close(m, t, "expired")
 
     def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
         if e.message is None or e.node != self.s.primary:
@@ -1176,12 +1183,15 @@ class _Transition:
         elif key in by_kind[_SHADOW_SILENT]:
             deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
-            # from the last query that reached the primary: a failed one did not (without heartbeats, the shadow's life)
-            queried = pair.last_contact_ms if pair.heartbeats and pair.last_contact_ms < pair.last_query_ms \
-                else pair.last_query_ms
-            deadlines.set(_AUTO_DISCARD, key, queried + auto_discard)
+            deadlines.set(_AUTO_DISCARD, key, self.last_reached_ms(pair) + auto_discard)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
+
+    @staticmethod
+    def last_reached_ms(pair: Pair) -> int:
+        """The shadow's last query that reached the primary: a failed one did not (without heartbeats, its life)."""
+        return pair.last_contact_ms if pair.heartbeats and pair.last_contact_ms < pair.last_query_ms \
+            else pair.last_query_ms
 
     def fire_promote(self, shadow: str, at_ms: int) -> None:
         s = self.s

@@ -85,13 +85,15 @@ def _heartbeats_ok(org, shadow, primary, start, stop, every=2, db="dbP1", shadow
 def expiry_in_a_live_primary() -> Timeline:
     """mbx03 keeps refusing m1 (DEFER every 30 min); mbx02's heartbeats to mbx01 keep succeeding.
     Exchange expires m1 at receipt + MessageExpirationTimeout (2 days): one MESSAGE_EXPIRED then,
-    no promotion ever, nothing held afterwards."""
+    no promotion ever, nothing held once mbx02's next query collects the discard."""
     org = Org()
     events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
               *org.shadowed("mbx01", "mbx02", "m1", 0)]
     for minute in range(1, 2 * 24 * 60, 30):
         events += org.deferred("mbx01", "m1", "mbx03", minute)
-    events += _heartbeats_ok(org, "mbx02", "mbx01", 2, 2 * 24 * 60 + 60)
+    events += _heartbeats_ok(org, "mbx02", "mbx01", 2, 2 * 24 * 60 + 1)
+    events += org.query_ok("mbx02", "mbx01", 2 * 24 * 60 + 2, discarded=("m1",))
+    events += _heartbeats_ok(org, "mbx02", "mbx01", 2 * 24 * 60 + 4, 2 * 24 * 60 + 60)
     return Timeline("expiry in a live primary", events,
                     alerts=(Expected(AlertType.MESSAGE_EXPIRED, at(0) + 2 * DAY, ("m1",)),))
 
@@ -406,7 +408,9 @@ def at_risk_then_the_primary_returns_with_the_same_database_and_delivers() -> Ti
 def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver() -> Timeline:
     """The same outage, but back with its queue mbx01 cannot deliver m1 (mbx09 defers it every hour):
     m1 is in mbx01's queue again, and expires there at receipt + MessageExpirationTimeout
-    (MESSAGE_EXPIRED, 2 days), not lost at the end of SafetyNetHoldTime + MessageExpirationTimeout."""
+    (MESSAGE_EXPIRED, 2 days), not lost at the end of SafetyNetHoldTime + MessageExpirationTimeout. Expired
+    is processed: mbx01 keeps the discard notification for mbx02 until ShadowMessageAutoDiscardInterval
+    after mbx02's last query (8), then deletes it (DISCARD_EVENTS_DROPPED)."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
@@ -422,6 +426,7 @@ def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver()
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
         Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
         Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(8) + 2 * DAY, ("m1",)),
     ))
 
 
@@ -499,6 +504,26 @@ def processed_then_back_with_a_new_database_before_the_discard_was_collected() -
         *org.query_ok("mbx02", "mbx01", 6, db="dbP2"),
     ]
     return Timeline("processed, then back with a new database before the discard was collected", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m1",), (("bob@fabrikam.com",),)),))
+
+
+def expired_then_back_with_a_new_database_before_the_discard_was_collected() -> Timeline:
+    """mbx01 expires m1 (for alice, inside, and bob@fabrikam.com) at 3 and returns its non-delivery
+    report, then fails; back at 5 with a new queue database, mbx02 sees the new id and promotes its copy
+    of m1, whose discard it never collected: m1 is delivered after all, bob may see it (hunt seed 965:
+    45 expired messages resubmitted by their shadows). Before, the twin dropped the copy at the expiry."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1, external=("bob@fabrikam.com",)), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.query_ok("mbx02", "mbx01", 2),
+        *org.expired("mbx01", "m1", 3),
+        *org.query_failed("mbx02", "mbx01", 4),
+        *org.started("mbx01", "dbP2", 5),
+        *org.query_ok("mbx02", "mbx01", 6, db="dbP2"),
+    ]
+    return Timeline("expired, then back with a new database before the discard was collected", events, alerts=(
+        Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m1",)),
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m1",), (("bob@fabrikam.com",),)),))
 
 
@@ -1194,7 +1219,8 @@ def a_primary_back_with_its_queue_after_message_expiration_expires_the_message_t
               *org.query_ok("hub02", "hub01", 2, db="db-A", shadow_db="db-H2"),
               *org.heartbeats_failing("hub02", "hub01", 62, back, every=60, shadow_db="db-H2"),
               *org.query_ok("hub02", "hub01", back + 2, db="db-A", shadow_db="db-H2"),
-              *_heartbeats_ok(org, "hub02", "hub01", back + 62, 5 * 24 * 60, every=60, db="db-A", shadow_db="db-H2")]
+              *org.query_ok("hub02", "hub01", back + 62, db="db-A", discarded=("m1b",), shadow_db="db-H2"),
+              *_heartbeats_ok(org, "hub02", "hub01", back + 122, 5 * 24 * 60, every=60, db="db-A", shadow_db="db-H2")]
     return Timeline("a primary back with its queue after MessageExpirationTimeout expires the message then", events,
                     config, alerts=(Expected(AlertType.HELD_NO_ALTERNATE_ROUTE, at(2) + 3 * HOUR, ("m1b",)),
                                     Expected(AlertType.MESSAGE_AT_RISK, at(2) + 3 * HOUR, ("m1",)),
@@ -1351,6 +1377,7 @@ ALL = (
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
     primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
     processed_then_back_with_a_new_database_before_the_discard_was_collected,
+    expired_then_back_with_a_new_database_before_the_discard_was_collected,
     only_the_shadow_that_cannot_reach_the_primary_promotes, a_2013_primary_ignores_the_senders_shadow_support,
     reject_on_shadow_failure_is_meaningless_without_shadow_redundancy,
     exchange_2010_without_shadow_redundancy_delays_no_acknowledgement,
