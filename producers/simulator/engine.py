@@ -356,10 +356,6 @@ class Simulation:
         shadow (None when every attempt failed) and when the last attempt ended."""
         p = node.params
         peers, remote, local = self._peers_of(node)
-        if not peers:
-            node.event(ev.ShadowCopyFailed, t + 5, node.name, copy.ref(), candidate="", attempt=1,
-                       reason=ev.ShadowFailureReason.NO_PEER)
-            return None, t + 5
         preference = p.shadow_message_preference_setting
         if node.server.dag is None or not remote:
             plan = [(local or peers, p.max_retries_for_local_site_shadow)]
@@ -369,6 +365,10 @@ class Simulation:
             plan = [(local, p.max_retries_for_local_site_shadow)]
         else:
             plan = [(remote, p.max_retries_for_remote_site_shadow), (local, p.max_retries_for_local_site_shadow)]
+        if not any(candidates and tries for candidates, tries in plan):  # no peer, or none its preference tries
+            node.event(ev.ShadowCopyFailed, t + 5, node.name, copy.ref(), candidate="", attempt=1,
+                       reason=ev.ShadowFailureReason.NO_PEER)
+            return None, t + 5
         attempt, at = 0, t + 5
         for candidates, tries in plan:
             if not candidates:

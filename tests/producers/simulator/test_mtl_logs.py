@@ -99,3 +99,16 @@ def test_a_server_alone_in_its_site_down_makes_no_message_not_redundant_that_got
         return {m.message.message_id for a in result.alerts if a.type is AlertType.NOT_REDUNDANT for m in a.messages}
     assert not_redundant(check.logs) == not_redundant(check.native)
     assert check.false_alerts == []
+
+
+def test_a_primary_whose_preference_leaves_no_candidate_logs_the_failure_and_its_refusals_are_not_kept(tmp_path):
+    """LocalOnly and RejectMessageOnShadowFailure $true: mbx03, alone in lon, has no peer to try, so it
+    fails every shadow copy (NO_PEER, the log's HAREDIRECTFAIL) and answers 451. Before, the simulator
+    said nothing of the copy, so on the log path each refused attempt (a RECEIVE alone) was taken as
+    queued and reported MESSAGE_EXPIRED (hunt seed 993: 11,099 false alerts)."""
+    topo = topology(duration="01:00:00", rate=0.1, shadow_redundancy={
+        "shadow_message_preference_setting": "LocalOnly", "reject_message_on_shadow_failure": True,
+        "message_expiration_timeout": "00:20:00"})
+    check = check_logs(topo, 7, tmp_path)
+    refused = [a for a in check.logs.alerts if a.type is AlertType.REJECTED_NO_SHADOW and a.servers[0] == "mbx03"]
+    assert refused and not [a for a in check.false_alerts if a.type is AlertType.MESSAGE_EXPIRED]
