@@ -1285,6 +1285,12 @@ class _Transition:
             if at_ms < queue_end:  # its copy's hold ended first: the primary's queue keeps it until its own expiry
                 s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
+            if pair is not None and pair.last_query_ms - max(s.primary_seen_ms or 0, pair.last_contact_ms) > (
+                    silence := self.silence_span(pair.shadow)):
+                # Its shadow's queries go unanswered (it shows life, the primary none): a server that is down
+                # expires nothing. Its return, or its shadow's promotion, decides (looked at a silence span later).
+                s.deadlines.set(_EXPIRE, internal_id, at_ms + silence)
+                return
             # Still in a primary that is not known to have failed, past MessageExpirationTimeout.
             self.expired_in_queue(m, at_ms)
             return

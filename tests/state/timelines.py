@@ -527,6 +527,23 @@ def expired_then_back_with_a_new_database_before_the_discard_was_collected() -> 
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m1",), (("bob@fabrikam.com",),)),))
 
 
+def a_message_in_a_failed_primary_does_not_expire_before_its_shadow_promotes_it() -> Timeline:
+    """MessageExpirationTimeout 40 minutes, ShadowResubmitTimeSpan 3 hours: mbx01 takes m1 at 1 and fails
+    after 10 (mbx02's queries fail from 12). A server that is down expires nothing: m1 is still in its
+    queue at 41, and mbx02 promotes its copy at 10 + 3 hours (hunt seed 1007: ex02 down for good, 53
+    messages resubmitted by ex01 and delivered). Before, the twin said MESSAGE_EXPIRED at 41 and dropped m1."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"message_expiration_timeout": "00:40:00"}))
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *_heartbeats_ok(org, "mbx02", "mbx01", 2, 11), *org.heartbeats_failing("mbx02", "mbx01", 12, 4 * 60),
+    ]
+    return Timeline("a message in a failed primary does not expire before its shadow promotes it", events, config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(10) + 3 * HOUR, ("m1",)),),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(10) + 3 * HOUR),))
+
+
 def only_the_shadow_that_cannot_reach_the_primary_promotes() -> Timeline:
     """mbx01 keeps m1's copy on mbx02 and m2's on mbx03. From minute 10 mbx03 cannot open a session
     to mbx01 (mbx02 can): after ShadowResubmitTimeSpan mbx03, and only mbx03, takes ownership of its
@@ -1378,6 +1395,7 @@ ALL = (
     primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
     processed_then_back_with_a_new_database_before_the_discard_was_collected,
     expired_then_back_with_a_new_database_before_the_discard_was_collected,
+    a_message_in_a_failed_primary_does_not_expire_before_its_shadow_promotes_it,
     only_the_shadow_that_cannot_reach_the_primary_promotes, a_2013_primary_ignores_the_senders_shadow_support,
     reject_on_shadow_failure_is_meaningless_without_shadow_redundancy,
     exchange_2010_without_shadow_redundancy_delays_no_acknowledgement,
