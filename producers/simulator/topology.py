@@ -203,6 +203,7 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
     hops = {d.name for d in file.mailbox_databases} | set(internet.receivers) | set(names)
     for i, fault in enumerate(file.faults):
         _check_fault(fault, f"faults[{i}]", set(names), hops, refuse)
+    _check_crashes_apart(file.faults, refuse)
     org = file.organisation
     return Topology(
         domain=org.domain, start_ms=_instant(org.start), duration_ms=int(org.duration_ms),
@@ -222,6 +223,18 @@ def _check_fault(fault: Fault, at: str, servers: set[str], hops: set[str], refus
     if fault.kind in ("slow_next_hop", "refusing_next_hop") and fault.next_hop not in hops:
         raise refuse(f"{at}.next_hop = {fault.next_hop!r}: expected a server, mailbox database or outside domain"
                      + _meant(fault.next_hop, hops))
+
+
+def _check_crashes_apart(faults, refuse) -> None:
+    """A server's crashes must not overlap: it would come back at the first one's end, inside the other."""
+    down: dict[str, tuple[int, int]] = {}  # server -> (end of its latest crash so far, its index)
+    for i, fault in sorted(((i, f) for i, f in enumerate(faults) if f.kind == "crash"), key=lambda x: x[1].at_ms):
+        end = fault.at_ms + fault.duration_ms if fault.restart != "never" else float("inf")
+        previous = down.get(fault.server)
+        if previous is not None and fault.at_ms < previous[0]:
+            raise refuse(f"faults[{i}]: {fault.server} crashes again while down from faults[{previous[1]}];"
+                         " a server's crashes must not overlap")
+        down[fault.server] = (end, i)
 
 
 def _meant(name: str, known: set[str]) -> str:

@@ -57,6 +57,19 @@ def test_a_fault_naming_a_misspelt_server_gets_the_closest_name(fault, named, tm
     assert line.endswith(named), line
 
 
+def test_crashes_of_one_server_that_overlap_are_refused(tmp_path, capsys):
+    """Before, the simulator brought the server back at the first crash's end, inside the second one's
+    window (hunt seeds 875, 986, 999: a server down '5 hours' logging again after 8 minutes)."""
+    bad = tmp_path / "topology.toml"
+    bad.write_text('[organisation]\nduration = "1h"\n[[servers]]\nname = "mbx01"\nsite = "s"\n'
+                   '[[faults]]\nkind = "crash"\nserver = "mbx01"\nat = "00:20:00"\nduration = "05:00:00"\n'
+                   '[[faults]]\nkind = "crash"\nserver = "mbx01"\nat = "00:10:00"\nduration = "00:15:00"\n')
+    assert main(["simulate", "--topology", str(bad), "--out", str(tmp_path / "x.avro")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("faults[0]: mbx01 crashes again while down from faults[1]; a server's crashes must not"
+                         " overlap"), line
+
+
 @pytest.mark.parametrize("options, named", [
     (["--out", "typo/x.avro"], "typo/x.avro"),
     (["--out", "x.avro", "--truth", "typo/x.truth.jsonl"], "typo/x.truth.jsonl"),
