@@ -22,6 +22,7 @@ import itertools
 import math
 from typing import Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyspark
@@ -60,13 +61,21 @@ def _chunks(serializer, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[tup
         limit = _rows_per_chunk(serializer, batch)
         frame = _widened(pd.concat([serializer.arrow_to_pandas(column, i) for i, column
                                     in enumerate(pa.Table.from_batches([batch]).itercolumns())], axis=1))
-        keys = list(zip(*(frame.iloc[:, offset].tolist() for offset in serializer.key_offsets)))
-        start = 0
-        for key, run in itertools.groupby(keys):
-            end = start + sum(1 for _ in run)
+        keys = [frame.iloc[:, offset].to_numpy(dtype=object) for offset in serializer.key_offsets]
+        for start, end in _runs(keys, len(frame)):
+            key = tuple(column[start] for column in keys)
             for at in range(start, end, limit):
                 yield key, frame.iloc[at:min(at + limit, end)].reset_index(drop=True)
-            start = end
+
+
+def _runs(keys: list[np.ndarray], size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of rows with equal keys (compared as `itertools.groupby` compares
+    them, by `==`), found by column: walking the rows' key tuples cost the worker ~3 %."""
+    changed = np.zeros(max(size - 1, 0), bool)
+    for column in keys:
+        changed |= column[1:] != column[:-1]
+    bounds = [0, *(changed.nonzero()[0] + 1).tolist(), size]
+    return zip(bounds, bounds[1:]) if size else iter(())
 
 
 def _rows_per_chunk(serializer, batch: pa.RecordBatch) -> int:
