@@ -159,6 +159,10 @@ def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:
     return ids
 
 
+# The event kinds that name messages besides their own `message` (touched_messages reads them).
+NAMING_OTHERS = frozenset((DiscardQueryAnswered, SideEffectGenerated))
+
+
 def touched_messages(events: Iterable[Event], alerts: Iterable[Alert] = (),
                      commands: Iterable[RedeliveryCommand] = (), closed: Iterable[str] = ()) -> set[str]:
     """The internal ids that a call's events and decisions (alerts, commands, closed messages) concern."""

@@ -20,7 +20,7 @@ import pandas as pd
 from schemas.events import Event
 from state.model import Output
 from state.records import PrimaryState
-from state.summary import due_message_deadlines, summary_records, to_json, touched_messages
+from state.summary import NAMING_OTHERS, due_message_deadlines, summary_records, to_json, touched_messages
 
 
 class StateWatch:
@@ -30,24 +30,25 @@ class StateWatch:
     without a decision: an expiry moved on to Safety Net's hold, say), and which messages the call's
     events name that the group does not hold yet."""
 
-    __slots__ = ("promoted", "fires", "due", "new")
+    __slots__ = ("promoted", "fires", "due", "named", "new")
 
     def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int,
                  own_events: list[Event] = ()):
         self.promoted = set(state.promoted)
         self.fires = next_deadline is not None and next_deadline < watermark_ms
         self.due = due_message_deadlines(state, watermark_ms) if self.fires else set()
-        held, promoted = state.messages, self.promoted
-        self.new = {i for e in own_events if e.message is not None
-                    and (i := e.message.internal_id) not in held and i not in promoted}
+        # the events are walked once for the messages they name (`rows` takes them from here)
+        self.named = {m.internal_id for e in own_events if (m := e.message) is not None}
+        self.new = self.named.difference(state.messages, self.promoted)
 
     def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
         """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
         if not (own_events or self.fires or output.alerts or output.commands or output.outcomes):
             return None
         gone = self.promoted.difference(state.promoted)
-        touched = touched_messages(own_events, output.alerts, output.commands,
-                                   [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
+        touched = touched_messages([e for e in own_events if e.__class__ in NAMING_OTHERS], output.alerts,
+                                   output.commands, [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
+        touched |= self.named
         touched -= {i for i in self.new if i not in state.messages and i not in state.promoted}  # came and went
         records = summary_records(state, touched)
         return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
