@@ -194,7 +194,7 @@ def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_quer
         assert twin.restarts == 0 and twin.query.exception() is None
     assert {a.alert_id for a in got[topics.alerts]} == alerts
     assert [(d.original, d.key, d.reason) for d in got[topics.dead_letters]] == [
-        (largest, b"mbx01", f"bad magic: {wire.bad_magic_detail('7878', wire.PLAIN_TEXT)}")]
+        (largest, b"mbx01", f"bad magic: {wire.bad_magic_detail('7878')}")]
 
 
 def test_an_alert_larger_than_kafkas_default_limit_is_published_and_the_query_runs_on(settings, spark,
