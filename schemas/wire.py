@@ -9,8 +9,6 @@ letter says the same thing whichever side set it aside: `"<reason>: <detail>"`.
 
 from __future__ import annotations
 
-import re
-
 MAGIC = b"\xc3\x01"
 FINGERPRINT_SIZE = 8
 HEADER_SIZE = len(MAGIC) + FINGERPRINT_SIZE  # the body starts at this offset (byte 11, 1-based)
@@ -61,10 +59,6 @@ CONFLUENT_FIRST_BYTE, CONFLUENT_HEADER_SIZE = b"\x00", 5
 JSON_FIRST_BYTE = b"{"
 JSON_TEXT = ("; perhaps JSON text, which the twin does not read (`shadowtwin replay FILE.jsonl` publishes JSON Lines"
              " as events)")
-# Text without control characters but tab, newline, vertical tab, form feed and carriage return
-# (a line typed into kafka-console-producer, say); Spark tests the same bytes with this regular expression.
-CONTROL_BYTES = r"[\x00-\x08\x0e-\x1f\x7f]"
-PLAIN_TEXT = "; perhaps a line of text (kafka-console-producer sends each line as it is), which the twin does not read"
 
 
 def confluent_framing(schema_id: int | str) -> str:
@@ -73,22 +67,12 @@ def confluent_framing(schema_id: int | str) -> str:
 
 
 def looks_like(data: bytes | None) -> str:
-    """A tombstone, Confluent's framing, JSON text or other text, in words; else nothing."""
+    """A tombstone, Confluent's framing or JSON text, in words; else nothing."""
     if data is None:
         return TOMBSTONE
     if len(data) >= CONFLUENT_HEADER_SIZE and data[:1] == CONFLUENT_FIRST_BYTE:
         return confluent_framing(int.from_bytes(data[1:CONFLUENT_HEADER_SIZE], "big"))
-    if data[:1] == JSON_FIRST_BYTE:
-        return JSON_TEXT
-    return PLAIN_TEXT if data and _is_text(data) else ""
-
-
-def _is_text(data: bytes) -> bool:
-    try:
-        text = bytes(data).decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return re.search(CONTROL_BYTES, text) is None
+    return JSON_TEXT if data[:1] == JSON_FIRST_BYTE else ""
 
 
 def truncated_detail(length: int | str) -> str:

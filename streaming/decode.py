@@ -108,8 +108,6 @@ def _reason(fingerprint: Column, body: Column, name: str, catalogue: Catalogue) 
         .when((size >= wire.CONFLUENT_HEADER_SIZE) & (first == F.lit(wire.CONFLUENT_FIRST_BYTE)), F.format_string(
             wire.confluent_framing("%s"), F.conv(_hex(F.substring(value, 2, wire.CONFLUENT_HEADER_SIZE - 1)), 16, 10)))
         .when(first == F.lit(wire.JSON_FIRST_BYTE), F.lit(wire.JSON_TEXT))
-        .when((size > 0) & F.is_valid_utf8(value.cast("string")) & ~value.cast("string").rlike(wire.CONTROL_BYTES),
-              F.lit(wire.PLAIN_TEXT))
         .otherwise(F.lit(""))
     )
     current = catalogue.current(name)
