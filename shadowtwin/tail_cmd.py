@@ -45,8 +45,8 @@ def add_parser(commands) -> None:
     cmd = commands.add_parser("commands", help="the twin's redelivery commands",
                               description="Read the redelivery commands the twin published.")
     add_tail_parser(cmd.add_subparsers(dest="commands_action", required=True, metavar="ACTION"), "commands")
-    dead = commands.add_parser("dead-letters", help="the records the twin and the producers set aside, with why",
-                               description="Read the dead-letter topic: each record the twin (or ingest, replay)"
+    dead = commands.add_parser("dead-letters", help="the records the twin and ingest set aside, with why",
+                               description="Read the dead-letter topic: each record the twin (or ingest exchange-mtl)"
                                            " could not use, with where it was read and the reason.")
     add_tail_parser(dead.add_subparsers(dest="dead_letters_action", required=True, metavar="ACTION"), "dead letters")
 
