@@ -669,8 +669,7 @@ class _Transition:
             decided_at_ms=t,
         ))
         pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
-        if pair is not None and t < self.last_reached_ms(pair) + (self.spans.get(pair.shadow)
-                                                                 or self.spans_of(pair.shadow))[2]:
+        if pair is not None and t < self.last_reached_ms(pair) + self.auto_discard_span(pair.shadow):
             # Expired is processed: the shadow holds its copy until it collects the discard status, and
             # resubmits it if it promotes before that (it was down, then its primary failed).
             self.primary_done(m, t)
@@ -1024,6 +1023,9 @@ class _Transition:
 
     def silence_span(self, shadow: str) -> int:
         return (self.spans.get(shadow) or self.spans_of(shadow))[1]
+
+    def auto_discard_span(self, shadow: str) -> int:
+        return (self.spans.get(shadow) or self.spans_of(shadow))[2]
 
     def spans_of(self, shadow: str) -> tuple[int, int, int]:
         timing = self.config.timing(shadow)
