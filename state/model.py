@@ -454,12 +454,13 @@ class _Transition:
         if m is not None and not m.decided:
             self.no_shadow(m, at_ms)
 
-    def no_shadow(self, m: Message, t: int) -> None:
-        """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows."""
+    def no_shadow(self, m: Message, t: int, accepted: bool = False) -> None:
+        """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows, unless the
+        node is known to have `accepted` it."""
         m.decided = True
         primary = self.s.primary
         # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
-        if self.primary_params.reject_message_on_shadow_failure \
+        if not accepted and self.primary_params.reject_message_on_shadow_failure \
                 and self.mode_of(primary) is not _EXCHANGE_2010:
             self.rejected_no_shadow(m, t)
             return
@@ -571,9 +572,11 @@ class _Transition:
             deadlines.set(_EXPIRE, key, end)
 
     def acknowledged_to_sender(self, e: ev.AcknowledgedToSender) -> None:
+        """An unredundant 250: the node accepted the message without a copy, whatever the twin's
+        RejectMessageOnShadowFailure says (as its 451 is believed)."""
         m = self.known(e)
         if m is not None and not e.redundant and not m.decided:
-            self.no_shadow(m, e.event_time_ms)
+            self.no_shadow(m, e.event_time_ms, accepted=True)
 
     def rejected_to_sender(self, e: ev.RejectedToSender) -> None:
         """The node answered 451 4.4.0: its RejectMessageOnShadowFailure is $true, whatever the twin's

@@ -89,6 +89,25 @@ def test_node_that_reports_an_unredundant_250_is_believed():
                                       message=ref("m1"), redundant=False)]
     assert [a.type for a in replay(events).alerts] == [AlertType.NOT_REDUNDANT]
 
+def test_an_unredundant_250_is_believed_whatever_reject_on_shadow_failure_says():
+    """The twin's configuration says RejectMessageOnShadowFailure $true, but mbx01 answered 250 without a
+    shadow copy: "No message is accepted or acknowledged by any Mailbox server in the organization until a
+    shadow copy of the message is successfully created" does not hold there, so "the primary message is
+    accepted anyway, but isn't redundantly persisted" (003), as a 451 it answers is believed whatever the
+    configuration says. m1 is NOT_REDUNDANT, not REJECTED_NO_SHADOW, and lost when mbx01 comes back at 3
+    with a new, empty queue database."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
+              ev.AcknowledgedToSender(event_id="a", event_time_ms=at(0.5), node="mbx01", primary_server="mbx01",
+                                      message=ref("m1"), redundant=False),
+              *org.started("mbx01", "dbP2", 3)]
+    result = replay(events, config(RejectMessageOnShadowFailure="$true"))
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [
+        (AlertType.NOT_REDUNDANT, at(0.5)), (AlertType.MESSAGE_LOST, at(3))]
+    assert [o.result for o in result.outcomes] == ["lost"]
+
 
 def test_shadow_redundancy_disabled_raises_no_alert_and_releases_on_delivery():
     org = Org()
