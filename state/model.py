@@ -1288,6 +1288,8 @@ class _Transition:
         if m.primary_done_ms is None and not m.at_risk and (pair is None or pair.primary_failed_ms is None):
             queue_end = m.received_ms + self.primary_timing.expiration_ms
             if at_ms < queue_end:  # its copy's hold ended first: the primary's queue keeps it until its own expiry
+                if pair is not None and m.shadow_held and at_ms >= self.copy_expires_ms(m):
+                    self.copy_expired_first(m, pair, at_ms)
                 s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
             if pair is not None and pair.last_query_ms - max(s.primary_seen_ms or 0, pair.last_contact_ms) > (
@@ -1317,6 +1319,18 @@ class _Transition:
                        "no discard notification arrived within SafetyNetHoldTime + MessageExpirationTimeout:"
                        " the shadow copy expires unacknowledged")
         self.close(m, at_ms, "expired")
+
+    def copy_expired_first(self, m: Message, pair: Pair, t: int) -> None:
+        """The copy of an unprocessed message expired from its shadow (its SafetyNetHoldTime +
+        MessageExpirationTimeout) before the message does in the primary's queue: the shadow holds nothing
+        of it to promote, and the primary's queue has the only copy."""
+        m.redundancy = Redundancy.LOST
+        self.alert(AlertType.SHADOW_EXPIRED, Severity.WARNING, [self.s.primary, pair.shadow], [m], t,
+                   f"{pair.shadow}'s shadow copy expired unacknowledged after its SafetyNetHoldTime +"
+                   f" MessageExpirationTimeout, before the message expires in {self.s.primary}'s queue: it is no"
+                   " longer redundantly persisted")
+        self.unhold(pair, m.ref.internal_id)
+        self.schedule_pair(pair)
 
     def fire_ack_delay(self, internal_id: str, at_ms: int) -> None:
         m = self.s.messages.get(internal_id)

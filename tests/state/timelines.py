@@ -1383,6 +1383,29 @@ def a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for(
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(4 * 60), ("m1",), (("b@tailspin.com",),))))
 
 
+# ---- behaviours of the seeds a thirteenth review found decided otherwise ------------------------
+
+def a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody() -> Timeline:
+    """What if SafetyNetHoldTime were 0 and mbx02's MessageExpirationTimeout (Set-TransportService, one
+    server's) 30 minutes, mbx01's the default 2 days. mbx02 keeps the copy of mbx01's m1, received at 1:
+    "Unacknowledged shadow messages eventually expire from Safety Net after the sum of the SafetyNetHoldTime
+    and MessageExpirationTimeout parameter values" (003), mbx02's: its copy expires at 31 (SHADOW_EXPIRED),
+    while m1 stays in mbx01's queue ("How long a message can remain in a queue before it expires": 2 days).
+    mbx02's queries fail from 60 to 300, but it holds nothing of mbx01's to promote at the span (before: the
+    twin forecast its promotion of m1 at 58 + 3 hours, and duplicates when mbx01, back with its queue at 300,
+    delivered m1 itself)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"safety_net_hold_time": "00:00:00"}),
+                         nodes={"mbx02": parameters_from({"safety_net_hold_time": "00:00:00",
+                                                          "message_expiration_timeout": "00:30:00"})})
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 60), *org.heartbeats_failing("mbx02", "mbx01", 60, 300),
+              *org.query_ok("mbx02", "mbx01", 300), *org.delivered("mbx01", "m1", "mbx09", 301)]
+    return Timeline("a copy that expires before its message does in the primary's queue is promoted by nobody",
+                    events, config, alerts=(Expected(AlertType.SHADOW_EXPIRED, at(31), ("m1",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1431,6 +1454,7 @@ ALL = (
     a_shadow_that_stopped_querying_promotes_nothing_at_the_span,
     a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
     a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
+    a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
 )
 
 # The fifth review's timelines end with every copy released: nothing may be held afterwards.
@@ -1456,5 +1480,6 @@ SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_b
            a_second_hand_off_to_the_same_hop_serves_its_own_recipients,
            a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
            a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
-           a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for)
+           a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
+           a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody)
 
