@@ -1292,8 +1292,13 @@ class _Transition:
                     self.copy_expired_first(m, pair, at_ms)
                 s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
-            if pair is not None and pair.last_query_ms - max(s.primary_seen_ms or 0, pair.last_contact_ms) > (
-                    silence := self.silence_span(pair.shadow)):
+            if pair is not None:
+                unanswered = pair.last_query_ms - max(s.primary_seen_ms or 0, pair.last_contact_ms)
+                silence = self.silence_span(pair.shadow)
+            else:  # no copy of it is held: a query of any shadow that failed to reach the primary since its last answer
+                unanswered = (s.unreachable_ms or 0) - (s.primary_seen_ms or 0)
+                silence = self.silence_span(s.primary)
+            if silence > 0 and unanswered > silence:
                 # Its shadow's queries go unanswered (it shows life, the primary none): a server that is down
                 # expires nothing. Its return, or its shadow's promotion, decides (looked at a silence span later).
                 s.deadlines.set(_EXPIRE, internal_id, at_ms + silence)

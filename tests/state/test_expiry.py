@@ -90,3 +90,27 @@ def test_every_message_is_forgotten_by_its_expiry_whatever_happened():
     result = replay(events)
     assert result.settles("mbx01")
     assert [o.result for o in result.outcomes] == ["expired"]
+
+
+def test_a_message_whose_copy_expired_does_not_expire_in_a_primary_its_shadow_cannot_reach():
+    """A server that is down expires nothing, also once its message's only copy is the one in its queue.
+    mbx02's copy of m1 expires at 31 (its SafetyNetHoldTime 0 + MessageExpirationTimeout 30 minutes), and its
+    queries of mbx01 fail from 60 on for three days: mbx01 is down past its MessageExpirationTimeout (2 days),
+    and expires m1 when it comes back, with its queue, at 3 days ("How long a message can remain in a queue
+    before it expires", 003); before, the twin said MESSAGE_EXPIRED at 2 days, while mbx01 was down."""
+    from state.parameters import ModelConfig, parameters_from
+    from tests.state.timelines import _heartbeats_ok
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"safety_net_hold_time": "00:00:00"}),
+                         nodes={"mbx02": parameters_from({"safety_net_hold_time": "00:00:00",
+                                                          "message_expiration_timeout": "00:30:00"})})
+    back = 3 * 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 60),
+              *org.heartbeats_failing("mbx02", "mbx01", 60, back, every=30),
+              *org.started("mbx01", "dbP1", back), *org.expired("mbx01", "m1", back + 0.5)]
+    result = replay(events, config)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [
+        (AlertType.SHADOW_EXPIRED, at(31)), (AlertType.MESSAGE_EXPIRED, at(back + 0.5))]
+    assert result.settles("mbx01")
