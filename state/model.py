@@ -1221,7 +1221,8 @@ class _Transition:
             if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
-        if pair.last_heartbeat_ms is not None and at_ms - pair.last_heartbeat_ms > self.heartbeat_of(shadow):
+        if silence > 0 and pair.last_heartbeat_ms is not None and at_ms - pair.last_heartbeat_ms > self.heartbeat_of(
+                shadow):
             # Its query due by now never came: a shadow that stopped querying resubmits nothing (a
             # span shorter than the silence span runs out first). Its next query decides, or the silence span.
             s.deadlines.set(_PROMOTE, shadow, pair.last_query_ms + silence)

@@ -44,6 +44,22 @@ def test_what_if_resubmit_span_were_one_hour():
     assert {c.decided_at_ms for c in result.commands} == {at(4) + HOUR}
 
 
+def test_without_the_silence_rule_a_shadow_whose_queries_stop_is_not_promoted_before_the_span():
+    """shadow_silence_heartbeats 0 turns the twin's silence rule off: a shadow whose queries stop is then not
+    judged silent, and "If the shadow server can't open an SMTP session with the primary server after [...]
+    ShadowResubmitTimeSpan [...] the shadow server promotes itself" (003): mbx02's last answered query is at 4,
+    its last query (failed) at 6, then none: its promotion is forecast at 4 + 3 hours (before: at 6, the
+    decision stamped in the past when the deadline at 4 + 3 hours found the query due since never came)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 2), *org.shadowed("mbx01", "mbx02", "m2", 2),
+              *org.query_ok("mbx02", "mbx01", 4), *org.query_failed("mbx02", "mbx01", 6), *org.tick(5 * 60)]
+    result = replay(events, ModelConfig(shadow_silence_heartbeats=0))
+    assert {(c.message.internal_id, c.decided_at_ms) for c in result.commands} == {
+        ("m1", at(4) + 3 * HOUR), ("m2", at(4) + 3 * HOUR)}
+
+
 def test_commands_ids_are_stable_across_runs():
     first = replay(two_messages_then_primary_dies(Org()))
     second = replay(two_messages_then_primary_dies(Org()))
