@@ -119,13 +119,11 @@ class RelayNode:
                          shadow_redundancy_enabled=self.params.shadow_redundancy_enabled, xshadow_advertised=True,
                          queue_db_id=self.db.queue_db_id)
         self.events.flush()
-        receive = self.topology.receive_connector
         self._controller = RelayController(self, self.topology.host, self.spec.port, self.name, self._passwords,
                                            {p.name for p in self.peers},
                                            tls.server_context(self.topology.tls_dir(), self.name),
                                            tls.sender_context(self.topology.tls_dir(), self.name),
-                                           receive.connection_inactivity_timeout.total_seconds(),
-                                           receive.max_message_size, receive.max_hop_count)
+                                           self.topology.receive_connector)
         self._controller.start()
         follower = CommandFollower(self, self.bootstrap, self.commands_topic)
         for target, label in ((self._delivery_loop, "delivery"), (self._heartbeat_loop, "heartbeat"),

@@ -17,6 +17,9 @@
   `530 5.7.0 Authentication required for <verb>` and a warning in the log naming the peer's
   address and the verb, never a credential; a peer may only shadow as itself (PRIMARY=) and
   ask for its own discards (SHADOW=);
+- a transaction takes at most the Receive connector's MaxRecipientsPerMessage recipients: each one more
+  is answered `452 4.5.3 Too many recipients`, as Exchange answers it (RFC 5321 4.5.3.1.10: 452, and the
+  client sends the rest in another transaction; 4.5.3.1.8: at least 100 must be taken);
 - a message (not a shadow copy) that already has more Received lines than the Receive connector's
   MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
@@ -43,9 +46,11 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
 from producers.relay import protocol
 from producers.relay.headers import HEADER_ROOM, hop_count
 from producers.relay.tls import certified_name
+from producers.relay.topology import ReceiveConnector
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
+TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LF = re.compile(rb"(?<!\r)\n")
 
@@ -243,9 +248,10 @@ class RelayHandler:
     aiosmtpd takes any token as an address (`RCPT TO:bad`, `RCPT TO:<not an address>`); a path
     that is no Mailbox gets 501, as Exchange answers it (the null sender and `<Postmaster>` aside)."""
 
-    def __init__(self, backend: RelayBackend, max_hop_count: int):
+    def __init__(self, backend: RelayBackend, receive: ReceiveConnector):
         self.backend = backend
-        self.max_hop_count = max_hop_count
+        self.max_hop_count = receive.max_hop_count
+        self.max_recipients = receive.max_recipients_per_message
 
     async def handle_MAIL(self, server, session, envelope, address: str, mail_options: list[str]) -> str:
         if address != "<>" and not is_mailbox(address):
@@ -257,6 +263,8 @@ class RelayHandler:
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
         if not is_mailbox(address) and address.lower() != "postmaster":
             return "501 5.1.3 Invalid address"
+        if len(envelope.rcpt_tos) >= self.max_recipients:
+            return TOO_MANY_RECIPIENTS
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(rcpt_options)
         return "250 OK"
@@ -290,19 +298,20 @@ def _protocol(server: RelaySMTP, session: Session) -> str:
 
 
 class RelayController(Controller):
-    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work; a session
-    idle for `timeout` seconds is closed."""
+    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work, as its Receive
+    connector says (a session idle for its ConnectionInactivityTimeout is closed)."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
-                 timeout: float, max_message_size: int, max_hop_count: int, workers: int = 16):
+                 receive: ReceiveConnector, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
-        super().__init__(RelayHandler(backend, max_hop_count), hostname=host, port=port, loop=loop,
+        super().__init__(RelayHandler(backend, receive), hostname=host, port=port, loop=loop,
                          server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
-                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False, timeout=timeout,
-                         data_size_limit=max_message_size)
+                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False,
+                         timeout=receive.connection_inactivity_timeout.total_seconds(),
+                         data_size_limit=receive.max_message_size)
         self._peers = frozenset(peers)
         self._sender_tls_context = sender_tls_context
 

@@ -84,11 +84,14 @@ class ReceiveConnector:
     Set-ReceiveConnector; from 65536 bytes). How many Received lines a message may already have: one
     with more is refused as a mail loop (Exchange's MaxHopCount, "determined by the number of Received
     header fields that exist in a submitted message. A valid value is from 1 to 500. The default value
-    is 30.", Set-ReceiveConnector)."""
+    is 30.", Set-ReceiveConnector). How many recipients one transaction may have: each one more is answered
+    452 4.5.3 (Exchange's MaxRecipientsPerMessage, "A valid value is from 1 to 512000. The default value is
+    200.", Set-ReceiveConnector)."""
 
     connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
     max_message_size: int = field(default=36 * 1024 * 1024, metadata=at_least(65536))
     max_hop_count: int = field(default=30, metadata=at_least(1))
+    max_recipients_per_message: int = field(default=200, metadata=at_least(1))
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,16 @@ every message: how it treats a client's timing."""
 
 from __future__ import annotations
 
+import smtplib
 import socket
 import time
+from datetime import timedelta
 
 import pytest
 
 from producers.relay import tls
 from producers.relay.server import RelayController
+from producers.relay.topology import ReceiveConnector
 from tests.conftest import free_port
 
 TIMEOUT_S = 1.0
@@ -18,9 +21,11 @@ TIMEOUT_S = 1.0
 class _Accepting:
     def __init__(self):
         self.contents: list[bytes] = []
+        self.recipients: list[list[str]] = []
 
     def accept(self, peer, helo, envelope, via) -> str:
         self.contents.append(envelope.original_content)
+        self.recipients.append(list(envelope.rcpt_tos))
         return "250 2.0.0 OK queued"
 
 
@@ -30,8 +35,7 @@ def server(tmp_path):
     backend = _Accepting()
     controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, set(),
                                  tls.server_context(tmp_path, "ex01"), tls.sender_context(tmp_path, "ex01"),
-                                 timeout=TIMEOUT_S, max_message_size=1024 * 1024,
-                                 max_hop_count=30)
+                                 ReceiveConnector(timedelta(seconds=TIMEOUT_S), max_message_size=1024 * 1024))
     controller.start()
     yield controller, backend
     controller.stop()
@@ -80,3 +84,16 @@ def test_help_is_answered_214_as_rfc_5321_has_it(server):
     assert answers[1].startswith("214 ") and "MAIL FROM" in answers[1], answers
     assert answers[2][:3] in ("501", "504"), answers
     assert answers[3:] == ["250 OK", "221 Bye"]
+
+
+def test_a_recipient_over_max_recipients_per_message_is_answered_452_and_the_rest_are_taken(server):
+    """Exchange's MaxRecipientsPerMessage (200): the 201st RCPT of a transaction gets `452 4.5.3 Too many
+    recipients` (RFC 5321 4.5.3.1.10), which smtplib, postfix and Exchange send again in another transaction;
+    the node took any number before, which RFC 5321 lets a server refuse and Exchange does."""
+    controller, backend = server
+    recipients = [f"user{i}@contoso.com" for i in range(201)]
+    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
+        refused = smtp.sendmail("a@fabrikam.example", recipients, b"Subject: many\r\n\r\nhello\r\n")
+        assert refused == {recipients[200]: (452, b"4.5.3 Too many recipients")}
+        assert smtp.sendmail("a@fabrikam.example", recipients[200:], b"Subject: many\r\n\r\nhello\r\n") == {}
+    assert backend.recipients == [recipients[:200], recipients[200:]]
