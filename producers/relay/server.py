@@ -24,7 +24,10 @@
   MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
 - the work itself (accepting a message, storing a shadow copy, answering a discard query) is
-  the node's (`RelayBackend`), run in worker threads so the event loop never blocks.
+  the node's (`RelayBackend`), run in worker threads so the event loop never blocks: a peer's work
+  (its shadow copy, its discard query) in threads of its own, since accepting a message waits for a
+  peer's worker to store its copy: with one pool, nodes that each had every worker accepting waited
+  on each other until the shadow session timed out, and acknowledged the messages not redundant.
 
 aiosmtpd logs every command line at INFO on `mail.log`, AUTH PLAIN's base64 credentials
 included; `quiet_library_logs()` keeps that logger at WARNING, and nodes call it at start.
@@ -231,7 +234,8 @@ class RelaySMTP(SMTP):
                         self._authenticated_as(), query.shadow)
             await self.push("550 5.7.1 a peer may only ask for its own discard notifications")
             return
-        answer = await self.loop.run_in_executor(None, self.event_handler.backend.answer_discards, query)
+        handler = self.event_handler
+        answer = await self.loop.run_in_executor(handler.peer_work, handler.backend.answer_discards, query)
         for line in answer.reply_lines():
             await self.push(line)
 
@@ -248,8 +252,9 @@ class RelayHandler:
     aiosmtpd takes any token as an address (`RCPT TO:bad`, `RCPT TO:<not an address>`); a path
     that is no Mailbox gets 501, as Exchange answers it (the null sender and `<Postmaster>` aside)."""
 
-    def __init__(self, backend: RelayBackend, receive: ReceiveConnector):
+    def __init__(self, backend: RelayBackend, receive: ReceiveConnector, peer_work: concurrent.futures.Executor):
         self.backend = backend
+        self.peer_work = peer_work
         self.max_hop_count = receive.max_hop_count
         self.max_recipients = receive.max_recipients_per_message
 
@@ -281,7 +286,8 @@ class RelayHandler:
         request = getattr(session, "shadow_request", None)
         loop = asyncio.get_running_loop()
         if request is not None:
-            return await loop.run_in_executor(None, self.backend.store_shadow, session.auth_data, request, envelope)
+            return await loop.run_in_executor(self.peer_work, self.backend.store_shadow, session.auth_data, request,
+                                              envelope)
         if (hops := hop_count(envelope.original_content)) > self.max_hop_count:
             log.warning("refused a message from %s with %d Received lines (MaxHopCount %d): a mail loop?",
                         _peer(session), hops, self.max_hop_count)
@@ -298,15 +304,16 @@ def _protocol(server: RelaySMTP, session: Session) -> str:
 
 
 class RelayController(Controller):
-    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work, as its Receive
-    connector says (a session idle for its ConnectionInactivityTimeout is closed)."""
+    """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work and one for its
+    peers', as its Receive connector says (a session idle for its ConnectionInactivityTimeout is closed)."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
                  peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
                  receive: ReceiveConnector, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
-        super().__init__(RelayHandler(backend, receive), hostname=host, port=port, loop=loop,
+        peer_work = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="peer-work")
+        super().__init__(RelayHandler(backend, receive, peer_work), hostname=host, port=port, loop=loop,
                          server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
                          tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False,

@@ -11,7 +11,9 @@ import signal
 import smtplib
 import socket
 import ssl
+import threading
 import time
+from email.message import EmailMessage
 
 import pytest
 
@@ -375,3 +377,36 @@ def test_rset_and_ehlo_end_an_xshadow_as_they_end_a_transaction(make_lab):
         code, text = smtp.data(b"Message-ID: <own@x>\r\nSubject: the peer's own\r\n\r\nhi\r\n")
     assert code == 250 and text.decode().startswith("2.0.0 OK queued as ex01."), text
     assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<own@x>"], 20)
+
+
+def test_nodes_busy_with_many_clients_at_once_still_shadow_every_message(make_lab, kafka_bootstrap, topics):
+    """Two nodes, each with more clients at once than it has workers (16): a node's worker accepting a
+    message waits for a peer's worker to store its shadow copy. With one pool for both, every worker of each
+    node waited on the other's until the shadow session timed out: about half the messages were acknowledged
+    not redundant (32 of 60). The peers' work has workers of its own now."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    replies: dict[str, object] = {}
+
+    def client(i: int) -> None:
+        message = EmailMessage()
+        message["From"], message["To"], message["Subject"] = "a@fabrikam.example", "b@contoso.com", "busy"
+        message["Message-ID"] = message_id = f"<busy-{i}@x>"
+        message.set_content("hello\n")
+        try:
+            with smtplib.SMTP(lab.topology.host, lab.topology.node(f"ex0{i % 2 + 1}").port, timeout=60) as smtp:
+                replies[message_id] = smtp.send_message(message)
+        except (OSError, smtplib.SMTPException) as exc:
+            replies[message_id] = exc
+
+    clients = [threading.Thread(target=client, args=(i,)) for i in range(48)]
+    for thread in clients:
+        thread.start()
+    for thread in clients:
+        thread.join(120)
+    assert list(replies.values()) == [{}] * 48, replies
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: sum(
+        isinstance(e, ev.AcknowledgedToSender) for e in records) == 48)
+    acknowledged = [e for e in events if isinstance(e, ev.AcknowledgedToSender)]
+    assert len(acknowledged) == 48
+    assert [e.message.message_id for e in acknowledged if not e.redundant] == []
