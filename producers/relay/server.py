@@ -20,6 +20,10 @@
 - a transaction takes at most the Receive connector's MaxRecipientsPerMessage recipients: each one more
   is answered `452 4.5.3 Too many recipients`, as Exchange answers it (RFC 5321 4.5.3.1.10: 452, and the
   client sends the rest in another transaction; 4.5.3.1.8: at least 100 must be taken);
+- SMTPUTF8 (RFC 6531) is not offered (nor by the lab's sink, nor by many a next hop): a path
+  with non-ASCII characters is refused as RFC 6531 3.5 says, `550 5.6.7` at MAIL and `553 5.6.7` at RCPT
+  ("Non-ASCII addresses not permitted for that sender/recipient"), so that the client knows why (aiosmtpd
+  said `500 Error: strict ASCII mode`); `SMTPUTF8` at MAIL gets `555`, a non-ASCII EHLO or HELO name `501`;
 - a message (not a shadow copy) that already has more Received lines than the Receive connector's
   MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
@@ -54,6 +58,9 @@ from producers.relay.topology import ReceiveConnector
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
+NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
+NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that recipient"
+NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LF = re.compile(rb"(?<!\r)\n")
 
@@ -259,6 +266,10 @@ class RelayHandler:
         self.max_recipients = receive.max_recipients_per_message
 
     async def handle_MAIL(self, server, session, envelope, address: str, mail_options: list[str]) -> str:
+        if "SMTPUTF8" in mail_options:
+            return "555 5.5.4 SMTPUTF8 is not offered"
+        if not address.isascii():
+            return NON_ASCII_SENDER
         if address != "<>" and not is_mailbox(address):
             return "501 5.1.7 Invalid address"
         envelope.mail_from = address
@@ -266,6 +277,8 @@ class RelayHandler:
         return "250 OK"
 
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
+        if not address.isascii():
+            return NON_ASCII_RECIPIENT
         if not is_mailbox(address) and address.lower() != "postmaster":
             return "501 5.1.3 Invalid address"
         if len(envelope.rcpt_tos) >= self.max_recipients:
@@ -274,10 +287,19 @@ class RelayHandler:
         envelope.rcpt_options.extend(rcpt_options)
         return "250 OK"
 
+    async def handle_HELO(self, server, session, envelope, hostname) -> str:
+        if not hostname.isascii():
+            return NON_ASCII_NAME
+        session.host_name = hostname
+        return f"250 {server.hostname}"
+
     async def handle_EHLO(self, server, session, envelope, hostname, responses):
+        if not hostname.isascii():
+            return [NON_ASCII_NAME]
         session.host_name = hostname
         extensions = ["250-PIPELINING", f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"]
-        return responses[:-1] + extensions + responses[-1:]
+        offered = [line for line in responses[:-1] if line != "250-SMTPUTF8"]
+        return offered + extensions + responses[-1:]
 
     async def handle_DATA(self, server: RelaySMTP, session: Session, envelope: Envelope) -> str:
         # A bare LF is no line end to aiosmtpd but is one to smtplib's dot-stuffing: "\n.\n" would reach
@@ -316,7 +338,10 @@ class RelayController(Controller):
         super().__init__(RelayHandler(backend, receive, peer_work), hostname=host, port=port, loop=loop,
                          server_hostname=name,
                          authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
-                         tls_context=tls_context, ident=BANNER, enable_SMTPUTF8=False,
+                         tls_context=tls_context, ident=BANNER,
+                         # aiosmtpd reads a command's argument as UTF-8 only with SMTPUTF8 on (else it answers
+                         # 500 before any hook): on, for the hooks to answer 5.6.7; EHLO does not offer it.
+                         enable_SMTPUTF8=True,
                          timeout=receive.connection_inactivity_timeout.total_seconds(),
                          data_size_limit=receive.max_message_size)
         self._peers = frozenset(peers)

@@ -97,3 +97,29 @@ def test_a_recipient_over_max_recipients_per_message_is_answered_452_and_the_res
         assert refused == {recipients[200]: (452, b"4.5.3 Too many recipients")}
         assert smtp.sendmail("a@fabrikam.example", recipients[200:], b"Subject: many\r\n\r\nhello\r\n") == {}
     assert backend.recipients == [recipients[:200], recipients[200:]]
+
+
+def test_a_non_ascii_path_is_refused_5_6_7_as_rfc_6531_has_it(server):
+    """The node does not offer SMTPUTF8; aiosmtpd answered a path with non-ASCII characters `500 Error:
+    strict ASCII mode`, a syntax error that tells a client nothing. RFC 6531 3.5: 553 at RCPT, 550 at MAIL,
+    with 5.6.7, "Non-ASCII addresses not permitted for that sender/recipient"; the session goes on, and the
+    message reaches the recipients the node took."""
+    controller, backend = server
+    with socket.create_connection(("127.0.0.1", controller.port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        replies.readline()
+        sock.sendall("EHLO client.example\r\nMAIL FROM:<jöran@fabrikam.example>\r\n"
+                     "MAIL FROM:<a@fabrikam.example> SMTPUTF8\r\nMAIL FROM:<a@fabrikam.example>\r\n"
+                     "RCPT TO:<björn@contoso.com>\r\nRCPT TO:<b@contoso.com>\r\nDATA\r\n".encode())
+        ehlo = [replies.readline().decode()]
+        while ehlo[-1][3:4] == "-":
+            ehlo.append(replies.readline().decode())
+        answers = [replies.readline().decode().strip() for _ in range(6)]
+        sock.sendall(b"Subject: s\r\n\r\nhello\r\n.\r\nQUIT\r\n")
+        answers += [replies.readline().decode().strip() for _ in range(2)]
+    assert not any("SMTPUTF8" in line for line in ehlo), ehlo
+    assert answers[:2] == ["550 5.6.7 Non-ASCII addresses not permitted for that sender",
+                           "555 5.5.4 SMTPUTF8 is not offered"]
+    assert answers[2:5] == ["250 OK", "553 5.6.7 Non-ASCII addresses not permitted for that recipient", "250 OK"]
+    assert answers[5].startswith("354") and answers[6].startswith("250 2.0.0") and answers[7].startswith("221")
+    assert backend.recipients == [["b@contoso.com"]]
