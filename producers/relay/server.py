@@ -62,7 +62,7 @@ NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
 NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that recipient"
 NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
-_BARE_LF = re.compile(rb"(?<!\r)\n")
+_BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -302,9 +302,11 @@ class RelayHandler:
         return offered + extensions + responses[-1:]
 
     async def handle_DATA(self, server: RelaySMTP, session: Session, envelope: Envelope) -> str:
-        # A bare LF is no line end to aiosmtpd but is one to smtplib's dot-stuffing: "\n.\n" would reach
-        # the shadow and the next hop as "\n..\n". Lines end in CRLF from here on (RFC 5321 2.3.8).
-        envelope.original_content = _BARE_LF.sub(b"\r\n", envelope.original_content)
+        # A bare LF or CR is no line end to aiosmtpd. A bare LF is one to smtplib's dot-stuffing: "\n.\n" would
+        # reach the shadow and the next hop as "\n..\n"; a bare CR is none, and "\r.\r" would reach them as it
+        # came, the end of the data to a next hop that ends lines at CR (SMTP smuggling). Lines end in CRLF
+        # from here on (RFC 5321 2.3.8), as postfix's smtpd_forbid_bare_newline = normalize has it.
+        envelope.original_content = _BARE_LINE_END.sub(b"\r\n", envelope.original_content)
         request = getattr(session, "shadow_request", None)
         loop = asyncio.get_running_loop()
         if request is not None:
