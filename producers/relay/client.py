@@ -8,6 +8,7 @@
   recipient, what became of it:
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
+  recipients over the next hop's limit for a transaction (452 4.5.3) go in another transaction at once;
   a message larger than the SIZE the next hop declares fails for good without MAIL (RFC 1870);
   the next hop's greeting and answers are awaited as long as RFC 5321 has it (5 minutes, 10 for the end of
   the data; connecting takes the node's SMTP timeout);
@@ -207,13 +208,16 @@ def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, 
         return RelayOutcome((), failed={r: _answer(code, text) for r in rcpts})
     if code != 250:
         raise smtplib.SMTPSenderRefused(code, text, mail_from)
-    accepted, deferred, failed = [], {}, {}
-    for rcpt in rcpts:
+    accepted, deferred, failed, left = [], {}, {}, ()
+    for i, rcpt in enumerate(rcpts):
         code, text = session.rcpt(rcpt)
         if code in (250, 251):
             accepted.append(rcpt)
+        elif _too_many(code, text) and accepted:
+            left = rcpts[i:]
+            break
         else:
-            (failed if code >= 500 else deferred)[rcpt] = _answer(code, text)
+            (failed if code >= 500 and not _too_many(code, text) else deferred)[rcpt] = _answer(code, text)
     if not accepted:
         try:
             session.rset()
@@ -225,11 +229,36 @@ def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, 
         code, text = session.data(content)
     except smtplib.SMTPDataError as exc:  # the answer to DATA itself (354 expected)
         code, text = exc.smtp_code, exc.smtp_error
-    if code >= 500:
-        return RelayOutcome((), deferred=deferred, failed={**failed, **{r: _answer(code, text) for r in accepted}})
+    if code >= 500:  # the content is refused: so it would be for the recipients left
+        return RelayOutcome((), deferred=deferred,
+                            failed={**failed, **{r: _answer(code, text) for r in accepted + list(left)}})
     if code != 250:
         raise smtplib.SMTPDataError(code, text)
-    return RelayOutcome(tuple(accepted), text.decode(errors="replace"), deferred, failed)
+    outcome = RelayOutcome(tuple(accepted), text.decode(errors="replace"), deferred, failed)
+    return _with(outcome, _rest(session, mail_from, left, content)) if left else outcome
+
+
+def _too_many(code: int, text: bytes) -> bool:
+    """The next hop's limit of recipients in a transaction (Exchange's MaxRecipientsPerMessage, postfix's
+    smtpd_recipient_limit): RFC 5321 4.5.3.1.10 has the server answer 452 (552 as RFC 821 had it, which the
+    client SHOULD take as temporary), and the client send the recipients left in another transaction, as
+    Exchange does at once; a recipient left for the next attempt would wait TransientFailureRetryInterval."""
+    words = text.decode(errors="replace").lower()
+    return code in (452, 552) and ("too many recipients" in words or words.startswith(("4.5.3", "5.5.3")))
+
+
+def _rest(session: smtplib.SMTP, mail_from: str, left: tuple[str, ...], content: bytes) -> RelayOutcome:
+    """The recipients left over, in another transaction of the same session: a failed session defers them
+    only, since the next hop has the message for the others already."""
+    try:
+        return _relay_transaction(session, mail_from, left, content)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a reason
+        return RelayOutcome((), deferred={r: str(_failure(exc)) for r in left})
+
+
+def _with(first: RelayOutcome, rest: RelayOutcome) -> RelayOutcome:
+    return RelayOutcome(first.accepted + rest.accepted, "; ".join(r for r in (first.reply, rest.reply) if r),
+                        {**first.deferred, **rest.deferred}, {**first.failed, **rest.failed})
 
 
 def _opportunistic_context() -> ssl.SSLContext:

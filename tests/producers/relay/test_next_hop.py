@@ -165,6 +165,41 @@ def test_recipients_refused_for_good_are_reported_to_the_sender_and_the_shadow_w
     assert all(state.holds_nothing() for state in result.states.values())
 
 
+class _TwoAtATime:
+    """A next hop that takes two recipients a transaction, as Exchange takes MaxRecipientsPerMessage."""
+
+    def __init__(self):
+        self.transactions: list[tuple[str, ...]] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if len(envelope.rcpt_tos) == 2:
+            return "452 4.5.3 Too many recipients"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 Ok"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.transactions.append(tuple(envelope.rcpt_tos))
+        return "250 2.0.0 Ok: queued"
+
+
+def test_recipients_over_the_next_hop_s_limit_go_at_once_in_another_transaction(make_lab, kafka_bootstrap, topics):
+    """RFC 5321 4.5.3.1.10: a server out of room for recipients in a transaction answers 452 and the client
+    sends the rest in another; Exchange does so at once. A node took `452 4.5.3 Too many recipients` as a
+    recipient busy for now: it deferred the rest (DeliveryDeferred) and sent them TransientFailureRetryInterval
+    later (5 minutes by Exchange's default), two more a time."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, transport_service={"transient_failure_retry_interval": "60s"})
+    recipients = [f"user{i}@contoso.com" for i in range(5)]
+    next_hop = _TwoAtATime()
+    with _next_hop(lab, next_hop):
+        _send(lab, _message("<many@x>", recipients))
+        assert wait_until(lambda: len(next_hop.transactions) == 3, 20), next_hop.transactions
+    assert next_hop.transactions == [tuple(recipients[:2]), tuple(recipients[2:4]), tuple(recipients[4:])]
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert not any(isinstance(e, ev.DeliveryDeferred) for e in events)
+    assert [e.recipients for e in events if isinstance(e, ev.DeliveredToMailbox)] == [tuple(recipients)]
+
+
 class _Capture:
     def __init__(self):
         self.contents: list[bytes] = []
