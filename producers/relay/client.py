@@ -64,7 +64,9 @@ class SessionFailed(Exception):
 def _failure(exc: BaseException) -> SessionFailed:
     if isinstance(exc, SessionFailed):
         return exc
-    if isinstance(exc, (socket.timeout, TimeoutError)):
+    # smtplib says a peer that never answered "Connection unexpectedly closed: The read operation timed out"
+    # (SMTPServerDisconnected, raised while handling the timeout): it timed out, it did not refuse.
+    if any(isinstance(e, (socket.timeout, TimeoutError)) for e in (exc, exc.__context__)):
         return SessionFailed(ShadowFailureReason.TIMEOUT, QueryFailureReason.TIMEOUT, f"timed out: {exc}")
     if isinstance(exc, smtplib.SMTPResponseException):
         text = f"{exc.smtp_code} {exc.smtp_error.decode(errors='replace') if isinstance(exc.smtp_error, bytes) else exc.smtp_error}"

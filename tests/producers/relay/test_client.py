@@ -11,9 +11,10 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
 from infra.settings import TopicSettings
-from producers.relay import client, tls
+from producers.relay import client, protocol, tls
 from producers.relay.lab import Lab
 from producers.relay.topology import load_topology
+from schemas.events import QueryFailureReason, ShadowFailureReason
 from tests.conftest import free_port
 from tests.producers.relay.conftest import topology_text
 
@@ -198,3 +199,23 @@ def test_a_next_hop_slow_to_greet_and_to_answer_rcpt_gets_the_message(request):
     with pytest.raises(client.SessionFailed, match="connection failed"):  # connecting still takes `timeout`
         client.relay("127.0.0.1", free_port(), "ex01", "a@contoso.com", ("b@fabrikam.com",), b"\r\nhi\r\n",
                      timeout=3)
+
+
+class _SilentAfterGreeting(SMTP):
+    """Greets, then never answers: a server hung, stopped or overloaded."""
+
+    async def smtp_EHLO(self, arg: str) -> None:
+        await asyncio.sleep(5)
+
+
+def test_a_peer_that_never_answers_is_a_timeout_not_a_refusal(request):
+    """smtplib turns a read that timed out into SMTPServerDisconnected, which the node took for a refused
+    or failed connection: its ShadowCopyFailed and DiscardQueryFailed said REFUSED and CONNECTION_FAILED of a
+    peer that had only stopped answering (as nodes busy waiting on each other did)."""
+    silent = serving(_SilentAfterGreeting)
+    request.addfinalizer(silent.stop)
+    with pytest.raises(client.SessionFailed) as failed:
+        client.query_discards("127.0.0.1", silent.port, "ex02", client.Credentials("ex02", "secret"),
+                              protocol.DiscardQuery("ex02", "qdb"), timeout=1, peer="ex01")
+    assert (failed.value.shadow_reason, failed.value.query_reason) == (ShadowFailureReason.TIMEOUT,
+                                                                       QueryFailureReason.TIMEOUT)
