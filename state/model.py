@@ -655,8 +655,10 @@ class _Transition:
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
             self.expired_in_queue(m, t)
-        else:
+        elif not (m.shadow_held and m.ref.internal_id in getattr(self.s.pairs.get(m.shadow_server), "held", ())):
             self.close(m, t, "expired")
+        # else processed already (the twin's deadline said this expiry first, the primary down by then):
+        # its shadow holds the copy until it collects the discard status, as after `expired_in_queue`
 
     def expired_in_queue(self, m: Message, t: int) -> None:
         s = self.s

@@ -84,6 +84,28 @@ def test_the_primarys_own_expiry_event_comes_first():
     assert result.settles("mbx01")
 
 
+def test_the_primarys_own_expiry_after_the_twins_leaves_the_copy_held_until_its_shadow_collects_the_discard():
+    """The twin expires m1 at receipt + MessageExpirationTimeout (2 days), as mbx01 would; but mbx01 was down by
+    then and expires it itself when it restarts, 15 minutes later. Its shadow mbx02, down since just before
+    the expiry, still holds the copy: mbx01 back with a new queue database (its discard status gone with the
+    old one), mbx02 back sees the new id and resubmits m1 (000: "a shadow server can also promote itself ...
+    when the queue database of the primary server is found to have a different database ID"). Before, the
+    primary's own expiry closed m1, and nothing was said at mbx02's return (hunt seed 965: 22 messages)."""
+    org = Org()
+    expiry = 2 * 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.deferred("mbx01", "m1", "mbx03", 1)]
+    for minute in range(2, expiry - 1, 2):
+        events += org.query_ok("mbx02", "mbx01", minute)
+    events += [*org.expired("mbx01", "m1", expiry + 15), *org.started("mbx01", "dbP2", expiry + 40),
+               *org.started("mbx02", "dbS1", expiry + 90)]
+    result = replay(events)
+    named = [a for a in result.alerts if a.messages]
+    assert [(a.type, a.decided_at_ms) for a in named[:1]] == [(AlertType.MESSAGE_EXPIRED, at(expiry))]
+    assert [(a.decided_at_ms, "mbx02" in a.servers) for a in named[1:]] == [(at(expiry + 90), True)]
+
+
 def test_every_message_is_forgotten_by_its_expiry_whatever_happened():
     org = Org()
     events = [*org.received("mbx01", "m1", 0), *org.sent("mbx01", "m1", "x", 1), *org.tick(5 * 24 * 60)]
