@@ -97,8 +97,10 @@ class HealthProbes:
 
 class MtlWriter:
     def __init__(self, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES, probes: HealthProbes | None = None,
-                 held: Callable[[str], Iterable[ev.MessageRef]] | None = None):
+                 held: Callable[[str], Iterable[ev.MessageRef]] | None = None, databases: Iterable[str] = ()):
         self.folder, self.max_bytes = folder, max_bytes
+        # A mailbox database is no host: its mail goes through the mailbox services of the server that logs it
+        self.databases = frozenset(databases)
         self.probes = probes
         self.held = held  # what a server holds (its queue and shadow copies) when it starts: LOAD lines
         self._databases: dict[str, str] = {}  # server -> the queue database it last started with
@@ -217,7 +219,8 @@ class MtlWriter:
             self._line(node, "MSGTRKMA", t, server_hostname=node, source="APPROVAL", event_id="INITMESSAGECREATED",
                        **self._ids(node, "MA", e.message), **common)
         incoming = e.source is ev.MessageSource.OUTSIDE_BOUNDARY
-        self._line(node, "MSGTRK", t, client_hostname=e.sender, server_hostname=node, source="SMTP",
+        sender = node if e.sender in self.databases else e.sender
+        self._line(node, "MSGTRK", t, client_hostname=sender, server_hostname=node, source="SMTP",
                    event_id="RECEIVE", recipient_status="250 2.6.0 Queued mail for delivery",
                    message_subject=f'Simulated, "message" {self._subjects}',
                    directionality="Incoming" if incoming else "Originating",
@@ -257,7 +260,8 @@ class MtlWriter:
         sent = self._sent.pop((e.node, e.message.internal_id, e.next_hop), None)
         recipients = sent.recipients if sent is not None else ()
         outside = sent is not None and sent.outside_boundary
-        self._line(e.node, "MSGTRK", e.event_time_ms, client_hostname=e.node, server_hostname=e.next_hop,
+        far_end = e.node if e.next_hop in self.databases else e.next_hop
+        self._line(e.node, "MSGTRK", e.event_time_ms, client_hostname=e.node, server_hostname=far_end,
                    source="SMTP", event_id="SEND", connector_id=INTERNET if outside else INTRA_ORG,
                    recipient_address=";".join(recipients), recipient_count=str(len(recipients)),
                    recipient_status=";".join("250 2.1.5 Recipient OK" for _ in recipients),
@@ -266,9 +270,9 @@ class MtlWriter:
     def _DeliveredToMailbox(self, e: ev.DeliveredToMailbox) -> None:
         ids = self._ids(e.node, "MD", e.message)
         recipients = dict(recipient_address=";".join(e.recipients), recipient_count=str(len(e.recipients)))
-        self._line(e.node, "MSGTRKMD", e.event_time_ms - 1, client_hostname=e.node, server_hostname=e.mailbox_server,
+        self._line(e.node, "MSGTRKMD", e.event_time_ms - 1, client_hostname=e.node, server_hostname=e.node,
                    source="SMTP", event_id="RECEIVE", **ids, **recipients)
-        self._line(e.node, "MSGTRKMD", e.event_time_ms, client_hostname=e.node, server_hostname=e.mailbox_server,
+        self._line(e.node, "MSGTRKMD", e.event_time_ms, client_hostname=e.node, server_hostname=e.node,
                    source="STOREDRIVER", event_id="DUPLICATEDELIVER" if e.duplicate else "DELIVER",
                    recipient_status=";".join("250 2.0.0 Delivered" for _ in e.recipients), **ids, **recipients)
 
@@ -305,7 +309,8 @@ def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MA
         node = simulation.nodes.get(name)
         return node.offset_ms if node is not None else 0
 
-    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology, offset), held)
+    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology, offset), held,
+                     (d.name for d in simulation.topology.mailbox_databases))
 
 
 def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None = None,

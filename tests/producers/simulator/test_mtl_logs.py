@@ -4,7 +4,7 @@ from producers.mtl_ingest import ingest
 from producers.mtl_log import parse_time, service_of
 from producers.simulator.mtl_check import check_logs
 from producers.simulator.mtl_writer import to_mtl
-from schemas.events import AlertType
+from schemas.events import AlertType, DeliveredToMailbox
 from shadowtwin.cli import main
 from tests.producers.simulator.scenarios import topology
 from tests.producers.test_mtl import ListSink
@@ -112,3 +112,20 @@ def test_a_primary_whose_preference_leaves_no_candidate_logs_the_failure_and_its
     check = check_logs(topo, 7, tmp_path)
     refused = [a for a in check.logs.alerts if a.type is AlertType.REJECTED_NO_SHADOW and a.servers[0] == "mbx03"]
     assert refused and not [a for a in check.false_alerts if a.type is AlertType.MESSAGE_EXPIRED]
+
+
+def test_mail_to_and_from_a_mailbox_database_names_the_server_whose_services_handled_it_never_the_database(tmp_path):
+    """A mailbox database is no host: the Transport service hands mail to the Mailbox Transport Delivery service
+    of a server, and takes submissions from its Mailbox Transport Submission service. Before, the SEND, the
+    delivery lines and the submission's RECEIVE named the database (DB01) as their host, so the ingester took
+    it for a server that answered SMTP, and the twin said it had stopped with the others (hunt seeds 1001, 1105:
+    EVENTS_STOPPED naming db01)."""
+    to_mtl(topology(duration="00:30:00", rate=0.2), 7, tmp_path)
+    hosts = {field for path in tmp_path.rglob("*.LOG") for line in path.read_bytes().splitlines()
+             if not line.startswith(b"#") for field in line.split(b",")[2:5:2]}
+    assert {b"mbx01", b"mbx02", b"mbx03"} <= hosts and not hosts & {b"DB01", b"DB02"}
+    sink = ListSink()
+    ingest(sorted(str(p) for p in tmp_path.iterdir() if p.is_dir()), sink, internal_domains=frozenset({"contoso.com"}))
+    servers = {"mbx01", "mbx02", "mbx03"}
+    assert {e.node for e in sink.events} == servers
+    assert {e.mailbox_server for e in sink.events if isinstance(e, DeliveredToMailbox)} == servers
