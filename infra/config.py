@@ -69,6 +69,12 @@ def non_negative_duration() -> dict[str, Any]:
     return allowed("a duration of zero or more", lambda v: v >= timedelta(0))
 
 
+def timespan(check: dict[str, Any]) -> dict[str, Any]:
+    """Field metadata for an Exchange parameter's duration: a whole number alone is days, as in Set-TransportConfig
+    (elsewhere it is refused, being as likely seconds)."""
+    return {**check, "days_alone": True}
+
+
 def one_of(*choices: str) -> dict[str, Any]:
     return allowed(f"one of {', '.join(choices)}", lambda v: v in choices)
 
@@ -80,33 +86,58 @@ def matching(pattern: str, description: str) -> dict[str, Any]:
 
 # ---- durations --------------------------------------------------------------------------------
 
-_EXCHANGE_SPAN = re.compile(r"^(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2}(?:\.\d+)?)$")
+_EXCHANGE_SPAN = re.compile(
+    r"^(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2})(?::(?P<s>\d{1,2}(?:\.\d+)?))?$")
+_DAYS = re.compile(r"^\d+$")
 _SHORT_SPAN = re.compile(r"^(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>ms|s|m|min|h|d)$")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+LONGEST = timedelta(days=10675199, hours=2, minutes=48, seconds=5.4775807)  # .NET's TimeSpan.MaxValue
 
 
-def parse_duration(value: object) -> timedelta:
-    """"03:00:00", "2.00:00:00" (Exchange's notation), "3h", "90s", "500ms", 180 (seconds), or a timedelta.
+def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
+    """"03:00:00", "2.00:00:00", "1:00" (Exchange's notation), "3h", "90s", "500ms", 180 (seconds), or a timedelta.
 
     Exchange's notation is read as .NET's TimeSpan.Parse (what Set-TransportConfig uses) reads it:
-    hours 0 to 23, minutes and seconds 0 to 59. Beyond that it is refused, saying how to write
-    it: .NET refuses "00:61:00", and reads "25:00:00" as 25 days, not hours."""
+    "hh:mm", "hh:mm:ss", "d.hh:mm" and "d.hh:mm:ss", seconds with a fraction ("1:00" is an hour),
+    and with `days_alone` (an Exchange parameter's value) "d": a whole number alone is days; without
+    it such a text is refused, saying so, since it is as likely seconds. Hours go from 0 to 23,
+    minutes and seconds 0 to 59. Beyond that it is refused, saying how to write it: .NET refuses
+    "00:61:00", and reads "25:00:00" as 25 days, not hours. So is a duration longer than TimeSpan holds (`LONGEST`, some 29,000 years)."""
     if isinstance(value, timedelta):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    if isinstance(value, str):
-        text = value.strip()
-        if match := _EXCHANGE_SPAN.match(text):
-            span = timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
-                             seconds=float(match["s"]))
-            _check_exchange_span(text, int(match["h"]), int(match["m"]), float(match["s"]), span,
-                                 days=match["days"] is not None)
-            return span
-        if match := _SHORT_SPAN.match(text):
-            return timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]])
-        raise DurationError(value, _why_not(text))
+        return _within_longest(value, value)
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if value != value:  # NaN, which TOML can write
+                raise DurationError(value, _EXAMPLES)
+            return _within_longest(value, timedelta(seconds=value))
+        if isinstance(value, str):
+            text = value.strip()
+            if days_alone and _DAYS.match(text):
+                return _within_longest(value, timedelta(days=int(text)))
+            if match := _EXCHANGE_SPAN.match(text):
+                seconds = float(match["s"] or 0)
+                span = timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
+                                 seconds=seconds)
+                _check_exchange_span(text, int(match["h"]), int(match["m"]), seconds, span,
+                                     days=match["days"] is not None, with_seconds=match["s"] is not None)
+                return _within_longest(value, span)
+            if match := _SHORT_SPAN.match(text):
+                return _within_longest(value, timedelta(seconds=float(match["n"]) * _UNITS[match["unit"]]))
+            raise DurationError(value, _why_not(text))
+    except (OverflowError, ValueError) as exc:  # timedelta's own limit (some 2.7 million years), inf
+        if isinstance(exc, DurationError):
+            raise
+        raise DurationError(value, _TOO_LONG) from None
     raise DurationError(value, _EXAMPLES)
+
+
+_TOO_LONG = 'longer than Exchange\'s TimeSpan holds: at most "10675199.02:48:05.4775807"'
+
+
+def _within_longest(value: object, span: timedelta) -> timedelta:
+    if abs(span) > LONGEST:
+        raise DurationError(value, _TOO_LONG)
+    return span
 
 
 _EXAMPLES = 'use e.g. "03:00:00", "2.00:00:00", "3h", "90s"'
@@ -134,11 +165,13 @@ def _why_not(text: str) -> str:
     return _EXAMPLES
 
 
-def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool) -> None:
+def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool,
+                         with_seconds: bool = True) -> None:
     """ValueError for a field of "d.hh:mm:ss" beyond .NET's range, naming the value and how to write it."""
     for name, value, top in (("hours", hours, 23), ("minutes", minutes, 59), ("seconds", int(seconds), 59)):
         if value > top:
-            quirk = f", which takes \"{value}:00:00\" for {value} days" if name == "hours" and not days else ""
+            days_quirk = name == "hours" and not days and with_seconds
+            quirk = f", which takes \"{value}:00:00\" for {value} days" if days_quirk else ""
             as_what = "as hours, " if quirk else ""
             why = f"as in Exchange's TimeSpan{quirk}; {as_what}write \"{_exchange_span(span)}\""
             raise DurationError(text, f"{name} go from 0 to {top}, {why}")
@@ -255,7 +288,8 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
 def coerce(hint: object, value: object, path: str, context: Context, metadata: Mapping[str, Any] = {}) -> object:
     """`value` as the type `hint`, checked against the field's `allowed` metadata."""
     try:
-        result = _as(hint, value, path, context)
+        days_alone = metadata.get("days_alone", False) and hint is timedelta
+        result = parse_duration(value, days_alone=True) if days_alone else _as(hint, value, path, context)
     except ConfigError:
         raise
     except DurationError as exc:  # the value is shown already: only what to write instead

@@ -1,8 +1,9 @@
 """Shadow-redundancy parameters: Exchange's documented defaults, per deployment and per node.
 
 Names follow the Exchange parameters in snake case (`ShadowResubmitTimeSpan` is
-`shadow_resubmit_time_span`). Durations accept Exchange's own notation ("03:00:00",
-"2.00:00:00"), short forms ("3h", "90s", "2d") or a number of seconds.
+`shadow_resubmit_time_span`). Durations accept Exchange's own notation, as Set-TransportConfig reads
+it ("03:00:00", "1:00", "2.00:00:00", "2" for two days), short forms ("3h", "90s", "2d") or a
+number of seconds (a TOML number, not a string).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import timedelta
 from typing import Iterable, Mapping
 
 from infra.config import (
-    ConfigError, at_least, build, non_negative_duration, parse_duration, positive_duration,
+    ConfigError, at_least, build, non_negative_duration, parse_duration, positive_duration, timespan,
 )
 from schemas.events import NodeMode
 
@@ -29,6 +30,9 @@ class ShadowMessagePreference(str, enum.Enum):
     LOCAL_ONLY = "LocalOnly"
 
 
+_SPAN, _SPAN_OR_NONE = timespan(positive_duration()), timespan(non_negative_duration())  # as Set-TransportConfig reads
+
+
 @dataclass(frozen=True, slots=True)
 class ShadowRedundancyParameters:
     """One server's shadow-redundancy settings (Set-TransportConfig and friends)."""
@@ -39,15 +43,15 @@ class ShadowRedundancyParameters:
     shadow_message_preference_setting: ShadowMessagePreference = ShadowMessagePreference.PREFER_REMOTE
     max_retries_for_remote_site_shadow: int = field(default=4, metadata=at_least(0))
     max_retries_for_local_site_shadow: int = field(default=2, metadata=at_least(0))
-    shadow_heartbeat_frequency: timedelta = field(default=timedelta(minutes=2), metadata=positive_duration())
-    shadow_resubmit_time_span: timedelta = field(default=timedelta(hours=3), metadata=positive_duration())
-    shadow_message_auto_discard_interval: timedelta = field(default=timedelta(days=2), metadata=positive_duration())
-    safety_net_hold_time: timedelta = field(default=timedelta(days=2), metadata=non_negative_duration())
-    message_expiration_timeout: timedelta = field(default=timedelta(days=2), metadata=positive_duration())
+    shadow_heartbeat_frequency: timedelta = field(default=timedelta(minutes=2), metadata=_SPAN)
+    shadow_resubmit_time_span: timedelta = field(default=timedelta(hours=3), metadata=_SPAN)
+    shadow_message_auto_discard_interval: timedelta = field(default=timedelta(days=2), metadata=_SPAN)
+    safety_net_hold_time: timedelta = field(default=timedelta(days=2), metadata=_SPAN_OR_NONE)
+    message_expiration_timeout: timedelta = field(default=timedelta(days=2), metadata=_SPAN)
     # Exchange 2010 mode
-    shadow_heartbeat_timeout_interval: timedelta = field(default=timedelta(seconds=300), metadata=positive_duration())
+    shadow_heartbeat_timeout_interval: timedelta = field(default=timedelta(seconds=300), metadata=_SPAN)
     shadow_heartbeat_retry_count: int = field(default=3, metadata=at_least(1))
-    max_acknowledgement_delay: timedelta = field(default=timedelta(seconds=30), metadata=non_negative_duration())
+    max_acknowledgement_delay: timedelta = field(default=timedelta(seconds=30), metadata=_SPAN_OR_NONE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from infra.config import parse_duration
+from state.parameters import parameters_from
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -13,6 +14,35 @@ from infra.config import parse_duration
 ])
 def test_exchange_notation_within_dotnet_ranges(text, expected):
     assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2", timedelta(days=2)), ("1:00", timedelta(hours=1)), ("1:05:03", timedelta(hours=1, minutes=5, seconds=3)),
+    ("1.02:03", timedelta(days=1, hours=2, minutes=3)), ("1.02:03:04.25", timedelta(days=1, hours=2, minutes=3, seconds=4.25)),
+    ("00:00:01.5", timedelta(seconds=1.5)),
+], ids=["d", "hh:mm", "hh:mm:ss", "d.hh:mm", "d.hh:mm:ss.ff", "hh:mm:ss.ff"])
+def test_every_form_of_dotnet_timespan_parse_is_read_as_it_reads_it(text, expected):
+    """Before, "1:00" (an hour to TimeSpan.Parse, hh:mm), "2" (two days) and "1.02:03" were refused."""
+    assert parameters_from({"ShadowResubmitTimeSpan": text}).shadow_resubmit_time_span == expected
+    if text.isdigit():  # days to an Exchange parameter; as likely seconds to another duration: refused
+        with pytest.raises(ValueError, match='a number needs a unit: Exchange\'s TimeSpan reads "2" as 2 days'):
+            parse_duration(text)
+    else:
+        assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000d", "10675200", "99999999999.00:00:00", 10**30, float("inf")])
+def test_a_duration_longer_than_exchange_timespan_holds_is_refused_in_one_line_naming_key_and_value(value):
+    """Before, "100000000000000000000d" raised OverflowError (a traceback from `whatif --set`)."""
+    with pytest.raises(ValueError) as refused:
+        parameters_from({"ShadowResubmitTimeSpan": value})
+    assert str(refused.value).startswith(f"parameters: ShadowResubmitTimeSpan = {value!r}: expected a duration")
+    assert 'longer than Exchange\'s TimeSpan holds: at most "10675199.02:48:05.4775807"' in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_longest_timespan_is_still_a_duration():
+    assert parse_duration("10675199.02:48:05.4775807") == timedelta(days=10675199, hours=2, minutes=48, seconds=5.4775807)
 
 
 @pytest.mark.parametrize("text, says", [

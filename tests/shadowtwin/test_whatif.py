@@ -69,6 +69,19 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
 
+def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_line(tmp_path):
+    """Before: "1:00" was refused; "100000000000000000000d" ended in an OverflowError's traceback."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    hour, too_long = (whatif(recording, option, f"ShadowResubmitTimeSpan={value}")
+                      for option, value in (("--compare", "1:00"), ("--set", "100000000000000000000d")))
+    assert hour.returncode == 0, hour.stderr
+    assert "1.0h / 1.0h" in next(line for line in hour.stdout.splitlines() if line.startswith("delay per hop"))
+    assert too_long.returncode == 2 and len(too_long.stderr.splitlines()) == 1, too_long.stderr
+    assert "ShadowResubmitTimeSpan = '100000000000000000000d'" in too_long.stderr
+    assert "longer than Exchange's TimeSpan holds" in too_long.stderr
+
+
 @pytest.mark.parametrize("option", ["--set", "--compare"])
 def test_a_per_node_setting_names_its_server_in_any_case_as_exchange_does(option, tmp_path):
     """Before: `MBX02:` was refused as no server of the recording, with no suggestion."""
