@@ -15,8 +15,9 @@ line (a garbled line of megabytes, say), and its reason says how long the line w
 
 With `positions` (`producers.ingest_positions`), a line whose records the broker acknowledged
 in an earlier run is read (the mapper learns from it) but not sent again, and the position of
-each file advances on delivery reports; it is saved every poll. With `follow`, a record the
-broker refuses ends the run (the caller flushes, saves, and exits non-zero; a restart sends
+each file advances on delivery reports; it is saved every poll. An event larger than the producer
+sends (a delivery to 60,000 recipients, say) becomes a dead letter of its line, with its size, and the
+run goes on. With `follow`, a record the broker refuses otherwise ends the run (the caller flushes, saves, and exits non-zero; a restart sends
 again from the saved position); so does a save that fails, with or without `follow`.
 `max_age_s` leaves out files last written longer ago. Setting `stop` ends the reading after the line at hand
 (a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
 from producers.ingest_positions import Positions
 from producers.log_tail import Line, LogTail, TailedFile, head_lines
@@ -44,6 +45,7 @@ from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
 from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
+from schemas.codec import encode
 
 
 # The most of a line a dead letter carries: a producer sends no record over 1,000,000 bytes (librdkafka's
@@ -53,6 +55,10 @@ ORIGINAL_KEPT = 512 * 1024
 
 class NotATrackingLog(ValueError):
     """A file to ingest is something else: its lines would all be dead letters."""
+
+
+class TooLarge(Exception):
+    """An event the producer will not send for its size; the message says how large it is and why."""
 
 
 class Sink(Protocol):
@@ -191,10 +197,7 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
     if isinstance(result, Skip):
         counts.skipped[result.reason] += 1
     elif isinstance(result, Unmappable):
-        cut = f" (a line of {len(line.raw):,} bytes: its first {ORIGINAL_KEPT:,} are kept)" \
-            if len(line.raw) > ORIGINAL_KEPT else ""
-        records = [DeadLetter(original=line.raw[:ORIGINAL_KEPT], topic=str(line.path), partition=-1,
-                              offset=line.number, reason=str(result) + cut, at_ms=int(wall_clock() * 1000))]
+        records = [_dead_letter(line, str(result), wall_clock)]
     else:
         records = list(result)
     if again:
@@ -202,12 +205,15 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
         return
     for record in records:
         extra = {} if positions is None else {"on_delivery": positions.sending(line)}
-        if isinstance(record, DeadLetter):
-            counts.dead_letters += 1
-            sink.dead(record, **extra)
-        else:
-            counts.events[record.kind] += 1
-            sink.event(record, **extra)
+        if isinstance(record, Event):
+            try:
+                sink.event(record, **extra)
+                counts.events[record.kind] += 1
+                continue
+            except TooLarge as exc:  # no valid record of the line is lost: the line is set aside, and on
+                record = _dead_letter(line, str(exc), wall_clock)
+        counts.dead_letters += 1
+        sink.dead(record, **extra)
     if positions is not None:
         if id(line) in holds:  # sent() was called when it was held
             holds.pop(id(line))(None)
@@ -215,10 +221,17 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
             positions.sent(line)
 
 
+def _dead_letter(line: Line, reason: str, wall_clock: Callable[[], float]) -> DeadLetter:
+    cut = f" (a line of {len(line.raw):,} bytes: its first {ORIGINAL_KEPT:,} are kept)" \
+        if len(line.raw) > ORIGINAL_KEPT else ""
+    return DeadLetter(original=line.raw[:ORIGINAL_KEPT], topic=str(line.path), partition=-1,
+                      offset=line.number, reason=reason + cut, at_ms=int(wall_clock() * 1000))
+
+
 class KafkaSink:
     """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
-    `deliveries` counts the broker's acknowledgements of both, and a record the client refuses (an event
-    larger than it sends) as not acknowledged, with its reason. Safe to share with a thread that
+    `deliveries` counts the broker's acknowledgements of both, and a record the client refuses as not
+    acknowledged, with its reason; an event larger than it sends raises TooLarge instead, unsent. Safe to share with a thread that
     publishes beside the ingester (the SMTP probe of `ingest --follow --probe`)."""
 
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
@@ -238,7 +251,11 @@ class KafkaSink:
             try:
                 produce(self.producer, topic, record, delivered)
             except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
-                self.deliveries.refuse(exc.args[0])
+                error = exc.args[0]
+                if isinstance(record, Event) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise TooLarge(f"its {record.kind} event of {len(encode(record)):,} bytes is larger than"
+                                   f" Kafka takes ({error.str()})") from None
+                self.deliveries.refuse(error)
                 if on_delivery is not None:
                     on_delivery(exc.args[0], None)
             self.deliveries.produced += 1

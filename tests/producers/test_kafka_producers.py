@@ -145,3 +145,38 @@ def test_ingest_follow_publishes_lines_appended_while_it_runs(kafka_bootstrap, t
     assert sink.close() == 0 and not thread.is_alive()
     assert [e.kind for e in read_events(recorded)] == [
         "MessageReceived", "ShadowCopyRequested", "ShadowCopyAcknowledged"]
+
+
+def test_ingest_follow_dead_letters_an_event_too_large_for_kafka_and_follows_on_past_it(kafka_bootstrap, topics,
+                                                                                       tmp_path):
+    """Before: the event of a delivery to 60,000 recipients, refused by the producer, ended the followed run
+    (its line not acknowledged), and a restart from the saved position met the same line again."""
+    from producers.ingest_positions import Positions
+
+    lines = EX01.read_bytes().split(b"\r\n")
+    many = ";".join(f"user{i:05d}@contoso.com" for i in range(60_000)).encode()
+    large = lines[5].replace(b"ann@contoso.com;bob@contoso.com", many).replace(b",48211,2,", b",48211,60000,")
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(lines[:5] + [large]) + b"\r\n")
+    stop, sink = threading.Event(), KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters)
+    positions = Positions(tmp_path / "positions.json")
+    thread = threading.Thread(target=ingest, args=([str(log)], sink), kwargs=dict(
+        follow=True, stop=stop, poll_seconds=0.1, positions=positions))
+    thread.start()
+    try:
+        (letter,) = dead_letters(kafka_bootstrap, topics.dead_letters, 1)
+        assert letter.offset == 6 and "event of 1,380,111 bytes is larger than Kafka takes" in letter.reason
+        with open(log, "ab") as out:
+            out.write(lines[6] + b"\r\n")  # HAREDIRECT: 2 events
+        recorded = tmp_path / "recorded.jsonl"
+        assert wait_for(lambda: record(kafka_bootstrap, topics.events, recorded, from_beginning=True,
+                                       seconds=5).written >= 2, seconds=20), "still following"
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(20)
+    assert sink.close() == 0 and not thread.is_alive() and positions.refused == 0
+    assert positions.save()  # as `ingest --follow` does at its end
+    again = ingest([str(log)], KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters),
+                   positions=Positions(tmp_path / "positions.json"))
+    assert again.published_before == 2 and again.dead_letters == 0, "a restart meets the line no more"
