@@ -4,7 +4,8 @@
     for line in tail.poll():      # what was written since the last poll, every file merged by time
         line.path, line.number, line.raw, line.item      # item: what the file's reader made of the line
 
-Each file has its own reader (`new_reader()`: an object with `line(raw)` and `reset()`); lines
+Each file has its own reader (`new_reader()`: an object with `line(raw)`, `not_text(text, reason)` and
+`reset()`); lines
 of several files come out merged by the `time_ms` of what their reader made of them (a line
 without one keeps its place in its file), so a primary's lines and its shadow's, from two
 servers' logs, reach the mapper in event-time order.
@@ -29,7 +30,8 @@ and is not picked up again unless another file comes under its name.
 
 A file that starts with a UTF-16 byte-order mark (what `Export-Csv -Encoding Unicode` writes) is
 split on its own line ends and each line handed to the reader transcoded to UTF-8 (`line.raw`
-is then that UTF-8 text; `line.end` stays a byte offset in the file).
+is then that UTF-8 text; `line.end` stays a byte offset in the file); a line that is not UTF-16 (a
+lone surrogate, an odd byte) goes to the reader's `not_text` instead, `line.raw` the file's own bytes.
 
 `max_age_s` leaves out files last written longer ago than that. Each line carries the file it
 came from (`line.file`: its device and inode, and a way to read its first bytes) and the byte
@@ -133,9 +135,14 @@ class TailedFile:
     def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
         raw = raw.removesuffix(self.cr)
-        if self.codec is not None:
-            raw = raw.decode(self.codec, errors="replace").encode("utf-8")
-        item = self.reader.line(raw)
+        try:
+            text = None if self.codec is None else raw.decode(self.codec)
+        except UnicodeDecodeError as exc:  # a lone surrogate, an odd byte: as a line that is not UTF-8
+            item = self.reader.not_text(raw.decode(self.codec, errors="replace"),
+                                        f"not UTF-16 text ({exc.reason} at byte {exc.start})")
+        else:
+            raw = raw if text is None else text.encode("utf-8")
+            item = self.reader.line(raw)
         self.last_ms = getattr(item, "time_ms", None) or self.last_ms
         return self.last_ms, self.number, Line(self.path, self.number, raw, item, end, self)
 

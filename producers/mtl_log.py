@@ -171,6 +171,14 @@ class MtlReader:
         return Row(fields, time_ms, "" if self.exported else self.service)
 
     @staticmethod
+    def not_text(text: str, reason: str) -> BadLine | None:
+        """A line of a UTF-16 file that does not decode (`text`: as far as it does), set aside as a line that
+        is not UTF-8 is; a header line no one reads (#Software, #Date...) is passed over as it would be."""
+        if text.startswith("#") and not text.startswith("#Fields:") or not text.strip():
+            return None
+        return BadLine(reason)
+
+    @staticmethod
     def _export_header(text: str) -> tuple[tuple[str, ...], str] | None:
         """The log's field names of an export's header, and its delimiter (`,`, or `;` or tab)."""
         for delimiter in _EXPORT_DELIMITERS:

@@ -216,6 +216,24 @@ def test_export_csv_in_each_encoding_reads_as_the_raw_log_does(tmp_path, encodin
     assert ends[-1] == len(data) and len(ends) == len(lines) + 2  # offsets in the file's own bytes
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_a_utf16_line_with_a_lone_surrogate_is_a_dead_letter_as_a_line_that_is_not_utf8_is(tmp_path, encoding):
+    """Before: the lone surrogate became U+FFFD and the line was published with it, silently, where a line of a
+    UTF-8 file with a byte that is not UTF-8 is set aside, saying why."""
+    bom = "\ufeff".encode(encoding)
+    lines = export_csv([RECEIVED, *SHADOWED]).encode(encoding).split("\n".encode(encoding))
+    lone, sender = "\ud800".encode(encoding, errors="surrogatepass"), "<f1@".encode(encoding)
+    lines[2] = lines[2].replace(sender, sender + lone)  # RECEIVED, the export's first record
+    path = tmp_path / "tracking.csv"
+    path.write_bytes(bom + "\n".encode(encoding).join(lines))
+    sink, _ = run(path)
+    (letter,) = sink.dead_letters
+    assert letter.reason == f"not UTF-16 text (illegal UTF-16 surrogate at byte {lines[2].index(lone)})"
+    assert (letter.offset, letter.original) == (3, lines[2].removesuffix("\r".encode(encoding)))
+    assert "\ufffd" not in "".join(e.message.message_id for e in sink.events)
+    assert len(sink.events) == 3, "the other lines are read"
+
+
 def test_export_csv_with_unjoined_arrays_or_local_us_times_is_read_or_refused_clearly(tmp_path):
     # Timestamp is in the exporting machine's culture: en-US "4/10/2001 3:51:24 PM", en-NZ (en-GB, fr-FR...)
     # "10/04/2001 15:51:24" for 10 April (.NET, "Standard DateTime Format Strings Output Examples"): without AM/PM
