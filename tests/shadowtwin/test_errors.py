@@ -651,3 +651,18 @@ def test_ingest_of_an_event_larger_than_the_producer_sends_dead_letters_its_line
     assert large.reason == ("its MessageReceived event of 1,380,111 bytes is larger than Kafka takes (Unable to"
                             " produce message: Broker: Message size too large) (a line of 1,320,325 bytes: its first"
                             " 524,288 are kept)")
+
+
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout", "stderr"])
+def test_a_closed_standard_stream_is_no_traceback(recording, closed):
+    """Before: `shadowtwin whatif FILE >&-` ended in a traceback (sys.stdout is None), and with `2>&-` it printed
+    nothing and exited 1 (its progress asked sys.stderr, None, whether it was a terminal)."""
+    result = subprocess.run([sys.executable, "-m", "shadowtwin", "whatif", str(recording)], capture_output=True,
+                            text=True, timeout=120, preexec_fn=lambda: os.close(closed))
+    if closed == 1:
+        assert result.returncode == 2 and result.stderr == (
+            "shadowtwin: standard output is closed (>&-): what it prints would be lost; send it to /dev/null"
+            " instead\n"), result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert "expected duplicate deliveries" in result.stdout and "Traceback" not in result.stderr
