@@ -271,9 +271,10 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
         key = context.key(str(written))
         if key not in fields:
             meant = closest(key, fields)
+            spelt = _camel_case if key != written and not str(written).islower() else str  # as it was written
             raise ConfigError(f"{context.where}: {_join(path, str(written))}: unknown key;"
-                              + (f" did you mean {meant}?" if meant else "")
-                              + f" known: {', '.join(sorted(fields))}")
+                              + (f" did you mean {spelt(meant)}?" if meant else "")
+                              + f" known: {', '.join(sorted(map(spelt, fields)))}")
         name = fields[key].name
         values[name] = coerce(hints[name], value, _join(path, str(written)), context, fields[key].metadata)
     if base is not None:
@@ -283,6 +284,11 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
             key = f.metadata.get("key", f.name)
             raise ConfigError(f"{context.where}: {_join(path, key)}: missing; expected {_expected(hints[f.name])}")
     return cls(**values)
+
+
+def _camel_case(name: str) -> str:
+    """shadow_resubmit_time_span -> ShadowResubmitTimeSpan: a key named as Exchange names its parameters."""
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 def coerce(hint: object, value: object, path: str, context: Context, metadata: Mapping[str, Any] = {}) -> object:

@@ -54,10 +54,20 @@ def test_exchange_names_are_read_in_any_case_as_powershell_reads_them():
 
 
 def test_unknown_parameter_and_bad_value_are_named():
-    with pytest.raises(ValueError, match="ShadowResubmitTimespam: unknown key; did you mean shadow_resubmit_time_span?"):
-        parameters_from({"ShadowResubmitTimespam": "1h"})
+    with pytest.raises(ValueError, match="shadow_resubmit_timespam: unknown key; did you mean shadow_resubmit_time_span?"):
+        parameters_from({"shadow_resubmit_timespam": "1h"})
     with pytest.raises(ValueError, match="shadow_heartbeat_retry_count = 'often': expected a whole number"):
         parameters_from({"shadow_heartbeat_retry_count": "often"})
+
+
+def test_a_misspelt_exchange_name_is_answered_with_exchange_names():
+    """Before: `ShadowResubmitTimespam` got 'did you mean shadow_resubmit_time_span?' and the known keys in snake
+    case, a spelling the user had not used."""
+    with pytest.raises(ValueError) as refused:
+        parameters_from({"ShadowResubmitTimespam": "1h"})
+    assert "ShadowResubmitTimespam: unknown key; did you mean ShadowResubmitTimeSpan? known: MaxAcknowledgementDelay," \
+        in str(refused.value)
+    assert "ShadowMessageAutoDiscardInterval, " in str(refused.value) and "_" not in str(refused.value)
 
 
 def test_per_node_overrides_start_from_the_deployment_values():
