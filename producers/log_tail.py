@@ -26,7 +26,9 @@ every poll also picks up:
 - a file that has rolled over (read to its end, unchanged since the last poll, and a file of the
   same watch written after it) is closed; it is opened again, where it was left, if it grows.
 A file the caller `skip`s (it is no log of the kind it reads) gives no more lines and is closed,
-and is not picked up again unless another file comes under its name.
+and is not picked up again unless another file comes under its name. One that comes while following
+and cannot be read (no permission) is kept in `unreadable` with the reason, and tried again at every
+poll: it is read once it can be. (One named at the start that cannot be read is a PermissionError.)
 
 A file that starts with a UTF-16 byte-order mark (what `Export-Csv -Encoding Unicode` writes) is
 split on its own line ends and each line handed to the reader transcoded to UTF-8 (`line.raw`
@@ -156,6 +158,7 @@ class LogTail:
         self.files: dict[Path, TailedFile] = {}
         self.rolled_over: dict[Path, TailedFile] = {}  # read to their end and closed
         self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
+        self.unreadable: dict[Path, str] = {}  # came while following and could not be opened: why (tried again)
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
             path, folder = Path(arg), None
@@ -187,6 +190,14 @@ class LogTail:
             self.files[path] = TailedFile(path, self.new_reader)
         except FileNotFoundError:
             pass  # gone between listing and opening
+
+    def _open_later(self, path: Path) -> None:
+        """`_open` for a file that came while following: one that cannot be read is noted and tried again."""
+        try:
+            self._open(path)
+            self.unreadable.pop(path, None)
+        except PermissionError as exc:
+            self.unreadable[path] = exc.strerror
 
     def poll(self) -> Iterator[Line]:
         """The lines written since the last poll (all of them, the first time), merged by time."""
@@ -221,7 +232,7 @@ class LogTail:
             if stat is None or (stat.st_dev, stat.st_ino) != current.identity:
                 draining.append(self.files.pop(path))
                 if stat is not None:
-                    self._open(path)
+                    self._open_later(path)
             elif current.rewritten():
                 current.restart()
         for folder, pattern in self.watches:
@@ -233,7 +244,7 @@ class LogTail:
                 path = folder / name
                 if pattern.fullmatch(name) and path not in self.files and path not in self.rolled_over \
                         and path.is_file() and not self._still_skipped(path):
-                    self._open(path)
+                    self._open_later(path)
         self._close_rolled_over()
         return draining
 
@@ -272,7 +283,7 @@ class LogTail:
                 continue
             if (stat.st_dev, stat.st_ino) != closed.identity:
                 del self.rolled_over[path]
-                self._open(path)
+                self._open_later(path)
             elif stat.st_size != closed.closed_at:
                 del self.rolled_over[path]
                 closed.reopen()

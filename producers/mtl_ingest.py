@@ -23,7 +23,8 @@ again from the saved position); so does a save that fails, with or without `foll
 (a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
 start that is no message-tracking log (`mtl_log.not_a_tracking_log`) ends it before anything is read:
 `NotATrackingLog` (`open_logs` opens and judges them before a sink is made); one that comes while following is judged at its first record, and skipped (said
-through `say`, counted) while the others are followed on.
+through `say`, counted) while the others are followed on; one that comes and cannot be read (no permission) is said
+once and read when it can be, the others followed on meanwhile.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class IngestCounts:
     unjoined: int = 0  # events whose primary internal id could not be learned (see mtl_events)
     published_before: int = 0  # lines an earlier run had acknowledged: read, not sent again
     not_logs: int = 0  # files that came while following and are no message-tracking log: skipped
+    unreadable: int = 0  # files that came while following and could still not be read at the end
     unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
 
     def describe(self) -> str:
@@ -87,6 +89,8 @@ class IngestCounts:
         parts += [f"  skipped {n}: {reason}" for reason, n in self.skipped.most_common()]
         if self.not_logs:
             parts.append(f"  {self.not_logs} files were no message-tracking log and were skipped")
+        if self.unreadable:
+            parts.append(f"  {self.unreadable} files could not be read (no permission) and were left out")
         if self.published_before:
             parts.append(f"  {self.published_before} lines were published by an earlier run and not sent again")
         if self.unjoined:
@@ -129,6 +133,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
     judged: set[TailedFile] = set()  # files whose first record showed they are message-tracking logs
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
     read_to: dict[Path, int] = {}  # the byte after the last line read, per file
+    said_unreadable: set[Path] = set()
     try:
         while True:
             idle = True
@@ -148,6 +153,9 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
                     counts.unread = {str(path): max(0, os.fstat(f.handle.fileno()).st_size - read_to.get(path, 0))
                                      for path, f in tail.files.items()}
                     break
+            for path in sorted(tail.unreadable.keys() - said_unreadable):
+                say(f"{path}: cannot be read ({tail.unreadable[path]}); it is read when it can be")
+            said_unreadable = set(tail.unreadable)
             if idle or not follow:  # nothing more to join them with for now
                 for (line, again), result in mapper.flush():
                     _emit(line, again, result, sink, counts, wall_clock, positions, holds)
@@ -159,7 +167,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
                 break
     finally:
         tail.close()
-    counts.unjoined = mapper.unjoined
+    counts.unjoined, counts.unreadable = mapper.unjoined, len(tail.unreadable)
     return counts
 
 

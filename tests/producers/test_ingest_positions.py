@@ -4,8 +4,11 @@ restart, and are refused to a file that merely reuses an inode; rolled-over file
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -208,3 +211,46 @@ def test_ingest_follow_restarted_mid_file_publishes_everything_once(kafka_bootst
     assert sorted(back) == sorted(expected), "every event once: none lost, none twice"
     letters = dead_letters(kafka_bootstrap, topics.dead_letters, len(GARBLED))
     assert sorted(d.offset for d in letters) == sorted(GARBLED)
+
+
+UNREADABLE_LATER = """
+import json, os, shutil, sys, threading
+from pathlib import Path
+from producers.mtl_ingest import ingest
+from tests.producers.test_mtl import ListSink
+folder, said, stop, sink = Path(sys.argv[1]), [], threading.Event(), ListSink()
+thread = threading.Thread(target=lambda: said.append(ingest([str(folder)], sink, follow=True, stop=stop,
+                                                             poll_seconds=0.05, say=said.append)))
+thread.start()
+n = -1
+while n != len(sink.events):  # the first file read to its end
+    n = len(sink.events)
+    stop.wait(0.5)
+second = folder / "MSGTRK20261122-2.LOG"
+shutil.copy(folder / "MSGTRK20261122-1.LOG", folder / "tmp")
+os.chmod(folder / "tmp", 0)
+os.rename(folder / "tmp", second)
+stop.wait(1)
+alive, before = thread.is_alive(), len(sink.events)
+os.chmod(second, 0o644)
+stop.wait(1)
+stop.set(); thread.join(10)
+print(json.dumps({"alive": alive, "first": n, "before": before, "after": len(sink.events), "said": said[0],
+                  "unreadable_at_end": said[-1].unreadable}))
+"""
+
+
+def test_a_file_that_comes_while_following_and_cannot_be_read_is_said_and_read_once_it_can_be(tmp_path):
+    """Before: a new MSGTRK file without read permission in the followed folder ended `ingest --follow` at once
+    ('Permission denied', exit 2), the summary unsaid and every other file no longer followed."""
+    copy_of_ex01(tmp_path)
+    no_override = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                   "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
+    result = subprocess.run([*no_override, sys.executable, "-c", UNREADABLE_LATER, str(tmp_path)], capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout)
+    assert found["alive"] and found["before"] == found["first"] > 0, found
+    assert found["said"] == f"{tmp_path / 'MSGTRK20261122-2.LOG'}: cannot be read (Permission denied); it is read" \
+                            " when it can be"
+    assert found["after"] > found["before"] and found["unreadable_at_end"] == 0, "read once it could be"
