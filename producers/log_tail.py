@@ -167,7 +167,8 @@ class LogTail:
             if _GLOB_CHARS.search(arg):
                 pattern = re.compile(fnmatch.translate(path.name), re.IGNORECASE)
                 self.watches.append((path.parent, pattern))
-                matches = sorted(m for m in glob.glob(str(path.parent / "*")) if pattern.fullmatch(Path(m).name))
+                matches = sorted(m for m in glob.glob(str(path.parent / "*"))
+                                 if pattern.fullmatch(Path(m).name) and not os.path.isdir(m))  # as _scan takes them
                 if not matches and folder is not None:  # named as the person named it
                     raise FileNotFoundError(errno.ENOENT, f"no {FOLDER_PATTERN} file in this folder (its subfolders"
                                             f" are not read: name them, or quote a glob such as"

@@ -297,3 +297,13 @@ def test_a_header_comment_with_bytes_that_are_not_utf8_does_not_refuse_the_file(
     expected, expected_counts = run([EX01])
     assert [e.event_id for e in sink.events] == [e.event_id for e in expected.events]
     assert counts.dead_letters == expected_counts.dead_letters == len(GARBLED)
+
+
+def test_a_folder_named_like_a_log_in_the_folder_ingested_is_passed_over(tmp_path):
+    """Before: `ingest exchange-mtl logs` with a subfolder `logs/MSGTRK20261121-1.LOG` (an archive, say) was refused,
+    'logs/MSGTRK20261121-1.LOG: Is a directory', exit 2, and the logs beside it were not read."""
+    (tmp_path / "MSGTRK20261121-1.LOG").mkdir()
+    (tmp_path / "MSGTRK20261122-1.LOG").write_bytes(EX01.read_bytes())
+    sink = ListSink()
+    counts = ingest([str(tmp_path)], sink)
+    assert counts.lines > 0 and len(sink.events) == len(run([EX01])[0].events)
