@@ -62,6 +62,14 @@ class TopicOutcome:
     created: bool
     note: str = ""
     differences: tuple[str, ...] = ()  # how an existing topic differs from the configuration in what matters
+    configured_partitions: int = 0
+
+    @property
+    def refusals(self) -> tuple[str, ...]:
+        """The differences the twin does not start with: all but the partition count, since it reads and
+        writes any number of partitions (and names those added to the events topic: streaming/lost_events.py)."""
+        count = partitions_difference(self.partitions, self.configured_partitions)
+        return tuple(d for d in self.differences if d != count)
 
     def describe(self) -> str:
         verb = "created" if self.created else "exists"
@@ -147,7 +155,8 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
             name, len(partitions), created=False,
             note=retention_bytes_note(actual_configs[name]) if name == topics.events else "",
             differences=differences(wanted[name], len(partitions), topics.replication_factor, replicas, configs[name],
-                                    actual_configs[name], events_retention_ms if name == topics.events else 0)))
+                                    actual_configs[name], events_retention_ms if name == topics.events else 0),
+            configured_partitions=wanted[name]))
     return sorted(outcomes, key=lambda o: o.topic)
 
 
@@ -173,7 +182,7 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
     `retention_ms`: how long it must keep its records."""
     found = list(retention_differences(actual_configs, retention_ms))
     if actual_partitions != partitions:
-        found.append(f"has {actual_partitions} partitions, configured {partitions}")
+        found.append(partitions_difference(actual_partitions, partitions))
     if actual_replication < replication:
         found.append(f"replication factor {actual_replication}, configured {replication}")
     wanted_type = configs.get("message.timestamp.type")
@@ -194,6 +203,26 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
         found.append(f"min.insync.replicas {actual_configs.get('min.insync.replicas')},"
                      f" configured {configs['min.insync.replicas']}")
     return tuple(found)
+
+
+def partitions_difference(actual_partitions: int, partitions: int) -> str:
+    return f"has {actual_partitions} partitions, configured {partitions}"
+
+
+class TopicsDiffer(Exception):
+    """Existing topics on which the twin would lose or refuse records: it does not start on them."""
+
+    def __init__(self, outcomes: list[TopicOutcome]):
+        said = "; ".join(f"{o.topic}: {'; '.join(o.refusals)}" for o in outcomes)
+        super().__init__(f"{said} - the twin does not start on topics that would lose or refuse its records"
+                         " (recreate them, change [topics], or change their configs: kafka-configs --alter)")
+
+
+def refuse_differing(outcomes: list[TopicOutcome]) -> None:
+    """Raise `TopicsDiffer` naming every topic whose differences the twin does not start with."""
+    refused = [o for o in outcomes if o.refusals]
+    if refused:
+        raise TopicsDiffer(refused)
 
 
 def retention_differences(actual_configs: dict[str, str], retention_ms: int) -> tuple[str, ...]:

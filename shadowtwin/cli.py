@@ -21,6 +21,7 @@ from confluent_kafka import KafkaError, KafkaException
 from infra.broker import BrokerError
 from infra.kafka import NoSuchTopic, bootstrap_of
 from infra.kafka_tools import TOOLS
+from infra.topics import TopicsDiffer
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
@@ -44,8 +45,8 @@ from shadowtwin.json_output import as_json
 BAD_INPUT = (UsageError, ConfigError, ContainerError, ConversionError, JsonlError, RecordingNameError, TopologyError,
              NotATrackingLog)
 # ... and those that mean a part the command needs failed: a broker that does not answer, a topic
-# it does not have, a lab process that does not start (exit 1).
-FAILED = (KafkaException, BrokerError, LabError, NoSuchTopic)
+# it does not have or has with settings the twin would lose records on, a lab process that does not start (exit 1).
+FAILED = (KafkaException, BrokerError, LabError, NoSuchTopic, TopicsDiffer)
 BROKEN_PIPE_STATUS = 128 + 13  # as if SIGPIPE had ended the process, without its noise
 DEFAULT_INGEST_STATE = PROJECT_ROOT / ".run" / "ingest" / "positions.json"
 

@@ -34,7 +34,7 @@ from infra.broker import EmbeddedKafka, start_if_needed
 from infra.kafka import producer
 from infra.settings import Settings
 from infra.signals import Stop, stop_on_signals
-from infra.topics import create_topics, events_retention_needed_ms
+from infra.topics import create_topics, events_retention_needed_ms, refuse_differing
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.broker_watch import QUIET_LOG_LEVEL, BrokerWatch
@@ -178,10 +178,15 @@ class TwinApplication:
         self._triggers_at_restart = self.progress.triggers if self.progress else 0
 
     def _create_topics(self) -> None:
+        """Create the missing topics; refuse existing ones on which the twin would lose or refuse records
+        (a compacted output topic, too small a max.message.bytes, ...: infra/topics.py), rather than start
+        and lose its output unsaid, or fail on the first large record, perhaps weeks later."""
         settings = self.settings
-        for outcome in create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
-                                     events_retention_ms=events_retention_needed_ms(settings)):
+        outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
+                                 events_retention_ms=events_retention_needed_ms(settings))
+        for outcome in outcomes:
             self._say(f"topic {outcome.describe()}")
+        refuse_differing(outcomes)
 
     def _start_views(self) -> None:
         """The metrics and the live page (streaming/http_views.py), from the output topics and the progress."""

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
 
 from infra.config import SparkInterval
 from infra.kafka import admin, consumer as kafka_consumer, producer
@@ -246,6 +247,30 @@ def test_an_output_topic_deleted_while_the_twin_runs_is_created_again(settings, 
         # alert and then died of Spark's own NullPointerException in KafkaMicroBatchStream.metrics)
         assert twin.wait(seconds=5) is Ending.TIME_UP and twin.query.isActive
     assert {a.alert_id for a in got[topics.alerts]} == alerts
+
+
+def test_twin_run_does_not_start_on_topics_it_would_lose_or_refuse_records_on(kafka_bootstrap, topics, tmp_path):
+    """The operator made the topics beforehand: the commands topic compacted (it would keep one command per node),
+    the dead-letter topic taking 1,000 bytes a record, the events topic with a partition more than configured. `twin
+    run` used to start anyway, with the differences among its start lines on stdout, then lost commands to
+    compaction unsaid, and failed on its first dead letter over 1,000 bytes, batch after batch until it gave up,
+    naming no topic. Now it does not start: one line on stderr naming each topic and setting, exit 1. The partition
+    count, which the twin reads and writes whatever it is, is said and not refused."""
+    client = admin(kafka_bootstrap)
+    wrong = {topics.commands: ("cleanup.policy", "compact"), topics.dead_letters: ("max.message.bytes", "1000")}
+    for future in client.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)]) for name, (key, value) in wrong.items()
+    ]).values():
+        future.result(30)
+    client.create_partitions([NewPartitions(topics.events, topics.events_partitions + 1)])[topics.events].result(30)
+    run = subprocess.run([sys.executable, "-m", "shadowtwin", "twin", "run", "--seconds", "60"], capture_output=True,
+                         text=True, timeout=120, env=twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints"))
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(f"shadowtwin twin: {topics.commands}: cleanup.policy"
+                                                                   " is compact, must be delete"), run.stderr
+    assert f"{topics.dead_letters}: max.message.bytes is 1000, must be at least" in run.stderr
+    assert topics.events not in run.stderr and "twin running" not in run.stdout
+    assert f"{topics.events} ({topics.events_partitions + 1} partitions) - has" in run.stdout
 
 
 def test_records_of_an_aborted_transaction_are_not_read(settings, spark, kafka_bootstrap, topics, tmp_path):
