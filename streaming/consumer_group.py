@@ -11,8 +11,10 @@ The group has no members (the twin commits as a standalone consumer) and is only
 the twin starts again from its checkpoint, never from these offsets, and a new checkpoint from
 `twin.starting_offsets`, never from them either. When it starts, it says where they differ from its
 checkpoint, or that a new checkpoint does not read from them (`kafka-consumer-groups --reset-offsets`
-moved them, say, which moves the twin no more than its own commits do). Commits are asynchronous; one that fails is said once
-(and once more when they work again), and the twin decides on.
+moved them, say, which moves the twin no more than its own commits do). While it runs, a batch that finds the group
+moved since the twin's last commit (`kafka-consumer-groups --reset-offsets` run beside a running twin, which Kafka's
+tool allows: the group has no members) says so as it commits its own position over it. Commits are asynchronous;
+one that fails is said once (and once more when they work again), and the twin decides on.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class GroupCommitter(StreamingQueryListener):
         self._failing = False
         self._closed = False  # Spark may still deliver a queued event once the listener is removed
         self.committed = 0  # commits the broker accepted
+        self._acknowledged: dict[tuple[str, int], int] = {}  # the offsets of the last commit the broker accepted
         self._consumer = consumer(kafka, group_id, on_commit=self._on_commit,  # never subscribed: commits only
                                   log_level=QUIET_LOG_LEVEL)  # the twin says a broker away (streaming/broker_watch.py)
 
@@ -94,12 +97,32 @@ class GroupCommitter(StreamingQueryListener):
             if self._closed:
                 return
             if offsets:
+                self._consumer.poll(0)  # the outcome of the previous commit, before the group is compared with it
+                self._say_moved()
                 try:
                     self._consumer.commit(offsets=offsets, asynchronous=True)
                     self._pending += 1
                 except Exception as exc:  # noqa: BLE001 - a reading for Kafka's tools must not stop the twin
                     self._failed(exc)
             self._consumer.poll(0)  # delivers the outcomes of earlier commits
+
+    def _say_moved(self, timeout_s: float = 5.0) -> None:
+        """Say the partitions where the group is not where the twin's last commit left it: someone else moved it."""
+        if self._pending or self._failing or not self._acknowledged:
+            return
+        try:
+            found = self._consumer.committed([TopicPartition(t, p) for t, p in self._acknowledged], timeout=timeout_s)
+        except Exception:  # noqa: BLE001 - a reading for Kafka's tools must not stop the twin
+            return
+        # an offset gone (the topic deleted and made again, say) is no reset
+        moved = [f"{tp.topic} partition {tp.partition}: group {tp.offset}, the twin's"
+                 f" {self._acknowledged[(tp.topic, tp.partition)]}" for tp in sorted(found, key=lambda t: t.partition)
+                 if 0 <= tp.offset != self._acknowledged[(tp.topic, tp.partition)]]
+        if moved:
+            self._say(f"consumer group {self.group_id} was moved while the twin runs ({'; '.join(moved)}):"
+                      f" kafka-consumer-groups --reset-offsets does not move the twin, which reads on from its"
+                      f" checkpoint, and its commit now overwrites the group (to read the events again, stop the twin"
+                      f" and start it on a new checkpoint, which reads from [twin] starting_offsets)")
 
     def onQueryIdle(self, event) -> None:
         with self._lock:
@@ -116,6 +139,7 @@ class GroupCommitter(StreamingQueryListener):
             self._failed(problem)
             return
         self.committed += 1
+        self._acknowledged = {(p.topic, p.partition): p.offset for p in partitions}
         if self._failing:
             self._failing = False
             self._say(f"read offsets committed to consumer group {self.group_id} again")

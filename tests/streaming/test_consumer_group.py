@@ -140,3 +140,46 @@ def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_b
                      f" the twin starts on a new checkpoint, which reads the events from [twin] starting_offsets"
                      f" (earliest), never from the group (kafka-consumer-groups --reset-offsets does not move the"
                      f" twin); it commits its position there after its first batch"]
+
+
+def test_a_group_moved_while_the_twin_runs_is_said_at_the_batch_that_overwrites_it(kafka_bootstrap, topics):
+    """`kafka-consumer-groups --reset-offsets --execute` on the twin's group while the twin runs: Kafka's tool allows
+    it (the group has no members) and the twin's next commit overwrote it, said only at the twin's next start, if
+    ever. Now the batch that overwrites it says so, naming the partition and both offsets; offsets deleted are not
+    said to be moved."""
+    group = f"twin-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for _ in range(5):  # the tool sets no offset beyond a partition's end
+        producer.produce(topics.events, value=b"x", partition=0)
+    assert producer.flush(30) == 0
+    lines: list[str] = []
+    committer = GroupCommitter(kafka_bootstrap, group, lines.append)
+
+    def batch(offsets: dict[int, int]) -> None:
+        committer.onQueryProgress(progress_event({"sources": [{"endOffset": json.dumps({topics.events: offsets})}]}))
+        deadline = time.monotonic() + 30
+        while committer._pending and time.monotonic() < deadline:
+            committer.onQueryIdle(None)
+            time.sleep(0.1)
+
+    try:
+        batch({"0": 3, "1": 0})
+        batch({"0": 4, "1": 0})
+        assert lines == [], "the twin's own commits are no move"
+        reset = tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", f"{topics.events}:0",
+                     "--to-offset", "0", "--execute", bootstrap=kafka_bootstrap)
+        assert reset.returncode == 0, reset.stderr
+        batch({"0": 5, "1": 0})
+        batch({"0": 5, "1": 0})
+        # offsets gone, as when the topic is deleted under the twin and made again, are no reset
+        gone = tool("kafka-consumer-groups", "--delete-offsets", "--group", group, "--topic", topics.events,
+                    bootstrap=kafka_bootstrap)
+        assert gone.returncode == 0, gone.stderr
+        batch({"0": 5, "1": 0})
+    finally:
+        committer.close()
+    assert lines == [f"consumer group {group} was moved while the twin runs ({topics.events} partition 0: group 0,"
+                     f" the twin's 4): kafka-consumer-groups --reset-offsets does not move the twin, which reads on"
+                     f" from its checkpoint, and its commit now overwrites the group (to read the events again, stop"
+                     f" the twin and start it on a new checkpoint, which reads from [twin] starting_offsets)"]
+    assert committed(kafka_bootstrap, group, topics.events, 2) == {0: 5, 1: 0}
