@@ -116,7 +116,7 @@ class TwinApplication:
                       f" checkpoint {self.checkpoint_dir}")
             if self._ticks:
                 self._ticker = Ticker(settings.kafka, topics.events,
-                                      settings.twin.tick_interval_seconds)
+                                      settings.twin.tick_interval_seconds, say=self._say)
                 self._ticker.start()
             if settings.views.http_enabled:
                 self._start_views()
