@@ -155,7 +155,8 @@ def create_topics(kafka: Kafka, topics: TopicSettings, timeout: float = 30.0, *,
             name, len(partitions), created=False,
             note=retention_bytes_note(actual_configs[name]) if name == topics.events else "",
             differences=differences(wanted[name], len(partitions), topics.replication_factor, replicas, configs[name],
-                                    actual_configs[name], events_retention_ms if name == topics.events else 0),
+                                    actual_configs[name], events_retention_ms if name == topics.events else 0,
+                                    compaction_loss(topics, name)),
             configured_partitions=wanted[name]))
     return sorted(outcomes, key=lambda o: o.topic)
 
@@ -176,10 +177,22 @@ def _listing(kafka: Kafka, names: list[str], timeout: float) -> dict:
         time.sleep(0.2)
 
 
+def compaction_loss(topics: TopicSettings, name: str) -> str:
+    """What compaction would cost topic `name`, which the twin writes or reads uncompacted, in words."""
+    if name == topics.events:
+        return "of the events, one per primary server"
+    if name == topics.commands or name == json_topic(topics.commands):
+        return "of the redelivery commands, one per node that must resend"
+    if name == topics.dead_letters:
+        return "of the dead letters, one per key, and the broker refuses one without a key: the twin's query fails on it"
+    return "of the alerts, one per alert id"
+
+
 def differences(partitions: int, actual_partitions: int, replication: int, actual_replication: int,
-                configs: dict[str, str], actual_configs: dict[str, str], retention_ms: int = 0) -> tuple[str, ...]:
+                configs: dict[str, str], actual_configs: dict[str, str], retention_ms: int = 0,
+                compaction_costs: str = "") -> tuple[str, ...]:
     """What an existing topic lacks of the configured one, in words, in what correctness depends on;
-    `retention_ms`: how long it must keep its records."""
+    `retention_ms`: how long it must keep its records; `compaction_costs`: what compacting it would cost."""
     found = list(retention_differences(actual_configs, retention_ms))
     if actual_partitions != partitions:
         found.append(partitions_difference(actual_partitions, partitions))
@@ -194,7 +207,7 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
                      " (the latest state per key)")
     if configs.get("cleanup.policy") != "compact" and "compact" in actual_configs.get("cleanup.policy", ""):
         found.append(f"cleanup.policy is {actual_configs.get('cleanup.policy')}, must be delete (compaction keeps"
-                     " only the latest record of each key: of the events, one per primary server)")
+                     f" only the latest record of each key: {compaction_costs})")
     wanted_bytes = configs.get("max.message.bytes")
     if wanted_bytes and int(actual_configs.get("max.message.bytes", "0")) < int(wanted_bytes):
         found.append(f"max.message.bytes is {actual_configs.get('max.message.bytes')}, must be at least {wanted_bytes}"
