@@ -57,6 +57,7 @@ class GroupCommitter(StreamingQueryListener):
         self._closed = False  # Spark may still deliver a queued event once the listener is removed
         self.committed = 0  # commits the broker accepted
         self._acknowledged: dict[tuple[str, int], int] = {}  # the offsets of the last commit the broker accepted
+        self._moved = False  # the last batch found the group moved by someone else (said once until it is not)
         self._consumer = consumer(kafka, group_id, on_commit=self._on_commit,  # never subscribed: commits only
                                   log_level=QUIET_LOG_LEVEL)  # the twin says a broker away (streaming/broker_watch.py)
 
@@ -118,11 +119,13 @@ class GroupCommitter(StreamingQueryListener):
         moved = [f"{tp.topic} partition {tp.partition}: group {tp.offset}, the twin's"
                  f" {self._acknowledged[(tp.topic, tp.partition)]}" for tp in sorted(found, key=lambda t: t.partition)
                  if 0 <= tp.offset != self._acknowledged[(tp.topic, tp.partition)]]
-        if moved:
+        if moved and not self._moved:
             self._say(f"consumer group {self.group_id} was moved while the twin runs ({'; '.join(moved)}):"
                       f" kafka-consumer-groups --reset-offsets does not move the twin, which reads on from its"
                       f" checkpoint, and its commit now overwrites the group (to read the events again, stop the twin"
-                      f" and start it on a new checkpoint, which reads from [twin] starting_offsets)")
+                      f" and start it on a new checkpoint, which reads from [twin] starting_offsets; another twin"
+                      f" committing to the same group moves it at each batch, said once)")
+        self._moved = bool(moved)
 
     def onQueryIdle(self, event) -> None:
         with self._lock:

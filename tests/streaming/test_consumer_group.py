@@ -142,44 +142,51 @@ def test_a_group_moved_while_the_twin_was_stopped_is_said_when_it_starts(kafka_b
                      f" twin); it commits its position there after its first batch"]
 
 
+def commit_batch(committer: GroupCommitter, topic: str, offsets: dict[str, int]) -> None:
+    """A batch's progress to `committer`, and its commit's outcome."""
+    committer.onQueryProgress(progress_event({"sources": [{"endOffset": json.dumps({topic: offsets})}]}))
+    deadline = time.monotonic() + 30
+    while committer._pending and time.monotonic() < deadline:
+        committer.onQueryIdle(None)
+        time.sleep(0.1)
+
+
 def test_a_group_moved_while_the_twin_runs_is_said_at_the_batch_that_overwrites_it(kafka_bootstrap, topics):
     """`kafka-consumer-groups --reset-offsets --execute` on the twin's group while the twin runs: Kafka's tool allows
     it (the group has no members) and the twin's next commit overwrote it, said only at the twin's next start, if
-    ever. Now the batch that overwrites it says so, naming the partition and both offsets; offsets deleted are not
-    said to be moved."""
+    ever. Now the batch that overwrites it says so, naming the partition and both offsets; another twin committing
+    to the same group at each batch is said once, and offsets deleted are not said to be moved."""
     group = f"twin-{uuid.uuid4().hex[:8]}"
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for _ in range(5):  # the tool sets no offset beyond a partition's end
         producer.produce(topics.events, value=b"x", partition=0)
     assert producer.flush(30) == 0
     lines: list[str] = []
-    committer = GroupCommitter(kafka_bootstrap, group, lines.append)
-
-    def batch(offsets: dict[int, int]) -> None:
-        committer.onQueryProgress(progress_event({"sources": [{"endOffset": json.dumps({topics.events: offsets})}]}))
-        deadline = time.monotonic() + 30
-        while committer._pending and time.monotonic() < deadline:
-            committer.onQueryIdle(None)
-            time.sleep(0.1)
-
+    committer, other = GroupCommitter(kafka_bootstrap, group, lines.append), GroupCommitter(kafka_bootstrap, group)
     try:
-        batch({"0": 3, "1": 0})
-        batch({"0": 4, "1": 0})
+        commit_batch(committer, topics.events, {"0": 3, "1": 0})
+        commit_batch(committer, topics.events, {"0": 4, "1": 0})
         assert lines == [], "the twin's own commits are no move"
         reset = tool("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", f"{topics.events}:0",
                      "--to-offset", "0", "--execute", bootstrap=kafka_bootstrap)
         assert reset.returncode == 0, reset.stderr
-        batch({"0": 5, "1": 0})
-        batch({"0": 5, "1": 0})
+        commit_batch(committer, topics.events, {"0": 5, "1": 0})
+        commit_batch(committer, topics.events, {"0": 5, "1": 0})
+        for offset in (1, 2, 3):
+            commit_batch(other, topics.events, {"0": offset, "1": 0})
+            commit_batch(committer, topics.events, {"0": 5, "1": 0})
         # offsets gone, as when the topic is deleted under the twin and made again, are no reset
         gone = tool("kafka-consumer-groups", "--delete-offsets", "--group", group, "--topic", topics.events,
                     bootstrap=kafka_bootstrap)
         assert gone.returncode == 0, gone.stderr
-        batch({"0": 5, "1": 0})
+        commit_batch(committer, topics.events, {"0": 5, "1": 0})
     finally:
+        other.close()
         committer.close()
-    assert lines == [f"consumer group {group} was moved while the twin runs ({topics.events} partition 0: group 0,"
-                     f" the twin's 4): kafka-consumer-groups --reset-offsets does not move the twin, which reads on"
-                     f" from its checkpoint, and its commit now overwrites the group (to read the events again, stop"
-                     f" the twin and start it on a new checkpoint, which reads from [twin] starting_offsets)"]
+    assert lines == [f"consumer group {group} was moved while the twin runs ({topics.events} partition 0: group"
+                     f" {moved}, the twin's {own}): kafka-consumer-groups --reset-offsets does not move the twin, which"
+                     f" reads on from its checkpoint, and its commit now overwrites the group (to read the events"
+                     f" again, stop the twin and start it on a new checkpoint, which reads from [twin]"
+                     f" starting_offsets; another twin committing to the same group moves it at each batch, said once)"
+                     for moved, own in ((0, 4), (1, 5))]
     assert committed(kafka_bootstrap, group, topics.events, 2) == {0: 5, 1: 0}
