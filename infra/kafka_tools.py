@@ -3,13 +3,15 @@
 With the embedded broker there is no Kafka distribution to take them from, so `shadowtwin kafka tool`
 runs them here: the `kafka-tools` jar (with the broker's jars, which hold `kafka-configs`) on the
 JVM, pointed at the configured brokers with the configured security unless the arguments say
-otherwise. What a tool prints and its exit status are the tool's own.
+otherwise. What a tool prints and its exit status are the tool's own; a reset of the twin's consumer group,
+which never moves the twin, is preceded by a warning on stderr that says so (`twin_group_warning`).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -51,6 +53,9 @@ def run_tool(settings: Settings, given: str, arguments: list[str]) -> int:
     """Run the tool with `arguments`, adding --bootstrap-server and --command-config (the twin's
     security settings) where the arguments do not give them; the tool's exit status."""
     name = tool_name(given)
+    warning = twin_group_warning(settings.twin.consumer_group, name, arguments)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     cache = settings.jars.cache_dir
     broker_jars = jars.ensure(jars.kafka_broker_jars(settings.kafka.embedded.version), cache)
     tools_jars = jars.ensure(jars.kafka_tools_jars(settings.kafka.embedded.version, broker_jars), cache)
@@ -58,6 +63,21 @@ def run_tool(settings: Settings, given: str, arguments: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="shadowtwin-kafka-tool-") as folder:
         added = [] if name in OFFLINE else _connection(settings, arguments, Path(folder))
         return subprocess.run(["java", "-cp", classpath, TOOLS[name], *arguments, *added]).returncode
+
+
+def twin_group_warning(twin_group: str, name: str, arguments: list[str]) -> str:
+    """What `kafka-consumer-groups --reset-offsets` on the twin's group (or on all groups) would not do, in one line;
+    "" for any other use of a tool. Kafka's tool resets it beside a running twin: the group has no members."""
+    if not twin_group or name != "kafka-consumer-groups" or "--reset-offsets" not in arguments:
+        return ""
+    groups = {value for option, value in zip(arguments, arguments[1:]) if option == "--group"}
+    groups |= {a.removeprefix("--group=") for a in arguments if a.startswith("--group=")}
+    if twin_group not in groups and "--all-groups" not in arguments:
+        return ""
+    return (f"warning: consumer group {twin_group} is where the twin shows Kafka's tools what it has read, not where"
+            f" it reads from: it reads from its checkpoint, a running twin overwrites this reset at its next batch,"
+            f" and one started on a new checkpoint reads from [twin] starting_offsets (to read the events again: stop"
+            f" the twin, start it on a new checkpoint)")
 
 
 def _connection(settings: Settings, arguments: list[str], folder: Path) -> list[str]:

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.config import Secret
-from infra.kafka_tools import _connection
+from infra.kafka_tools import _connection, twin_group_warning
 from infra.settings import KafkaSecuritySettings
 
 pytestmark = pytest.mark.integration
@@ -84,3 +84,25 @@ def test_a_tool_gets_the_configured_security_in_a_file_only_it_can_read(settings
     assert ('sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="twin"'
             ' password="pw-\\\\"quoted\\\\"\\\\\\\\";') in lines
     assert _connection(secured, ["--bootstrap-server=b2:9093", "--command-config", "mine.properties"], tmp_path) == []
+
+
+def test_a_reset_of_the_twin_s_consumer_group_is_preceded_by_what_it_does_not_do(settings, kafka_bootstrap):
+    """`kafka-consumer-groups --reset-offsets --group shadowtwin-twin`, to have the twin read again: Kafka's tool
+    plans or executes it (the group has no members, even beside a running twin), and nothing said that the twin
+    never reads from the group. Now a warning on stderr says so first; the tool runs as given."""
+    topic = f"tool.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    group = settings.twin.consumer_group
+    result = tool("consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                  "--dry-run", bootstrap=kafka_bootstrap)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(f"warning: consumer group {group} is where the twin shows Kafka's tools what it"
+                                    f" has read, not where it reads from: it reads from its checkpoint, a running twin"
+                                    f" overwrites this reset at its next batch"), result.stderr
+    assert f"{topic} " in result.stdout, "the tool's own plan"
+    assert twin_group_warning(group, "kafka-consumer-groups", ["--reset-offsets", f"--group={group}", "--execute"])
+    assert twin_group_warning(group, "kafka-consumer-groups", ["--reset-offsets", "--all-groups", "--execute"])
+    assert not twin_group_warning(group, "kafka-consumer-groups", ["--reset-offsets", "--group", "other", "--execute"])
+    assert not twin_group_warning(group, "kafka-consumer-groups", ["--describe", "--group", group])
+    assert not twin_group_warning("", "kafka-consumer-groups", ["--reset-offsets", "--group", group])
