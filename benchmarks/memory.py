@@ -27,18 +27,21 @@ def spark_rss_bytes(jvm_pid: int) -> tuple[int, int]:
 
 def spark_cpu_seconds(jvm_pid: int) -> tuple[float, float]:
     """CPU seconds (user and system) the JVM `jvm_pid` and every process under it have used so far,
-    those of their children that ended included: (JVMs, the others)."""
+    those of their children that ended included: (JVMs, the others). A JVM's ended children are
+    Python workers it launched and reaped, so their time counts with the others."""
     jvm = workers = 0.0
     for pid, is_jvm in _tree(jvm_pid):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            seconds = sum(int(v) for v in fields[11:15]) / _TICKS  # utime stime cutime cstime
+            own = (int(fields[11]) + int(fields[12])) / _TICKS  # utime stime
+            ended = (int(fields[13]) + int(fields[14])) / _TICKS  # cutime cstime
         except (OSError, IndexError, ValueError):
             continue
         if is_jvm:
-            jvm += seconds
+            jvm += own
+            workers += ended
         else:
-            workers += seconds
+            workers += own + ended
     return jvm, workers
 
 

@@ -75,3 +75,16 @@ def test_the_cpu_time_of_the_processes_under_the_jvm_counts_their_ended_children
     assert jvm == 0
     # /proc counts in clock ticks, sampled: a second of the child's CPU may read a few ticks short
     assert 0.8 <= others < 5, others
+
+
+def test_the_cpu_time_of_a_jvms_ended_child_counts_with_the_processes_under_it(tmp_path):
+    java = tmp_path / "java"  # a JVM that reaps a Python worker: the worker's CPU is not the JVM's
+    java.symlink_to(sys.executable)
+    holder = subprocess.Popen([str(java), "-c", BUSY], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        jvm, others = spark_cpu_seconds(holder.pid)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+    assert jvm < 0.5, jvm
+    assert 0.8 <= others < 5, others
