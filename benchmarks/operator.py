@@ -29,6 +29,7 @@ from producers.synthetic import Workload, generate
 from schemas.codec import default_codec
 from state import collector, snapshot
 from state.model import ShadowRedundancyModel
+from state.parameters import ModelConfig
 from streaming import held_state
 from streaming.operator import advance_group, decode_rows, replay_call
 
@@ -61,7 +62,7 @@ def reading(servers: int, rows: int, rounds: int = 7) -> None:
         return min(seconds) * 1e6 / len(events)
 
     with collector.paused():  # as in the operator's call
-        read = best(lambda: decode_rows(iter(frames), primary, 10_000, 0, set()))
+        read = best(lambda: decode_rows(iter(frames), primary, 10_000, 0, set(), ModelConfig().names))
         alone = best(lambda: [codec.decode_events(f["value"].tolist()) for f in frames])
     print(f"{primary}: one call of {len(events):,} rows in {len(frames)} frames, best of {rounds}:"
           f" decode_rows {read:.2f} us per row, the codec alone {alone:.2f} us per row"

@@ -20,6 +20,7 @@ from infra.config import closest
 
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
+from state.names import server_key
 from state.parameters import parse_duration
 
 N = TypeVar("N", int, float)
@@ -74,11 +75,11 @@ def duration_option(text: str, option: str, *, whole_ms: bool = False) -> float:
 def server_name(name: str, known: Iterable[str]) -> str | None:
     """The server of `known` that `name` names, read in any case as Exchange reads server names; None if none."""
     known = set(known)
-    return name if name in known else next((k for k in sorted(known) if k.casefold() == name.casefold()), None)
+    return name if name in known else next((k for k in sorted(known) if server_key(k) == server_key(name)), None)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`; did you mean 'mbx06'?` with the server of `known` closest to `name` in any case, or "" when none is."""
-    folded = {k.casefold(): k for k in sorted(known)}
-    meant = closest(name.casefold(), folded)
+    folded = {server_key(k): k for k in sorted(known)}
+    meant = closest(server_key(name), folded)
     return f"; did you mean {folded[meant]!r}?" if meant else ""

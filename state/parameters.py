@@ -19,6 +19,7 @@ from infra.config import (
     ConfigError, at_least, build, non_negative_duration, parse_duration, positive_duration, timespan,
 )
 from schemas.events import NodeMode
+from state.names import ServerNames, server_key
 
 __all__ = ["ModelConfig", "ShadowRedundancyParameters", "ShadowMessagePreference", "Timing", "ms",
            "model_config_from", "parameters_from", "parse_duration", "snake_case", "table_keys"]
@@ -122,6 +123,14 @@ class ModelConfig:
         grain made the replay measurably slower, for little memory: docs/performance.md)."""
         return min(60_000, max(10_000, self.applied_ids_kept_ms or 0))
 
+    @property
+    def names(self) -> ServerNames:
+        """How the model spells each server (state/names.py): as `servers` declares it, else in lower case."""
+        try:
+            return self.__dict__["_names"]
+        except KeyError:
+            return self.__dict__.setdefault("_names", ServerNames(self.servers))
+
     def for_node(self, node: str) -> ShadowRedundancyParameters:
         """The node's parameters; its name in any case, as Exchange reads server names (an override for
         MBX01 is mbx01's, as message-tracking logs name it)."""
@@ -129,8 +138,8 @@ class ModelConfig:
         if found is None and self.nodes:
             folded = self.__dict__.get("_folded_nodes")
             if folded is None:
-                folded = self.__dict__.setdefault("_folded_nodes", {n.casefold(): p for n, p in self.nodes.items()})
-            found = folded.get(node.casefold())
+                folded = self.__dict__.setdefault("_folded_nodes", {server_key(n): p for n, p in self.nodes.items()})
+            found = folded.get(server_key(node))
         return self.defaults if found is None else found
 
     def timing(self, node: str) -> Timing:
@@ -197,12 +206,12 @@ def _check_servers(servers: tuple[str, ...], where: str) -> None:
     for i, name in enumerate(servers):
         if not name.strip():
             raise ConfigError(f"{where}: servers[{i}] = {name!r}: expected a server name")
-        if name.casefold() in first:
-            before = first[name.casefold()]
+        if server_key(name) in first:
+            before = first[server_key(name)]
             spelled = f" = {servers[before]!r}" if servers[before] != name else ""
             raise ConfigError(f"{where}: servers[{i}] = {name!r}: listed twice (servers[{before}]{spelled} too);"
                               f" expected each server once")
-        first[name.casefold()] = i
+        first[server_key(name)] = i
 
 
 def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy",
@@ -223,7 +232,7 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
     known = set(known_servers) | set(twin.servers)
     nodes = {}
     for name, overrides in nodes_raw.items():
-        if name.casefold() not in {server.casefold() for server in known}:
+        if server_key(name) not in {server_key(server) for server in known}:
             raise ConfigError(f"{where}: nodes.{name}: no such server; known: {', '.join(sorted(known)) or 'none'}"
                               f" (declare it in [shadow_redundancy] servers)")
         if not isinstance(overrides, Mapping):

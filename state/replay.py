@@ -1,11 +1,12 @@
 """The reference engine: runs the model over recorded events in event-time order.
 
-Each group (primary server) gets its own events and the facts every group shares
-(`state.facts`: every server's NodeStarted, and one NodeSeen per server and liveness bucket),
-merged in event-time order (ties: the recording's order, the group's own events before
-facts), and then event time runs to the end of the recording: every deadline strictly
-before the last event time fires, at its own time. The streaming twin must produce the same
-alerts and commands (by id); an alert several groups make alike (EVENTS_STOPPED) counts once.
+Each group (primary server, in any case: `state.names` spells its events' servers) gets its own
+events and the facts every group shares (`state.facts`: every server's NodeStarted, and one
+NodeSeen per server and liveness bucket), merged in event-time order (ties: the recording's
+order, the group's own events before facts), and then event time runs to the end of the
+recording: every deadline strictly before the last event time fires, at its own time. The
+streaming twin must produce the same alerts and commands (by id); an alert several groups make
+alike (EVENTS_STOPPED) counts once.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _replay(events: Iterable[Event], config: ModelConfig | None, until_ms: int |
     model = ShadowRedundancyModel(dataclasses.replace(config or ModelConfig(), lateness_bound_ms=0))
     groups: dict[str, list[Event]] = defaultdict(list)
     result = ReplayResult(model=model)
-    events = sorted(events, key=_EVENT_TIME)
+    events = sorted(map(model.config.names.respelled, events), key=_EVENT_TIME)
     facts = list(shared_facts(events, model.liveness_bucket_ms))
     result.events = len(events)
     if events:  # in time order

@@ -72,6 +72,7 @@ from schemas.wire import CORRUPT_BODY, DecodeError
 from state import collector
 from state.facts import NodeSeen
 from state.model import Output, ShadowRedundancyModel
+from state.names import ServerNames
 from state.parameters import ModelConfig
 from state.records import PrimaryState
 from streaming import group_frames
@@ -153,9 +154,10 @@ def late_reason(event_time_ms: int, watermark: int) -> str:
 
 
 def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, watermark: int = 0,
-                applied: Container[str] = ()) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
+                applied: Container[str] = (), names: ServerNames | None = None,
+                ) -> tuple[list[tuple[Event, object]], list[DeadLetter]]:
     """A group's rows as (event, row) in event-time order, its own events before the facts at equal
-    times, by the contract's codec; what it refuses, or reads otherwise than Spark did (another
+    times, by the contract's codec, their servers spelled as `names` spells them; what it refuses, or reads otherwise than Spark did (another
     group, another event time), or what is at or behind `watermark` (when positive), as dead
     letters. Fact rows become the facts of `state.facts`; a fact row that cannot be used is
     dropped (its own row is a dead letter in its own group). Of the NodeSeen rows (one per row of
@@ -182,6 +184,9 @@ def decode_rows(batches: Iterator[pd.DataFrame], primary: str, bucket_ms: int, w
         if not len(batch):
             continue
         batch_events, failed = decode(batch["value"].tolist())
+        if names is not None:
+            respelled = names.respelled
+            batch_events = [e if isinstance(e, Exception) else respelled(e) for e in batch_events]
         readable = batch_events if not failed else [_UNREADABLE if isinstance(e, Exception) else e for e in batch_events]
         fact = batch["fact"].to_numpy(dtype=object) != None if "fact" in batch else np.zeros(len(batch), bool)  # noqa: E711
         unread = np.zeros(len(batch), bool)
@@ -265,7 +270,8 @@ def _earliest_seen(batch: pd.DataFrame, times_ms: np.ndarray, positions: np.ndar
 
 def replay_call(model: ShadowRedundancyModel, state: PrimaryState, call: Call) -> None:
     """A logged call applied again to `state`, its outputs discarded (streaming.held_state)."""
-    apply_call(model, state, call[0], [(event, None) for event in logged_events(call, model.liveness_bucket_ms)])
+    apply_call(model, state, call[0], [(event, None) for event in logged_events(call, model.liveness_bucket_ms,
+                                                                                 model.config.names)])
 
 
 def apply_call(model: ShadowRedundancyModel, state: PrimaryState, watermark: int,
@@ -302,11 +308,11 @@ def _fed(events: list[Event], start: int, output: Output, at: list) -> Iterator[
         yield events[i]
 
 
-def logged_events(call: Call, bucket_ms: int) -> list[Event]:
+def logged_events(call: Call, bucket_ms: int, names: ServerNames) -> list[Event]:
     """The events of a logged call, rebuilt from their bytes as `decode_rows` built them."""
-    decode = default_codec().decode_event
-    return [NodeSeen(f"seen:{node}:{time_ms // bucket_ms}", time_ms, node) if fact == FACT_SEEN else decode(value)
-            for fact, time_ms, node, value in call[1]]
+    decode, respelled = default_codec().decode_event, names.respelled
+    return [NodeSeen(f"seen:{node}:{time_ms // bucket_ms}", time_ms, node) if fact == FACT_SEEN
+            else respelled(decode(value)) for fact, time_ms, node, value in call[1]]
 
 
 def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[pd.DataFrame], watermark: int,
@@ -323,7 +329,7 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
         version = replace(version, timer_ms=-1)
     due = model.next_deadline(state)
     decoded, letters = ([], []) if expired else decode_rows(batches, primary, model.liveness_bucket_ms, watermark,
-                                                                    state.seen_ids)
+                                                                    state.seen_ids, model.config.names)
     if not (decoded or expired) and (due is None or due >= watermark):
         hold(primary, state, version)  # nothing to apply and nothing due (facts the group knows): as stored
         return letters, None
@@ -405,6 +411,9 @@ class TwinProcessor(StatefulProcessor):
             if letters:
                 yield kafka_rows(letters, self.topics)
             return
+        if self.config.names.spelling(primary) != primary:
+            say_respelled(primary, self.config.names.spelling(primary))
+            return
         with collector.paused():
             try:
                 records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
@@ -418,6 +427,15 @@ class TwinProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+def say_respelled(group: str, spelled: str) -> None:
+    """A group no row reaches any more: a twin before server names were read in any case (state/names.py)
+    grouped its server as its events spelled it, and the group's timer has come. Its state is left alone,
+    deciding nothing (its server's events now reach the group `spelled`, which does not know them)."""
+    print(f"shadowtwin: the checkpoint's group {group!r} was written by an earlier twin, which grouped servers"
+          f" as their events spelled them; {group!r} is now {spelled!r}, whose group starts afresh: what {group!r}"
+          f" held is not decided on (README.md, 'Versions')", file=sys.stderr, flush=True)
 
 
 class SparkGroupStore:

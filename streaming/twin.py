@@ -16,6 +16,8 @@
   watermark) set aside by the operator as dead letters (`streaming.operator`, step 2).
 - Clock ticks (`ClockTick`, published by `streaming.ticker`) move event time when every node
   is quiet; they have no primary server, and the operator drops them (they never reach the model).
+- A server is grouped, and its facts addressed, by its one spelling (state/names.py: as declared,
+  else in lower case), however an event spells it: MBX01, mbx01 and Mbx01 are one group.
 - The facts every group shares (other servers' NodeStarted, and that each server still
   publishes: state/README.md) are copies of rows addressed to every declared server's group,
   in the same pass (`shared_facts`).
@@ -37,6 +39,7 @@ from infra.kafka import spark_options
 from infra.settings import Settings
 from infra.topics import OUTPUT_MAX_BYTES
 from schemas.events import Alert, RedeliveryCommand
+from state.names import FOLD_FROM, FOLD_TO, ServerNames
 from streaming.decode import classify_events
 from streaming.json_copies import with_json_copies
 from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, apply_model
@@ -63,14 +66,17 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         "corrupt body: the primary server or node name is not UTF-8"))
     reason = F.coalesce(F.col("reason"), not_utf8, F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
     usable = reason.isNull()
-    own = F.struct(F.when(usable, F.col("primary_server")).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("group"),
+    names = settings.shadow_redundancy.names
+    node = spelled(F.col("node"), names)
+    primary = spelled(F.col("primary_server"), names)
+    own = F.struct(F.when(usable, primary).otherwise(F.lit(DEAD_LETTER_GROUP)).alias("group"),
                    F.lit(None).cast("string").alias("fact"))
     routed = rows.select(
         # An unusable row has no event time, so it can never move the watermark.
         F.when(usable, F.col("event_time")).alias("event_time"),
-        F.explode(F.concat(F.array(own), shared_facts(usable, settings))).alias("to"),
+        F.explode(F.concat(F.array(own), shared_facts(usable, node, settings))).alias("to"),
         "value", "key", "topic", "partition", "offset", reason.alias("reason"),
-        F.when(usable, F.col("node")).alias("node"),
+        F.when(usable, node).alias("node"),
     ).select(F.col("to.group").alias("primary_server"), F.col("to.fact").alias("fact"), "event_time",
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
              "key", "topic", "partition", "offset", "reason", "node")
@@ -82,12 +88,21 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         if settings.twin.json_topics else out
 
 
-def shared_facts(usable: Column, settings: Settings) -> Column:
+def spelled(name: Column, names: ServerNames) -> Column:
+    """`ServerNames.spelling` in Spark: the declared spelling of the name's key, else the key."""
+    key = F.translate(name, FOLD_FROM, FOLD_TO)
+    cases = None
+    for declared_key, declared in names.declared.items():
+        cases = (F.when if cases is None else cases.when)(key == F.lit(declared_key), F.lit(declared))
+    return key if cases is None else cases.otherwise(key)
+
+
+def shared_facts(usable: Column, node: Column, settings: Settings) -> Column:
     """Where a row goes besides its own group, as the facts every group is fed (state/facts.py):
-    every event of a server to every declared server's group as a NodeSeen (the model keeps the
-    first of each server and liveness bucket), and a NodeStarted also as itself to every other
-    server's group, in the same pass (no second scan of the source). The copies carry no bytes,
-    but the operator still meets each: with P declared servers it handles P + 1 rows per event
+    every event of a server (`node`, spelled as its group is) to every declared server's group as a
+    NodeSeen (the model keeps the first of each server and liveness bucket), and a NodeStarted also
+    as itself to every other server's group, in the same pass (no second scan of the source). The
+    copies carry no bytes, but the operator still meets each: with P declared servers it handles P + 1 rows per event
     (the price of cross-server reasoning; docs/engine-facts.md). Without declared servers
     (`[shadow_redundancy] servers`) no facts are fed, and the model decides as it does without
     them (state/README.md)."""
@@ -99,7 +114,7 @@ def shared_facts(usable: Column, settings: Settings) -> Column:
     def to_all(fact: str) -> Column:
         return F.array(*[F.struct(F.lit(s).alias("group"), F.lit(fact).alias("fact")) for s in servers])
 
-    started = F.filter(to_all(FACT_STARTED), lambda target: target["group"] != F.col("node"))
+    started = F.filter(to_all(FACT_STARTED), lambda target: target["group"] != node)
     return F.when(usable & (F.col("primary_server") != DEAD_LETTER_GROUP), F.concat(
         to_all(FACT_SEEN), F.when(F.col("kind") == "NodeStarted", started).otherwise(none),
     )).otherwise(none)

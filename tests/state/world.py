@@ -7,7 +7,7 @@ the streaming tests replay fixed ones through Kafka and Spark.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hypothesis import strategies as st
 
@@ -100,3 +100,17 @@ def simulate(mail_list, crash_list, org: Org | None = None):
             minute += 2
     events += org.tick(HORIZON + 10 * 24 * 60)
     return sorted(events, key=lambda e: e.event_time_ms), crash, involved
+
+
+def spelled_apart(events):
+    """The same events as servers spell names in practice: a primary's own events as its logs do (mbx01), its
+    shadows naming themselves in capitals (MBX02) and their primary as a person might (Mbx01), the primary
+    naming its shadow copy's holder so too (Mbx02). One server each to Exchange (state/names.py)."""
+    out = []
+    for e in events:
+        if e.primary_server and e.node != e.primary_server:
+            e = replace(e, node=e.node.upper(), primary_server=e.primary_server.capitalize())
+        if getattr(e, "shadow_server", None):
+            e = replace(e, shadow_server=e.shadow_server.capitalize())
+        out.append(e)
+    return out

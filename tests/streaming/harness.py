@@ -83,6 +83,8 @@ class OperatorHarness:
 
     def batch(self, rows: list[dict]) -> None:
         """One micro-batch of rows (see `event_row`); the watermark moves at its end, as Spark's does."""
+        spelling = self.processor.config.names.spelling  # as streaming.twin spells the group and node
+        rows = [{**r, "primary_server": spelling(r["primary_server"]), "node": spelling(r["node"])} for r in rows]
         usable = [r for r in rows if r["reason"] is not None or r["event_time"] > self.late_before_ms]
         self.late_rows += len(rows) - len(usable)
         usable += self._facts(usable)
@@ -160,8 +162,9 @@ def run_operator(events: Iterable[Event], config: ModelConfig | None = None, unt
     where event time moves on, so nothing is late with no watermark delay), then the watermark
     at the end (default: the last event's time). The same alerts and commands are expected."""
     events = list(events)
-    servers = {name for e in events for name in (e.node, e.primary_server) if name}
-    harness = OperatorHarness(config, servers=sorted(servers | set((config or ModelConfig()).servers)))
+    config = config or ModelConfig()
+    servers = {config.names.spelling(name) for e in events for name in (e.node, e.primary_server) if name}
+    harness = OperatorHarness(config, servers=sorted(servers | set(config.servers)))
     ordered = sorted(events, key=lambda e: e.event_time_ms)
     sizes = random.Random(seed)
     batch: list[Event] = []

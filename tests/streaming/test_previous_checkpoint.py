@@ -11,6 +11,7 @@ import pytest
 
 from infra.config import ConfigError
 from state import snapshot
+from state.parameters import ModelConfig
 from streaming import held_state
 from streaming.held_state import Version
 from streaming.twin import refuse_checkpoint_in_a_file, refuse_previous_operator
@@ -87,3 +88,22 @@ def test_a_checkpoint_that_is_a_file_or_under_one_is_refused_and_a_new_folder_is
             refuse_checkpoint_in_a_file(checkpoint)
     refuse_checkpoint_in_a_file(tmp_path / "new" / "twin")
     refuse_checkpoint_in_a_file(tmp_path)
+
+
+def test_a_group_an_earlier_twin_keyed_by_another_spelling_decides_nothing_and_says_so(capsys):
+    """An earlier twin grouped servers as their events spelled them: mbx01's group, holding a message whose shadow
+    is silent, is not the group of mbx01 declared as MBX01 (state/names.py). When its deadline comes it decides
+    nothing (no promotion of what MBX01's group may know otherwise), and the twin says so in one line."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.received("mbx01", "m1", 1),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2, shadow_db="dbS1")]
+    earlier = OperatorHarness(servers=("mbx01", "mbx02"))
+    earlier.events(events)
+    assert earlier.stores["mbx01"].timers, "a deadline is pending"
+    now = OperatorHarness(ModelConfig(servers=("MBX01", "MBX02")), servers=("MBX01", "MBX02"))
+    now.stores = earlier.stores
+    now.advance(events[-1].event_time_ms + 10 * 24 * 3_600_000)
+    assert now.alerts == [] and now.commands == []
+    said = [line for line in capsys.readouterr().err.splitlines() if "earlier twin" in line]
+    assert said and said[0].startswith("shadowtwin: the checkpoint's group 'mbx01' was written by an earlier twin")
+    assert "'mbx01' is now 'MBX01'" in said[0]

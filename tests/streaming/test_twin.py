@@ -29,7 +29,7 @@ from state.replay import replay
 from streaming.app import Ending, TwinApplication
 from streaming.views import read_state
 from tests.state.scenario import Org
-from tests.state.world import Crash, Mail, simulate
+from tests.state.world import Crash, Mail, simulate, spelled_apart
 
 DELAY_MS = 60_000
 
@@ -173,6 +173,28 @@ def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spa
     assert reasons == ["bad magic", "clock skew", "corrupt body", "corrupt body", "corrupt body", "corrupt body",
                        "unknown fingerprint"]
     assert all(d.topic == topics.events and d.offset >= 0 for d in got[topics.dead_letters])
+
+
+def test_servers_declared_in_capitals_decide_as_one_whatever_case_their_events_spell_them_in(settings, spark,
+                                                                                             kafka_bootstrap, topics,
+                                                                                             tmp_path):
+    """[shadow_redundancy] servers says MBX01 ...; the primaries' events say mbx01, their shadows' MBX02 and name
+    their primary Mbx01 (state/names.py): one group per server, fed the facts, deciding as the reference does,
+    and saying each server as declared (before, the facts went to groups MBX01 ... that no event reached, and a
+    shadow's events about Mbx01 to a group of their own)."""
+    events = world_events()
+    declared = tuple(s.upper() for s in world_servers())
+    model = ModelConfig(servers=declared)
+    alerts, commands = expected_ids(events, model)
+    publish(kafka_bootstrap, topics.events, [*spelled_apart(events), final_tick(events)])
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, model, servers=declared), spark=spark,
+                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None):
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands))
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+    named = {s for a in got[topics.alerts] for s in a.servers} | {c.holder for c in got[topics.commands]}
+    assert named == set(declared)
 
 
 def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_query_runs_on(settings, spark,
