@@ -1,7 +1,7 @@
 """A node obeys the twin's redelivery commands: it resubmits the named messages from its shadow queue.
 
 It reads the commands topic in its own consumer group (one per node and topic, offsets
-committed after each command), acts only on commands whose `holder` is this node, drops
+committed after each command), acts only on commands whose `holder` is this node (in any case), drops
 repeats by `command_id` (remembered in the queue database, so across restarts too) and
 ignores commands for copies it no longer holds (already discarded, or promoted on its own).
 """
@@ -13,6 +13,7 @@ import threading
 
 from schemas.events import RedeliveryCommand
 from infra.kafka import consumer
+from state.names import server_key
 
 log = logging.getLogger("shadowtwin.relay.commands")
 
@@ -43,7 +44,7 @@ class CommandFollower:
                 except Exception as exc:  # noqa: BLE001 - not ours to judge: skip it, say so
                     log.warning("undecodable record on %s at offset %d: %s", self.topic, message.offset(), exc)
                     record = None
-                if isinstance(record, RedeliveryCommand) and record.holder == self.node.name:
+                if isinstance(record, RedeliveryCommand) and server_key(record.holder) == server_key(self.node.name):
                     self.handle(record)
                 reader.commit(message, asynchronous=False)
         finally:
@@ -55,7 +56,10 @@ class CommandFollower:
         if node.db.command_seen(command.command_id, node.events.now_ms()):
             log.info("command %s repeated: ignored", command.command_id)
             return False
-        moved = node.promote(command.primary_server, [command.message.internal_id],
+        # the twin spells a server as [shadow_redundancy] servers declares it, else in lower case (state/names.py)
+        primary = next((p.name for p in node.peers if server_key(p.name) == server_key(command.primary_server)),
+                       command.primary_server)
+        moved = node.promote(primary, [command.message.internal_id],
                              f"redelivery command {command.command_id} ({command.reason.value})")
         if not moved:
             log.info("command %s: no copy of %s held any more, nothing to resubmit", command.command_id,

@@ -33,6 +33,7 @@ from producers.simulator.truth import GroundTruth
 from schemas import binary
 from schemas import events as ev
 from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
+from state.names import server_key
 from state.parameters import ShadowMessagePreference, ms
 
 RETRY_MS = 5 * 60_000  # a deferred next hop is tried again after this long
@@ -152,19 +153,25 @@ class Simulation:
         while not self.inbox.empty():
             self._at(t, self.command, self.inbox.get())
 
+    def server_named(self, name: str) -> str:
+        """The topology's server that the twin names `name` (as `[shadow_redundancy] servers` spells it, else in
+        lower case: state/names.py), or `name` when none is."""
+        return name if name in self.nodes else next((n for n in self.nodes if server_key(n) == server_key(name)), name)
+
     def command(self, command: ev.RedeliveryCommand) -> bool:
         """A redelivery command from the twin (live mode): the holder resubmits its copy, if it
         still has it. Returns whether it did."""
         if command.command_id in self._commands_seen:
             return False
         self._commands_seen.add(command.command_id)
-        holder = self.nodes.get(command.holder)
+        holder = self.nodes.get(self.server_named(command.holder))
         if holder is None or not holder.up:
             return False
-        copy = holder.shadows.get(command.primary_server, {}).get(command.message.internal_id)
+        primary = self.server_named(command.primary_server)
+        copy = holder.shadows.get(primary, {}).get(command.message.internal_id)
         if copy is None:
             return False
-        self._promote(holder, command.primary_server, [copy], f"redelivery command {command.command_id}")
+        self._promote(holder, primary, [copy], f"redelivery command {command.command_id}")
         self.commands_obeyed += 1
         return True
 

@@ -257,7 +257,8 @@ def test_a_node_obeys_a_redelivery_command_once(make_lab, kafka_bootstrap, topic
     stored = [e for e in read_topic(kafka_bootstrap, topics.events, until=lambda r: any(
         isinstance(e, ev.ShadowCopyStored) for e in r), max_s=10) if isinstance(e, ev.ShadowCopyStored)]
     assert [(e.node, e.primary_server) for e in stored] == [("ex02", "ex01")]
-    command = RedeliveryCommand(command_id="cmd-1", holder="ex02", primary_server="ex01", message=stored[0].message,
+    # as a twin with [shadow_redundancy] servers = ["EX01", "EX02"] names them (state/names.py)
+    command = RedeliveryCommand(command_id="cmd-1", holder="EX02", primary_server="Ex01", message=stored[0].message,
                                 reason=CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, decided_at_ms=int(time.time() * 1000))
     elsewhere = RedeliveryCommand(command_id="cmd-2", holder="ex01", primary_server="ex02",
                                   message=ev.MessageRef("<x@y>", "ex02.none.1"),

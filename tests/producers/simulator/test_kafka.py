@@ -43,7 +43,7 @@ def test_accelerated_run_publishes_every_event_keyed_by_primary(kafka_bootstrap,
 
 def test_live_nodes_resubmit_when_the_twin_commands_it(kafka_bootstrap, topics):
     """mbx01 dies for good with mail queued; the shadows would wait three hours on their own. A
-    redelivery command makes the holder resubmit at once."""
+    redelivery command makes the holder resubmit at once, the servers named in any case."""
     topo = topology([{"kind": "crash", "server": "mbx01", "at": "3s", "duration": "1h", "restart": "never",
                       "backlog": "3s"}], duration="00:00:08", rate=8.0, external_share=0.0)
     outcome = {}
@@ -61,7 +61,8 @@ def test_live_nodes_resubmit_when_the_twin_commands_it(kafka_bootstrap, topics):
     held = stored_for_mbx01(seen)
     assert held, "mbx01 died with shadowed mail in its queue"
     copy = held[0]
-    command = ev.RedeliveryCommand(command_id="cmd-1", holder=copy.node, primary_server="mbx01",
+    # as a twin with [shadow_redundancy] servers = ["MBX01", ...] names them (state/names.py)
+    command = ev.RedeliveryCommand(command_id="cmd-1", holder=copy.node.upper(), primary_server="MBX01",
                                    message=copy.message, reason=ev.CommandReason.PRIMARY_HEARTBEAT_TIMEOUT,
                                    decided_at_ms=int(time.time() * 1000))
     producer = kafka_clients.producer(kafka_bootstrap)
