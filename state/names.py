@@ -28,6 +28,7 @@ __all__ = ["FOLD_FROM", "FOLD_TO", "ServerNames", "server_key"]
 
 FOLD_FROM, FOLD_TO = string.ascii_uppercase, string.ascii_lowercase  # what Spark's translate() is given too
 _FOLD = str.maketrans(FOLD_FROM, FOLD_TO)
+_REMEMBERED = 4096  # spellings remembered; a real organisation has far fewer servers
 
 # The fields of an event that name a server of the model: the group (primary) and the servers it compares.
 _SERVER_FIELDS = {kind: tuple(f for f in ("node", "primary_server", "shadow_server", "candidate", "server")
@@ -55,6 +56,9 @@ class ServerNames:
         try:
             return self._spelled[name]
         except KeyError:
+            if len(self._spelled) >= _REMEMBERED:  # names made up by bad input must not pile up
+                self._spelled.clear()
+                self._as_spelled.intersection_update({""})
             key = server_key(name)
             spelled = self._spelled[name] = self.declared.get(key, key)
             if spelled == name:

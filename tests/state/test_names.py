@@ -29,6 +29,14 @@ def test_the_rule():
     assert server_key("ÉX01") == "Éx01", "DNS reads only ASCII letters in any case (RFC 4343)"
 
 
+def test_names_made_up_by_bad_input_do_not_pile_up():
+    names = ServerNames(["MBX01"])
+    for n in range(100_000):
+        assert names.spelling(f"Junk{n}") == f"junk{n}"
+    assert len(names._spelled) <= 4096 and len(names._as_spelled) <= 4096
+    assert names.spelling("mbx01") == "MBX01" and names.spelling("junk7") == "junk7"
+
+
 def test_servers_declared_in_capitals_and_spelled_otherwise_by_the_events_decide_as_one_spelling():
     events, _, _ = simulate(*WORLD)
     alerts, commands = decisions(events, DECLARED)
