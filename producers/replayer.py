@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -91,6 +92,10 @@ class _Position:
             self.error = exc
 
 
+# librdkafka times its errors ("... Connection refused (after 1ms in state CONNECT)"): timed otherwise, it is no news
+_WHEN = re.compile(r" \(after \d+ms in state [^)]*\)")
+
+
 class ProgressLines:
     """A publisher's progress lines: events sent and acknowledged, the event-time position, the rate; and,
     while the broker acknowledges none, what the client says about it (said once, not every line)."""
@@ -108,9 +113,10 @@ class ProgressLines:
         line = f"sent {sent:,} events, {acknowledged:,} acknowledged, event time {where}, {rate:,.0f} events/s"
         if acknowledged == self.acknowledged and sent > acknowledged and deliveries.broker_error:
             line += f"; Kafka at {bootstrap_of(deliveries.bootstrap)} acknowledged none since the last line"
-            if deliveries.broker_error != self.said:
+            said = _WHEN.sub("", deliveries.broker_error)
+            if said != self.said:
                 line += f" (the client says: {deliveries.broker_error})"
-            self.said = deliveries.broker_error
+            self.said = said
         self.progress(line)
         self.sent, self.acknowledged, self.at = sent, acknowledged, now
 

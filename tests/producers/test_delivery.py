@@ -15,7 +15,8 @@ import pytest
 
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recording import write_events
-from producers.replayer import publish, replay
+from producers.publisher import Deliveries
+from producers.replayer import ProgressLines, publish, replay
 from producers.synthetic import Workload, generate
 from schemas.events import MessageReceived
 from tests.conftest import free_port
@@ -172,3 +173,19 @@ def test_replay_of_a_cut_recording_publishes_its_complete_blocks_then_names_the_
     sent = int(out.split("sent ")[-1].split()[0])
     assert 0 < sent < len(events), out
     assert len(read_topic(kafka_bootstrap, topics.events)) == sent
+
+
+def test_the_clients_error_said_again_only_timed_otherwise_is_said_once():
+    """librdkafka's message for one refused connection differs from time to time only in how long it took
+    ("after 1ms", "after 0ms"): the progress lines said it again, as news."""
+    lines: list[str] = []
+    progress, deliveries = ProgressLines(lines.append), Deliveries("127.0.0.1:9")
+    deliveries.produced = 10
+    for took in (1, 0, 3):
+        deliveries.broker_error = (f"127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection refused"
+                                   f" (after {took}ms in state CONNECT)")
+        progress.say(10, 0, None, deliveries)
+    assert ["the client says" in line for line in lines] == [True, False, False], lines
+    deliveries.broker_error = "127.0.0.1:9/bootstrap: Disconnected (after 5ms in state UP)"
+    progress.say(10, 0, None, deliveries)
+    assert "the client says: 127.0.0.1:9/bootstrap: Disconnected" in lines[-1], "a new error is said"
