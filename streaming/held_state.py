@@ -82,6 +82,9 @@ class GroupStore(Protocol):
 
     def delete_timer(self, at_ms: int) -> None: ...
 
+    def clear(self) -> None:
+        """Forget the version, the base and the log (not the timers)."""
+
 
 class MemoryGroupStore:
     """`GroupStore` in memory: for the operator harness (tests/streaming/harness.py) and benchmarks."""
@@ -115,6 +118,9 @@ class MemoryGroupStore:
 
     def delete_timer(self, at_ms: int) -> None:
         self.timers.discard(at_ms)
+
+    def clear(self) -> None:
+        self.stored_version, self.stored_base, self.entries = None, None, {}
 
     def copy(self) -> "MemoryGroupStore":
         """What a checkpoint holds of this group."""
@@ -162,6 +168,14 @@ def hold(primary: str, state: PrimaryState, version: Version | None) -> None:
     """Hold `state` again as the one stored at `version`: the call that restored it stored nothing."""
     if version is not None:
         _held[primary] = Held(version, state)
+
+
+def drop(primary: str, store: GroupStore, version: Version, expired: bool) -> None:
+    """Forget the group: its stored values, its timer (Spark deletes an `expired` one itself) and what is held."""
+    _held.pop(primary, None)
+    store.clear()
+    if version.timer_ms >= 0 and not expired:
+        store.delete_timer(version.timer_ms)
 
 
 def rebuild(store: GroupStore, new_state: Callable[[], PrimaryState], replay: Replay) -> PrimaryState:

@@ -76,8 +76,8 @@ from state.names import ServerNames
 from state.parameters import ModelConfig
 from state.records import PrimaryState
 from streaming import group_frames
-from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, hold, pieces, restore, store_call
-from streaming.state_rows import StateWatch
+from streaming.held_state import LOG_SLOTS, Call, Entry, GroupStore, Version, drop, hold, pieces, restore, store_call
+from streaming.state_rows import StateWatch, tombstones
 
 group_frames.install()  # this module is imported in a Python worker before its first task reads
 
@@ -411,13 +411,15 @@ class TwinProcessor(StatefulProcessor):
             if letters:
                 yield kafka_rows(letters, self.topics)
             return
-        if self.config.names.spelling(primary) != primary:
-            say_respelled(primary, self.config.names.spelling(primary))
-            return
+        spelled = self.config.names.spelling(primary)
         with collector.paused():
             try:
-                records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
-                                                    self.topics.state, expired)
+                if spelled != primary:
+                    records, state_rows = [], retire_group(self.model, primary, spelled, self.store,
+                                                           self.topics.state, expired)
+                else:
+                    records, state_rows = advance_group(self.model, primary, rows, max(watermark, 0), self.store,
+                                                        self.topics.state, expired)
             finally:
                 freeze_what_the_call_kept()
         if records:
@@ -429,13 +431,23 @@ class TwinProcessor(StatefulProcessor):
         pass
 
 
-def say_respelled(group: str, spelled: str) -> None:
+def retire_group(model: ShadowRedundancyModel, group: str, spelled: str, store: GroupStore, state_topic: str,
+                 expired: bool) -> pd.DataFrame | None:
     """A group no row reaches any more: a twin before server names were read in any case (state/names.py)
-    grouped its server as its events spelled it, and the group's timer has come. Its state is left alone,
-    deciding nothing (its server's events now reach the group `spelled`, which does not know them)."""
+    grouped its server as its events spelled it, and the group's timer has come. Its server's events now
+    reach the group `spelled`, which does not know what this one held, and this one would decide alone on
+    what that one hears of: it is forgotten (no state, no timer left), with a tombstone on the state topic
+    for each of its records, and one line on stderr that says what was dropped."""
+    state, version = restore(group, store, lambda: model.new_state(group),
+                             lambda s, call: replay_call(model, s, call))
+    if version is None:
+        return None
+    drop(group, store, version, expired)
     print(f"shadowtwin: the checkpoint's group {group!r} was written by an earlier twin, which grouped servers"
-          f" as their events spelled them; {group!r} is now {spelled!r}, whose group starts afresh: what {group!r}"
-          f" held is not decided on (README.md, 'Versions')", file=sys.stderr, flush=True)
+          f" as their events spelled them; {group!r} is now {spelled!r}, whose group started afresh: {group!r}"
+          f" is forgotten, and the {len(state.messages)} messages in flight and {len(state.promoted)} promoted"
+          f" it held are not decided on (README.md, 'Versions')", file=sys.stderr, flush=True)
+    return tombstones(state, state_topic) if state_topic else None
 
 
 class SparkGroupStore:
@@ -477,6 +489,10 @@ class SparkGroupStore:
 
     def delete_timer(self, at_ms: int) -> None:
         self.handle.deleteTimer(at_ms)
+
+    def clear(self) -> None:
+        for stored in (self.token, self.base_pieces, *self.slots):
+            stored.clear()
 
 
 def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int) -> DataFrame:

@@ -20,7 +20,8 @@ import pandas as pd
 from schemas.events import Event
 from state.model import Output
 from state.records import PrimaryState
-from state.summary import NAMING_OTHERS, due_message_deadlines, summary_records, to_json, touched_messages
+from state.summary import (NAMING_OTHERS, due_message_deadlines, state_records, summary_records, to_json,
+                           touched_messages)
 
 
 class StateWatch:
@@ -53,3 +54,9 @@ class StateWatch:
         records = summary_records(state, touched)
         return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
                              "value": [to_json(record) for _, record in records]})
+
+
+def tombstones(state: PrimaryState, topic: str) -> pd.DataFrame:
+    """Tombstones for every record of the group: its server summary and each message it holds."""
+    keys = [key.encode() for key, _ in state_records(state)]
+    return pd.DataFrame({"topic": [topic] * len(keys), "key": keys, "value": [None] * len(keys)})

@@ -6,17 +6,24 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import time
 
 import pytest
 
 from infra.config import ConfigError
+from infra.settings import TopicSettings
+from schemas.events import ClockTick
 from state import snapshot
 from state.parameters import ModelConfig
 from streaming import held_state
+from streaming.app import TwinApplication
 from streaming.held_state import Version
+from streaming.metrics import TwinCollector
 from streaming.twin import refuse_checkpoint_in_a_file, refuse_previous_operator
+from streaming.views import LiveView, read_state
 from tests.state.scenario import Org
 from tests.streaming.harness import OperatorHarness
+from tests.streaming.test_twin import publish, twin_settings
 
 # As Spark 4.0.0 wrote it for the previous operator (state/0/_metadata/metadata).
 PREVIOUS = ('v1\n{"operatorInfo":{"operatorId":0,"operatorName":"applyInPandasWithState"},'
@@ -90,20 +97,92 @@ def test_a_checkpoint_that_is_a_file_or_under_one_is_refused_and_a_new_folder_is
     refuse_checkpoint_in_a_file(tmp_path)
 
 
-def test_a_group_an_earlier_twin_keyed_by_another_spelling_decides_nothing_and_says_so(capsys):
+@pytest.mark.parametrize("then, now", [(("mbx01", "mbx02"), ("MBX01", "MBX02")), (("MBX01", "MBX02"), ())],
+                         ids=["lower case now declared in capitals", "capitals now undeclared"])
+def test_a_group_an_earlier_twin_keyed_by_another_spelling_is_forgotten_and_says_so(capsys, then, now):
     """An earlier twin grouped servers as their events spelled them: mbx01's group, holding a message whose shadow
-    is silent, is not the group of mbx01 declared as MBX01 (state/names.py). When its deadline comes it decides
-    nothing (no promotion of what MBX01's group may know otherwise), and the twin says so in one line."""
+    is silent, is not the group of mbx01 declared as MBX01 (state/names.py); nor is MBX01's, undeclared, that of
+    mbx01. When its deadline comes it decides nothing (no promotion of what the new group may know otherwise): it
+    leaves no state and no timer behind, tombstones its records on the state topic, so that its Prometheus series
+    go, and the twin says so in one line with what was dropped (before, the group's state stayed for good, and
+    its summary and message in the state topic, the metrics and the page)."""
+    org = Org()
+    primary, shadow = then
+    events = [*org.started(primary, "dbP1", 0), *org.started(shadow, "dbS1", 0), *org.received(primary, "m1", 1),
+              *org.shadowed(primary, shadow, "m1", 1), *org.query_ok(shadow, primary, 2, shadow_db="dbS1")]
+    earlier = OperatorHarness(ModelConfig(servers=then), servers=then)
+    earlier.events(events)
+    assert earlier.stores[primary].timers, "a deadline is pending"
+    view = LiveView()
+    fold(view, earlier.state_rows)
+    assert series(view) == {primary, shadow}
+    later = OperatorHarness(ModelConfig(servers=now), servers=now)
+    later.stores = earlier.stores
+    later.advance(events[-1].event_time_ms + 10 * 24 * 3_600_000)
+    assert later.alerts == [] and later.commands == []
+    old = later.stores[primary]
+    assert (old.version(), old.base(), old.entries, old.timers) == (None, None, {}, set())
+    assert sorted(later.state_rows) == [(f"message/{primary}/m1", None), (f"server/{primary}", None),
+                                        (f"server/{shadow}", None)]
+    fold(view, later.state_rows)
+    assert series(view) == set()
+    said = [line for line in capsys.readouterr().err.splitlines() if "earlier twin" in line]
+    assert len(said) == 2, said  # one line per group, the primary's and the shadow's
+    assert said[0].startswith(f"shadowtwin: the checkpoint's group {primary!r} was written by an earlier twin")
+    assert f"{primary!r} is now {primary.swapcase()!r}" in said[0]
+    assert "the 1 messages in flight and 0 promoted it held are not decided on" in said[0]
+
+
+def fold(view: LiveView, rows: list[tuple[str, bytes | None]]) -> None:
+    """The state topic's rows as the metrics and the live page read them."""
+    topics = TopicSettings()
+    for key, value in rows:
+        view.apply(topics.state, key.encode(), value, topics)
+
+
+def series(view: LiveView) -> set[str]:
+    """The servers the Prometheus metrics name."""
+    return {sample.labels["server"] for family in TwinCollector(view, lambda: (None, 0, 0, 0)).collect()
+            for sample in family.samples if "server" in sample.labels}
+
+
+def test_a_checkpoints_group_of_an_earlier_spelling_leaves_no_state_in_spark_and_no_record_on_the_state_topic(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """The same through Kafka and Spark: a twin that spelled mbx01 and mbx02 as its events did leaves their groups
+    in its checkpoint, mbx01's holding m1 with a deadline pending; the twin started again on it with MBX01 and
+    MBX02 declared forgets both groups when their deadlines come: nothing of theirs is left in Spark's state
+    store, and their records on the state topic (which the metrics and the live page show) are tombstoned."""
     org = Org()
     events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.received("mbx01", "m1", 1),
               *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2, shadow_db="dbS1")]
-    earlier = OperatorHarness(servers=("mbx01", "mbx02"))
-    earlier.events(events)
-    assert earlier.stores["mbx01"].timers, "a deadline is pending"
-    now = OperatorHarness(ModelConfig(servers=("MBX01", "MBX02")), servers=("MBX01", "MBX02"))
-    now.stores = earlier.stores
-    now.advance(events[-1].event_time_ms + 10 * 24 * 3_600_000)
-    assert now.alerts == [] and now.commands == []
-    said = [line for line in capsys.readouterr().err.splitlines() if "earlier twin" in line]
-    assert said and said[0].startswith("shadowtwin: the checkpoint's group 'mbx01' was written by an earlier twin")
-    assert "'mbx01' is now 'MBX01'" in said[0]
+    checkpoint = tmp_path / "checkpoint"
+    publish(kafka_bootstrap, topics.events, events)
+    earlier = twin_settings(settings, kafka_bootstrap, topics, servers=("mbx01", "mbx02"))
+    with TwinApplication(earlier, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None):
+        wait_for(lambda: read_state(kafka_bootstrap, topics.state).where(events[2].message.message_id))
+    assert set(read_state(kafka_bootstrap, topics.state).servers) == {"mbx01", "mbx02"}
+    assert groups_in(spark, checkpoint) == {"mbx01", "mbx02"}
+    later = events[-1].event_time_ms + 10 * 24 * 3_600_000
+    publish(kafka_bootstrap, topics.events, [ClockTick(event_id="later", event_time_ms=later, node="shadowtwin",
+                                                       primary_server="")])
+    now = twin_settings(settings, kafka_bootstrap, topics, model=ModelConfig(servers=("MBX01", "MBX02")),
+                        servers=("MBX01", "MBX02"))
+    with TwinApplication(now, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None) as twin:
+        wait_for(lambda: not read_state(kafka_bootstrap, topics.state).servers)
+        assert twin.query.exception() is None
+    view = read_state(kafka_bootstrap, topics.state)
+    assert view.servers == {} and view.messages == {}
+    assert groups_in(spark, checkpoint) == set()
+
+
+def wait_for(condition, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(1)
+
+
+def groups_in(spark, checkpoint) -> set[str]:
+    """The groups that have a stored version in the checkpoint's state store (Spark's state data source)."""
+    rows = spark.read.format("statestore").option("stateVarName", "version").load(str(checkpoint)).collect()
+    return {row.key[0] for row in rows}
