@@ -195,7 +195,7 @@ class TwinApplication:
 
         views = self.settings.views
         self._feed = ViewFeed(self.settings.kafka, self.settings.topics, views.recent_alerts,
-                              self._say).start()
+                              self._say, self.settings.shadow_redundancy.names).start()
         try:
             self.views = ViewServer(views, self._feed, self._progress_figures).start()
         except OSError as exc:  # a port in use: said, and the twin decides on without its views

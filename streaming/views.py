@@ -27,6 +27,7 @@ from infra.kafka import Kafka, NoSuchTopic, consumer
 from infra.settings import TopicSettings
 from schemas.codec import default_codec
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
+from state.names import ServerNames
 from state.summary import SERVER_PREFIX, TopologyView
 
 
@@ -54,6 +55,7 @@ class LiveView:
     """The picture the metrics and the page show; `apply` is called by one reader, `snapshot` by any thread."""
 
     recent_alerts: int = 20
+    names: ServerNames = field(default_factory=ServerNames)  # the twin's: a server spelled otherwise is not shown
     topology: TopologyView = field(default_factory=TopologyView)
     alerts_by_type: collections.Counter = field(default_factory=collections.Counter)
     alert_messages_by_type: collections.Counter = field(default_factory=collections.Counter)
@@ -69,8 +71,10 @@ class LiveView:
         with self.lock:
             if topic == topics.state:
                 # Only the servers' summaries: the page and the metrics need no message record, and a
-                # twin's driver should not hold one per message in flight (`where` reads them itself).
-                if key is not None and key.startswith(SERVER_PREFIX.encode()):
+                # twin's driver should not hold one per message in flight (`where` reads them itself). A
+                # server spelled otherwise than the twin spells it is an earlier twin's group that may
+                # never be called again to drop its record (README.md, 'Versions').
+                if key is not None and key.startswith(SERVER_PREFIX.encode()) and self._spelled_as_now(key):
                     self.topology.apply(key.decode(), None if value is None else json.loads(value))
                 return
             if value is None:
@@ -90,6 +94,10 @@ class LiveView:
             elif isinstance(record, DeadLetter):
                 self.dead_letters_by_reason[dead_letter_class(record.reason)] += 1
 
+    def _spelled_as_now(self, key: bytes) -> bool:
+        server = key[len(SERVER_PREFIX):].decode()
+        return self.names.spelling(server) == server
+
     def snapshot(self) -> dict:
         """A consistent copy: server summaries, counts and the recent alerts (newest first)."""
         with self.lock:
@@ -106,8 +114,8 @@ class ViewFeed:
     """A daemon thread that keeps a `LiveView` up to date from the twin's output topics."""
 
     def __init__(self, bootstrap: Kafka, topics: TopicSettings, recent_alerts: int = 20,
-                 say: Callable[[str], None] = print):
-        self.view = LiveView(recent_alerts)
+                 say: Callable[[str], None] = print, names: ServerNames | None = None):
+        self.view = LiveView(recent_alerts, names or ServerNames())
         self._say = say
         self._bootstrap, self._topics = bootstrap, topics
         self._stop = threading.Event()

@@ -14,7 +14,10 @@ from infra.config import ConfigError
 from infra.settings import TopicSettings
 from schemas.events import ClockTick
 from state import snapshot
+from state.model import ShadowRedundancyModel
+from state.names import ServerNames
 from state.parameters import ModelConfig
+from state.summary import server_key, server_summary, to_json
 from streaming import held_state
 from streaming.app import TwinApplication
 from streaming.held_state import Version
@@ -113,7 +116,7 @@ def test_a_group_an_earlier_twin_keyed_by_another_spelling_is_forgotten_and_says
     earlier = OperatorHarness(ModelConfig(servers=then), servers=then)
     earlier.events(events)
     assert earlier.stores[primary].timers, "a deadline is pending"
-    view = LiveView()
+    view = LiveView(names=ServerNames(then))  # as the earlier twin's metrics show them; the tombstones drop them
     fold(view, earlier.state_rows)
     assert series(view) == {primary, shadow}
     later = OperatorHarness(ModelConfig(servers=now), servers=now)
@@ -131,6 +134,19 @@ def test_a_group_an_earlier_twin_keyed_by_another_spelling_is_forgotten_and_says
     assert said[0].startswith(f"shadowtwin: the checkpoint's group {primary!r} was written by an earlier twin")
     assert f"{primary!r} is now {primary.swapcase()!r}" in said[0]
     assert "the 1 messages in flight and 0 promoted it held are not decided on" in said[0]
+
+
+def test_the_metrics_leave_out_a_server_spelled_otherwise_than_the_twin_spells_it():
+    """A checkpoint's group of an earlier spelling with no deadline pending (it holds no message) is never called
+    again, and its server summary stays on the state topic: MBX01's, undeclared, now mbx01; mbx02's, now declared
+    MBX02. The metrics and the live page show the servers as the twin spells them now, not a second series of
+    the old name for good."""
+    model = ShadowRedundancyModel()
+    rows = [(server_key(name), to_json(server_summary(model.new_state(name))))
+            for name in ("MBX01", "mbx02", "mbx01", "MBX02")]
+    view = LiveView(names=ServerNames(("MBX02",)))
+    fold(view, rows)
+    assert series(view) == {"mbx01", "MBX02"}
 
 
 def fold(view: LiveView, rows: list[tuple[str, bytes | None]]) -> None:
