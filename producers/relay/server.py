@@ -24,6 +24,10 @@
   with non-ASCII characters is refused as RFC 6531 3.5 says, `550 5.6.7` at MAIL and `553 5.6.7` at RCPT
   ("Non-ASCII addresses not permitted for that sender/recipient"), so that the client knows why (aiosmtpd
   said `500 Error: strict ASCII mode`); `SMTPUTF8` at MAIL gets `555`, a non-ASCII EHLO or HELO name `501`;
+- a line of the data longer than 998 octets (and its CRLF; RFC 5321 4.5.3.1.6), in the header section or
+  the body, gets `500 5.5.2 Line too long` at the end of the data, as a strict MTA answers it (aiosmtpd
+  refuses lines longer than 1001 octets only, to allow a transparency dot, and took a 999-octet line);
+  a bare CR or LF ends a line in CRLF first (`handle_DATA`), so each part of the line counts alone;
 - a message (not a shadow copy) that already has more Received lines than the Receive connector's
   MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
@@ -61,6 +65,8 @@ TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
 NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that recipient"
 NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
+LINE_TOO_LONG = "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
+MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), after the transparency dot is removed
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 
@@ -307,6 +313,8 @@ class RelayHandler:
         # came, the end of the data to a next hop that ends lines at CR (SMTP smuggling). Lines end in CRLF
         # from here on (RFC 5321 2.3.8), as postfix's smtpd_forbid_bare_newline = normalize has it.
         envelope.original_content = _BARE_LINE_END.sub(b"\r\n", envelope.original_content)
+        if any(len(line) > MAX_LINE_OCTETS for line in envelope.original_content.split(b"\r\n")):
+            return LINE_TOO_LONG
         request = getattr(session, "shadow_request", None)
         loop = asyncio.get_running_loop()
         if request is not None:

@@ -123,3 +123,28 @@ def test_a_non_ascii_path_is_refused_5_6_7_as_rfc_6531_has_it(server):
     assert answers[2:5] == ["250 OK", "553 5.6.7 Non-ASCII addresses not permitted for that recipient", "250 OK"]
     assert answers[5].startswith("354") and answers[6].startswith("250 2.0.0") and answers[7].startswith("221")
     assert backend.recipients == [["b@contoso.com"]]
+
+
+def _send_data(port: int, data: bytes) -> str:
+    """One message over a raw socket (no client's line handling): the answer to the end of its data."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        replies.readline()
+        sock.sendall(b"EHLO client.example\r\nMAIL FROM:<a@fabrikam.example>\r\nRCPT TO:<b@contoso.com>\r\nDATA\r\n")
+        while replies.readline()[3:4] == b"-":
+            pass
+        assert [replies.readline()[:3] for _ in range(3)] == [b"250", b"250", b"354"]
+        sock.sendall(data + b"\r\n.\r\n")
+        return replies.readline().decode().strip()
+
+
+def test_a_line_longer_than_998_octets_is_refused_500_in_the_header_section_and_the_body(server):
+    """RFC 5321 4.5.3.1.6: a text line is at most 1000 octets with its CRLF, the transparency dot not counted;
+    aiosmtpd counted the dot always and took a line of 999 octets, which the node passed on to a next hop
+    that may refuse it or cut it. A dot-stuffed line of 998 octets is taken."""
+    controller, backend = server
+    for data in (b"Subject: s\r\n\r\n" + b"a" * 999, b"X-Long: " + b"b" * 991 + b"\r\n\r\nhello"):
+        assert _send_data(controller.port, data) == "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
+    assert _send_data(controller.port, b"Subject: s\r\n\r\n" + b"a" * 998).startswith("250 ")
+    assert _send_data(controller.port, b"Subject: s\r\n\r\n.." + b"a" * 997).startswith("250 ")
+    assert backend.contents == [b"Subject: s\r\n\r\n" + b"a" * 998 + b"\r\n", b"Subject: s\r\n\r\n." + b"a" * 997 + b"\r\n"]
