@@ -10,6 +10,8 @@
   as a real relay must: one recipient the next hop does not know does not hold back the others;
   recipients over the next hop's limit for a transaction (452 4.5.3) go in another transaction at once;
   a message larger than the SIZE the next hop declares fails for good without MAIL (RFC 1870);
+  an 8-bit message goes with BODY=8BITMIME, or, to a next hop that does not offer 8BITMIME, converted to
+  7-bit MIME (`downgrade`; one with an 8-bit header fails for good, `554 5.6.3`), never as it is (RFC 6152 3);
   the next hop's greeting and answers are awaited as long as RFC 5321 has it (5 minutes, 10 for the end of
   the data; connecting takes the node's SMTP timeout);
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
@@ -29,7 +31,7 @@ import socket
 import ssl
 from dataclasses import dataclass, field
 
-from producers.relay import protocol
+from producers.relay import downgrade, protocol
 from producers.relay.headers import address_literal
 from producers.relay.tls import certified_name
 from schemas.events import QueryFailureReason, ShadowFailureReason
@@ -203,6 +205,9 @@ def _answer(code: int, text: bytes | str) -> str:
 
 
 def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes) -> RelayOutcome:
+    if not content.isascii() and not session.has_extn("8bitmime"):
+        if (content := downgrade.seven_bit(content)) is None:
+            return RelayOutcome((), failed={r: downgrade.NOT_CONVERTIBLE for r in rcpts})
     if (too_large := _too_large(session, content)) is not None:
         return RelayOutcome((), failed={r: too_large for r in rcpts})
     code, text = session.mail(mail_from, _mail_options(session, content))

@@ -4,6 +4,7 @@ what real ones do, and not what smtplib hopes."""
 from __future__ import annotations
 
 import asyncio
+import email
 import re
 
 import pytest
@@ -11,7 +12,7 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP
 
 from infra.settings import TopicSettings
-from producers.relay import client, protocol, tls
+from producers.relay import client, downgrade, protocol, tls
 from producers.relay.lab import Lab
 from producers.relay.topology import load_topology
 from schemas.events import QueryFailureReason, ShadowFailureReason
@@ -101,6 +102,39 @@ def test_8bit_content_is_relayed_with_body_8bitmime_and_7bit_without(hangs_up_at
                      timeout=3)
     assert hangs_up_at_quit.handler.messages[0] == eight
     assert hangs_up_at_quit.handler.mail_options == [["BODY=8BITMIME", f"SIZE={len(eight)}"], ["SIZE=21"]]
+
+
+@pytest.fixture
+def seven_bit_hop():
+    server = serving(SMTP, decode_data=True)  # no 8BITMIME in EHLO (it takes 8-bit data all the same, unsaid)
+    yield server
+    server.stop()
+
+
+def test_8bit_content_reaches_a_next_hop_without_8bitmime_converted_to_7bit_mime(seven_bit_hop):
+    """RFC 6152 3: 8-bit data is never sent to a server that does not offer 8BITMIME; the node sent it as it
+    was, which such a hop refuses (or, worse, passes on with its eighth bits cut). Now the body is converted:
+    quoted-printable for text (charset unknown-8bit when the message had no MIME header, RFC 1428), base64
+    for anything else; a message whose header section is 8-bit fails for good, with the reason."""
+    plain = "Subject: x\r\n\r\nh\u00e9llo w\u00f6rld\r\n".encode()
+    mixed = ("Subject: y\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n"
+             "Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\nGr\u00fc\u00dfe\r\n"
+             "--b\r\nContent-Type: application/octet-stream\r\n\r\n").encode() + bytes(range(128, 140)) + b"\r\n--b--\r\n"
+    for content in (plain, mixed):
+        outcome = client.relay("127.0.0.1", seven_bit_hop.port, "ex01", "a@contoso.com", ("b@fabrikam.com",), content,
+                               timeout=3)
+        assert outcome.accepted == ("b@fabrikam.com",), outcome
+    first, second = (email.message_from_bytes(m) for m in seven_bit_hop.handler.messages)
+    assert all(m.isascii() for m in seven_bit_hop.handler.messages)
+    assert first["Content-Type"] == "text/plain; charset=unknown-8bit" and first["Subject"] == "x"
+    assert first.get_payload(decode=True) == "h\u00e9llo w\u00f6rld\r\n".encode()
+    parts = [p for p in second.walk() if not p.is_multipart()]
+    assert [p["Content-Transfer-Encoding"] for p in parts] == ["quoted-printable", "base64"]
+    assert [p.get_payload(decode=True) for p in parts] == ["Gr\u00fc\u00dfe".encode(), bytes(range(128, 140))]
+    outcome = client.relay("127.0.0.1", seven_bit_hop.port, "ex01", "a@contoso.com", ("b@fabrikam.com",),
+                           "Subject: caf\u00e9\r\n\r\nx\r\n".encode(), timeout=3)
+    assert outcome.failed == {"b@fabrikam.com": downgrade.NOT_CONVERTIBLE} and not outcome.accepted
+    assert len(seven_bit_hop.handler.messages) == 2
 
 
 class _TLSUnavailable(SMTP):
