@@ -4,7 +4,10 @@
   larger SIZE= at MAIL, or more data, with 552; a shadow copy, which carries the primary's own lines,
   may be `HEADER_ROOM` larger, as Exchange measures an internal hop by the size the message had when
   it entered the organisation), PIPELINING (RFC 2920; aiosmtpd answers a batch of
-  commands in order, and Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA), `XSHADOW`
+  commands in order, and Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA),
+  CHUNKING (RFC 3030, as Exchange offers it and sends BDAT to a server that does: a chunk's octets are read
+  whatever the answer, the chunks pass the same size limit as DATA (`552 5.3.4`), DATA in a transaction begun
+  with BDAT gets 503; BINARYMIME is not offered, so the chunks hold a message of lines as DATA does), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
   else is not), and AUTH LOGIN/PLAIN once the session is encrypted (before that, AUTH gets
@@ -69,6 +72,8 @@ LINE_TOO_LONG = "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
 MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), after the transparency dot is removed
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
+_BDAT_ARGUMENT = re.compile(r"^(?P<size>[0-9]{1,18})(?: +(?P<last>LAST))? *$", re.IGNORECASE)
+DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -165,6 +170,60 @@ class RelaySMTP(SMTP):
         if self.transport is not None:
             self._reset_timeout()
         super().data_received(data)
+
+    @syntax("DATA")
+    async def smtp_DATA(self, arg: str) -> None:
+        if getattr(self.envelope, "chunks", None) is not None:
+            await self.push(DATA_AFTER_BDAT)
+            return
+        await super().smtp_DATA(arg)
+
+    @syntax("BDAT <size> [LAST]")
+    async def smtp_BDAT(self, arg: str) -> None:
+        """A chunk of the message (RFC 3030): its octets are read whatever the answer, so that they are never
+        taken for commands; the chunk with LAST ends the message, which goes to the DATA hook as it came."""
+        if await self.check_helo_needed("EHLO"):
+            return
+        match = _BDAT_ARGUMENT.match(arg or "")
+        if match is None:
+            await self.push("501 5.5.4 Syntax: BDAT <size> [LAST]")
+            return
+        size, last = int(match["size"]), match["last"] is not None
+        envelope = self.envelope
+        chunks = getattr(envelope, "chunks", None) or []
+        fits = bool(envelope.rcpt_tos) and sum(map(len, chunks)) + size <= self.data_size_limit
+        chunk = await self._read_octets(size, keep=fits)
+        if chunk is None:
+            return
+        if not envelope.rcpt_tos:
+            await self.push("503 5.5.1 Error: need RCPT command")
+            return
+        if not fits:
+            self._set_post_data_state()  # the transaction is over: chunks after this one get 503
+            await self.push("552 5.3.4 Message size exceeds fixed maximum message size")
+            return
+        chunks.append(chunk)
+        envelope.chunks = chunks
+        if not last:
+            await self.push(f"250 2.0.0 {size} octets received")
+            return
+        envelope.content = envelope.original_content = b"".join(chunks)
+        status = await self._call_handler_hook("DATA")
+        self._set_post_data_state()
+        await self.push(status)
+
+    async def _read_octets(self, size: int, keep: bool) -> bytes | None:
+        """The next `size` octets from the client (b"" unless `keep`: never held in memory); None when it hung up."""
+        pieces, left = [], size
+        while left:
+            piece = await self._reader.read(min(left, 64 * 1024))
+            if not piece:
+                self.transport.close()
+                return None
+            left -= len(piece)
+            if keep:
+                pieces.append(piece)
+        return b"".join(pieces)
 
     @syntax("STARTTLS", when="tls_context")
     async def smtp_STARTTLS(self, arg: str) -> None:
@@ -303,7 +362,7 @@ class RelayHandler:
         if not hostname.isascii():
             return [NON_ASCII_NAME]
         session.host_name = hostname
-        extensions = ["250-PIPELINING", f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"]
+        extensions = ["250-PIPELINING", "250-CHUNKING", f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"]
         offered = [line for line in responses[:-1] if line != "250-SMTPUTF8"]
         return offered + extensions + responses[-1:]
 

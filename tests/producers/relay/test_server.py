@@ -148,3 +148,65 @@ def test_a_line_longer_than_998_octets_is_refused_500_in_the_header_section_and_
     assert _send_data(controller.port, b"Subject: s\r\n\r\n" + b"a" * 998).startswith("250 ")
     assert _send_data(controller.port, b"Subject: s\r\n\r\n.." + b"a" * 997).startswith("250 ")
     assert backend.contents == [b"Subject: s\r\n\r\n" + b"a" * 998 + b"\r\n", b"Subject: s\r\n\r\n." + b"a" * 997 + b"\r\n"]
+
+
+class _Session:
+    """A raw SMTP session: commands and chunks go as written, pipelined; answers are read one by one."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.replies = self.sock.makefile("rb")
+        self.replies.readline()
+        self.sock.sendall(b"EHLO client.example\r\n")
+        self.ehlo = [self.replies.readline().decode().strip()]
+        while self.ehlo[-1][3:4] == "-":
+            self.ehlo.append(self.replies.readline().decode().strip())
+
+    def send(self, data: bytes, answers: int) -> list[str]:
+        self.sock.sendall(data)
+        return [self.replies.readline().decode().strip() for _ in range(answers)]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+ENVELOPE = b"MAIL FROM:<a@fabrikam.example>\r\nRCPT TO:<b@contoso.com>\r\n"
+
+
+def test_chunking_is_offered_and_a_message_in_bdat_chunks_is_taken_as_it_came(server):
+    """Exchange offers CHUNKING (RFC 3030) and sends BDAT to a server that offers it; the node offered no
+    CHUNKING, and aiosmtpd answered BDAT `500 Command not recognized`. A chunk is octets, not lines: a line
+    with a lone dot in it is content, not the end of the message, and nothing is unstuffed."""
+    controller, backend = server
+    first, last = b"Subject: s\r\n\r\n.\r\n..two dots\r\n", b"line\nthree\r\n"
+    session = _Session(controller.port)
+    try:
+        assert "250-CHUNKING" in session.ehlo
+        answers = session.send(ENVELOPE + b"BDAT %d\r\n" % len(first) + first + b"BDAT %d LAST\r\n" % len(last) + last
+                               + b"NOOP\r\n", 5)
+    finally:
+        session.close()
+    assert answers[:3] == ["250 OK", "250 OK", f"250 2.0.0 {len(first)} octets received"]
+    assert answers[3].startswith("250 2.0.0 OK queued") and answers[4] == "250 OK", answers
+    assert backend.contents == [first + b"line\r\nthree\r\n"]
+
+
+def test_bdat_and_data_do_not_mix_and_a_refused_chunk_is_read_not_taken_for_commands(server):
+    """RFC 3030 2: DATA in a transaction begun with BDAT gets 503; a BDAT with no transaction gets 503 once its
+    octets are read (here octets that look like commands, which must not run); a message whose chunks pass
+    the Receive connector's MaxMessageSize gets 552 5.3.4 and ends the transaction (the next chunk: 503)."""
+    controller, backend = server
+    session = _Session(controller.port)
+    try:
+        assert session.send(ENVELOPE + b"BDAT 12\r\nSubject: s\r\nDATA\r\n", 4) == [
+            "250 OK", "250 OK", "250 2.0.0 12 octets received", "503 5.5.1 DATA not allowed after BDAT in one transaction"]
+        assert session.send(b"RSET\r\nBDAT 6\r\nQUIT\r\nNOOP\r\n", 3) == [
+            "250 OK", "503 5.5.1 Error: need RCPT command", "250 OK"]
+        big = 1024 * 1024 + 1
+        answers = session.send(ENVELOPE + b"BDAT %d\r\n" % big + b"x" * big + b"BDAT 2 LAST\r\nx\n", 4)
+        assert answers == ["250 OK", "250 OK", "552 5.3.4 Message size exceeds fixed maximum message size",
+                           "503 5.5.1 Error: need RCPT command"]
+        assert session.send(ENVELOPE + b"DATA\r\nSubject: s\r\n\r\nhi\r\n.\r\n", 4)[2:3] == ["354 End data with <CR><LF>.<CR><LF>"]
+    finally:
+        session.close()
+    assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
