@@ -198,6 +198,7 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
         probe_cmd.stopped(probing, stop)
         undelivered = sink.close()
         saved = positions is None or positions.save()
+    counts.set_aside(sink.set_aside)
     print(counts.describe())
     if prober is not None:
         print(f"probes: {prober.counts.describe()}")

@@ -36,7 +36,7 @@ class _Collect:
         self.events: list[Event] = []
         self.dead_letters: list[DeadLetter] = []
 
-    def event(self, event: Event) -> None:
+    def event(self, event: Event, set_aside: object = None) -> None:
         self.events.append(event)
 
     def dead(self, letter: DeadLetter) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,9 @@ class AckingSink(ListSink):
     def __init__(self):
         super().__init__()
         self.callbacks = []
+        self.set_aside = Counter()  # as KafkaSink's: events the broker refused as too large
 
-    def event(self, event, on_delivery=None):
+    def event(self, event, on_delivery=None, set_aside=None):
         super().event(event)
         self.callbacks.append((event.event_id, on_delivery))
 

@@ -180,3 +180,48 @@ def test_ingest_follow_dead_letters_an_event_too_large_for_kafka_and_follows_on_
     again = ingest([str(log)], KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters),
                    positions=Positions(tmp_path / "positions.json"))
     assert again.published_before == 2 and again.dead_letters == 0, "a restart meets the line no more"
+
+
+def test_ingest_follow_dead_letters_an_event_the_events_topic_refuses_and_follows_on(kafka_bootstrap, topics,
+                                                                                     tmp_path):
+    """An events topic whose max.message.bytes is smaller than an event (a delivery to 300 recipients): the broker
+    refused the record's whole batch, and `ingest --follow` ended there (exit 1), the valid events batched with it
+    and every line after it unsent. Now each refused event is sent again alone; the one the topic cannot take
+    becomes a dead letter of its line, the run follows on, and its end says how many were not sent (exit 1)."""
+    import signal
+
+    from tests.producers.test_signals import start
+    from tests.shadowtwin.test_errors import published
+
+    events = f"{topics.events}.small"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(events, 1, 1, config={"max.message.bytes": "3000"})])[events].result(30)
+    lines = EX01.read_bytes().split(b"\r\n")
+    many = ";".join(f"user{i:03d}@contoso.com" for i in range(300)).encode()
+    large = lines[5].replace(b"ann@contoso.com;bob@contoso.com", many).replace(b",48211,2,", b",48211,300,")
+    expected = len(run([EX01])[0].events) - 1
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    log.write_bytes(b"\r\n".join(lines[:5] + [large] + lines[6:]))
+    conf = tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{events}"\ndead_letters = "{topics.dead_letters}"\n')
+    process = start(kafka_bootstrap, "--conf", conf, "ingest", "exchange-mtl", log, "--follow",
+                    "--state", tmp_path / "positions.json")
+    try:
+        letters = dead_letters(kafka_bootstrap, topics.dead_letters, len(GARBLED) + 1)
+        (letter,) = [d for d in letters if d.offset == 6]
+        assert letter.original == large and len(letters) == len(GARBLED) + 1
+        assert f"larger than the events topic {events} takes, its max.message.bytes" in letter.reason
+        assert wait_for(lambda: published(kafka_bootstrap, events) >= expected, seconds=20), "no valid event lost"
+        with open(log, "ab") as out:
+            out.write(b"\r\n" + lines[6] + b"\r\n")  # HAREDIRECT again: 2 events
+        assert wait_for(lambda: published(kafka_bootstrap, events) >= expected + 2, seconds=20), "still following"
+        assert process.poll() is None
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err[-2000:]
+    assert "1 events were larger than the events topic takes (max.message.bytes): not sent" in out, out
+    assert f"{expected + 2} events, {len(GARBLED) + 1} dead letters" in out, out
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"1 of {expected + 4 + len(GARBLED)} records were not acknowledged") and "Message size too large" in line
+    assert published(kafka_bootstrap, events) == expected + 2

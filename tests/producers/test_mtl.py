@@ -24,7 +24,7 @@ class ListSink:
     def __init__(self):
         self.events, self.dead_letters = [], []
 
-    def event(self, event):
+    def event(self, event, set_aside=None):
         self.events.append(event)
 
     def dead(self, letter):
@@ -68,7 +68,7 @@ def test_a_stop_ends_the_reading_at_once_and_says_how_much_was_left_unread():
     stop = threading.Event()
 
     class StoppedAtTheFirstEvent(ListSink):
-        def event(self, event):
+        def event(self, event, set_aside=None):
             super().event(event)
             stop.set()
 
