@@ -4,7 +4,9 @@ With the embedded broker there is no Kafka distribution to take them from, so `s
 runs them here: the `kafka-tools` jar (with the broker's jars, which hold `kafka-configs`) on the
 JVM, pointed at the configured brokers with the configured security unless the arguments say
 otherwise. What a tool prints and its exit status are the tool's own; a reset of the twin's consumer group,
-which never moves the twin, is preceded by a warning on stderr that says so (`twin_group_warning`).
+which never moves the twin, is preceded by a warning on stderr that says so (`twin_group_warning`), and
+`kafka-console-consumer` on a topic of the contract's Avro records, which it prints as binary, by a note
+saying how to read them (`avro_topic_note`).
 """
 
 from __future__ import annotations
@@ -53,9 +55,10 @@ def run_tool(settings: Settings, given: str, arguments: list[str]) -> int:
     """Run the tool with `arguments`, adding --bootstrap-server and --command-config (the twin's
     security settings) where the arguments do not give them; the tool's exit status."""
     name = tool_name(given)
-    warning = twin_group_warning(settings.twin.consumer_group, name, arguments)
-    if warning:
-        print(warning, file=sys.stderr, flush=True)
+    for warning in (twin_group_warning(settings.twin.consumer_group, name, arguments),
+                    avro_topic_note(settings, name, arguments)):
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     cache = settings.jars.cache_dir
     broker_jars = jars.ensure(jars.kafka_broker_jars(settings.kafka.embedded.version), cache)
     tools_jars = jars.ensure(jars.kafka_tools_jars(settings.kafka.embedded.version, broker_jars), cache)
@@ -78,6 +81,23 @@ def twin_group_warning(twin_group: str, name: str, arguments: list[str]) -> str:
             f" it reads from: it reads from its checkpoint, a running twin overwrites this reset at its next batch,"
             f" and one started on a new checkpoint reads from [twin] starting_offsets (to read the events again: stop"
             f" the twin, start it on a new checkpoint)")
+
+
+def avro_topic_note(settings: Settings, name: str, arguments: list[str]) -> str:
+    """How to read the records of the twin's Avro topic that `kafka-console-consumer --topic` is given, in one
+    line ("" for any other use of a tool): Kafka's tool prints their bytes, binary."""
+    topics = settings.topics
+    readers = {topics.alerts: "alerts tail --json", topics.commands: "commands tail --json",
+               topics.dead_letters: "dead-letters tail --json", topics.events: f"record {topics.events} FILE.jsonl"}
+    given = [value for option, value in zip(arguments, arguments[1:]) if option == "--topic"]
+    given += [a.removeprefix("--topic=") for a in arguments if a.startswith("--topic=")]
+    topic = next((t for t in given if t in readers), None)
+    if name != "kafka-console-consumer" or topic is None:
+        return ""
+    copy = f", or the JSON copies on {topic}.json with [twin] json_topics = true" \
+        if topic in (topics.alerts, topics.commands) else ""
+    return (f"note: {topic} holds the contract's Avro records (schemas/README.md), which this tool prints as"
+            f" binary; read them as JSON lines with 'shadowtwin {readers[topic]}'{copy}")
 
 
 def _connection(settings: Settings, arguments: list[str], folder: Path) -> list[str]:

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.config import Secret
-from infra.kafka_tools import _connection, twin_group_warning
+from infra.kafka_tools import _connection, avro_topic_note, twin_group_warning
 from infra.settings import KafkaSecuritySettings
 
 pytestmark = pytest.mark.integration
@@ -106,3 +106,38 @@ def test_a_reset_of_the_twin_s_consumer_group_is_preceded_by_what_it_does_not_do
     assert not twin_group_warning(group, "kafka-consumer-groups", ["--reset-offsets", "--group", "other", "--execute"])
     assert not twin_group_warning(group, "kafka-consumer-groups", ["--describe", "--group", group])
     assert not twin_group_warning("", "kafka-consumer-groups", ["--reset-offsets", "--group", group])
+
+
+def test_the_console_consumer_on_the_alerts_topic_is_told_how_to_read_its_avro_records(settings, kafka_bootstrap,
+                                                                                       topics):
+    """`kafka tool console-consumer --topic shadowtwin.alerts`, as the README's list of tools invites: it printed
+    the contract's Avro bytes, binary, and nothing said how to read them. Now a note on stderr names the command
+    that prints them as JSON (and the .json copies); the tool runs as given, and the command named works."""
+    import json
+
+    from schemas import jsonl
+    from schemas.codec import encode, kafka_key
+    from tests.producers.test_alert_router import crash_and_return
+
+    alert = crash_and_return()[0]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(topics.alerts, key=kafka_key(alert), value=encode(alert))
+    assert producer.flush(30) == 0
+    env = dict(os.environ, SHADOWTWIN_TOPICS_ALERTS=topics.alerts)
+    result = subprocess.run([sys.executable, "-m", "shadowtwin", "kafka", "tool", "--bootstrap", kafka_bootstrap,
+                             "console-consumer", "--topic", topics.alerts, "--from-beginning", "--max-messages", "1"],
+                            capture_output=True, env=env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    note = result.stderr.decode().splitlines()[0]
+    assert note == (f"note: {topics.alerts} holds the contract's Avro records (schemas/README.md), which this tool"
+                    f" prints as binary; read them as JSON lines with 'shadowtwin alerts tail --json', or the JSON"
+                    f" copies on {topics.alerts}.json with [twin] json_topics = true"), note
+    assert result.stdout.startswith(b"\xc3\x01"), "the tool's own output: the record's bytes"
+    told = subprocess.run([sys.executable, "-m", "shadowtwin", "alerts", "tail", "--json", "--from-beginning"],
+                          capture_output=True, text=True, env=dict(env, KAFKA_BOOTSTRAP_SERVERS=kafka_bootstrap),
+                          timeout=180)
+    assert told.returncode == 0, told.stderr
+    assert [json.loads(line) for line in told.stdout.splitlines()] == [jsonl.to_json(alert)]
+    assert avro_topic_note(settings, "kafka-console-consumer", [f"--topic={settings.topics.events}"])
+    assert not avro_topic_note(settings, "kafka-console-consumer", ["--topic", settings.topics.state]), "JSON"
+    assert not avro_topic_note(settings, "kafka-topics", ["--describe", "--topic", settings.topics.alerts])
