@@ -38,6 +38,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "partitioner": "murmur2_random",  # the Java client's: same key, same partition as Spark's sink
     "enable.idempotence": True,  # no duplicates or reordering from the producer's own retries
     "linger.ms": 5,
+    # a broker with auto.create.topics.enable would make a missing topic on the producer's first metadata request,
+    # with its own defaults (one partition, CreateTime), which the twin then refuses: topics are made by `topics create`
+    "allow.auto.create.topics": False,
 }
 CONSUMER_DEFAULTS: dict[str, Any] = {
     "auto.offset.reset": "earliest",

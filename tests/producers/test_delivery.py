@@ -90,15 +90,55 @@ def test_ingest_to_a_dead_broker_fails_the_same_way(tmp_path):
     assert_none_acknowledged(result, seconds)
 
 
-@pytest.mark.parametrize("command", [
+PUBLISHING = [
     ["replay", "day.avro", "--to", "nosuch.topic"],
     ["simulate", "--to-kafka", "--topic", "nosuch.topic", "--duration", "00:05:00"],
     ["ingest", "exchange-mtl", str(EX01), "--to", "nosuch.topic"],
     ["probe", "--server", "ex01=127.0.0.1:1", "--rounds", "1", "--to", "nosuch.topic"],
-], ids=lambda command: command[0])
+]
+
+
+@pytest.fixture(scope="module")
+def auto_creating_broker(settings, tmp_path_factory):
+    """A broker with auto.create.topics.enable=true (Kafka's default; the embedded one turns it off)."""
+    from infra.broker import EmbeddedKafka
+
+    class AutoCreating(EmbeddedKafka):
+        def _write_config(self):
+            properties = super()._write_config()
+            properties.write_text(properties.read_text().replace("auto.create.topics.enable=false",
+                                                                 "auto.create.topics.enable=true"))
+            return properties
+
+    broker = AutoCreating(dataclasses.replace(settings.kafka.embedded, port=free_port(), controller_port=free_port(),
+                                              data_dir=tmp_path_factory.mktemp("auto-creating")),
+                          settings.jars.cache_dir)
+    broker.start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("command", PUBLISHING, ids=lambda command: command[0])
 def test_a_topic_the_broker_does_not_have_is_refused_before_anything_is_sent(command, kafka_bootstrap, tmp_path):
     """Each record used to wait out the delivery timeout (30 s), then fail; the broker here creates
     no topic on first use, as the embedded one and most clusters."""
+    assert_no_such_topic(command, kafka_bootstrap, tmp_path)
+
+
+@pytest.mark.parametrize("command", PUBLISHING, ids=lambda command: command[0])
+def test_a_broker_that_creates_topics_on_first_use_is_not_asked_to(command, auto_creating_broker, tmp_path):
+    """With auto.create.topics.enable on the broker, the publisher's question whether the topic exists made the
+    broker create it, with the broker's defaults (one partition, CreateTime), while the command said 'no such topic';
+    `topics create` and `twin run` then refused that topic, to be deleted by hand. Now nothing is made."""
+    assert_no_such_topic(command, auto_creating_broker, tmp_path)
+    from confluent_kafka.admin import AdminClient
+
+    assert "nosuch.topic" not in AdminClient({"bootstrap.servers": auto_creating_broker}).list_topics(timeout=10).topics
+
+
+def assert_no_such_topic(command, kafka_bootstrap, tmp_path):
     write_events(tmp_path / "day.avro", list(generate(Workload(servers=4, duration_ms=60_000))))
     started = time.monotonic()
     result = subprocess.run([*CLI, *command, "--bootstrap", kafka_bootstrap], capture_output=True, text=True,
