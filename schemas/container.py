@@ -229,6 +229,8 @@ def read(path: Path, expected: str | None = None, *, timestamps: bool = False) -
 def records(data: IO[bytes], source: str, expected: str | None = None, *, timestamps: bool = False) -> Iterator[Any]:
     """The records of a container file open in `data`; `source` names it in errors."""
     stream = _Stream(data, source)
+    if stream.at_end():  # an empty file holds no records, as an empty .jsonl holds none
+        return
     header = _Header.read(stream)
     if expected is not None and header.name != expected:
         raise ContainerError(source, 0, f"holds {header.name} records, not {expected}")
@@ -245,6 +247,8 @@ def count(path: Path) -> int:
     """How many records the container file at `path` holds, from its blocks' counts (none decoded)."""
     with open(path, "rb") as data:
         stream = _Stream(data, str(path))
+        if stream.at_end():
+            return 0
         header = _Header.read(stream)
         total = 0
         while not stream.at_end():

@@ -27,7 +27,7 @@ from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
 from producers.recorder import record
-from producers.recording import RecordingNameError, check_name, writable_file
+from producers.recording import RecordingNameError, check_name, read_events, writable_file
 from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
 from producers.replayer import replay
@@ -167,6 +167,8 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     path = check_name(Path(args.file))
     if not path.is_file():
         raise UsageError(f"{path}: {'Is a directory' if path.is_dir() else 'no such file'}")  # as whatif says
+    if next(read_events(path), None) is None:  # nothing to send: the wrong file, as whatif says
+        raise UsageError(f"{path}: holds no events")
     stop = stop_on_signals()
     outcome = replay(settings.kafka, args.to or settings.topics.events, path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,

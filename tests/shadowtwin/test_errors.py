@@ -222,10 +222,14 @@ def test_whatif_and_replay_of_a_recording_of_the_alerts_topic(tmp_path, suffix):
     one_line_naming(shadowtwin("replay", alerts, "--bootstrap", "127.0.0.1:1"), alerts, "Alert record", "not Event")
 
 
-def test_whatif_of_an_empty_recording(tmp_path):
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    result = shadowtwin("whatif", empty)
+@pytest.mark.parametrize("command", ["whatif", "replay"])
+@pytest.mark.parametrize("suffix, content", [(".jsonl", None), (".avro", None), (".avro", "header only")],
+                         ids=["empty jsonl", "empty avro", "avro without records"])
+def test_an_empty_recording_holds_no_events(tmp_path, command, suffix, content):
+    """An empty .avro said "cut short: the file's magic bytes ends after 0 of 4 bytes"; replay sent nothing, exit 0."""
+    empty = tmp_path / f"empty{suffix}"
+    write_events(empty, []) if content else empty.write_bytes(b"")
+    result = shadowtwin(command, empty, *(["--bootstrap", "127.0.0.1:1"] if command == "replay" else []))
     one_line_naming(result, f"{empty}: holds no events")
     assert result.stdout == ""
 
