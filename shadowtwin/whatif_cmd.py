@@ -12,7 +12,7 @@ complete block (Avro) or line (JSON Lines), its summary printed, and then the da
 (naming the file and the offset or line).
 
 The twin's clock-skew guard (`state.clock_guard`, `twin.max_clock_skew_seconds`) runs first:
-a skewed event is left out of every run and, with --out, written to `dead_letters.jsonl`
+a skewed event, or one whose event time is out of range (before 1970, after 2262), is left out of every run and, with --out, written to `dead_letters.jsonl`
 with its reason (topic: the recording; offset: its 1-based position in the recording).
 """
 
@@ -36,7 +36,7 @@ from shadowtwin.arguments import did_you_mean, server_name
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state import collector
-from state.clock_guard import Verdict, guard
+from state.clock_guard import OUT_OF_RANGE, Verdict, guard
 from state.parameters import ModelConfig
 from state.replay import replay
 from state.summary import state_records
@@ -110,9 +110,12 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         say(render(summaries))
         if scored is not None:
             say("\n" + scored.render())
-    if verdict.skewed and not as_json:
-        say(f"\n{len(verdict.skewed)} events left out: stamped more than {settings.twin.max_clock_skew_seconds} s"
-            " ahead (twin.max_clock_skew_seconds)")
+    out_of_range = sum(1 for *_, why in verdict.skewed if why.startswith(OUT_OF_RANGE))
+    if len(verdict.skewed) > out_of_range and not as_json:
+        say(f"\n{len(verdict.skewed) - out_of_range} events left out: stamped more than"
+            f" {settings.twin.max_clock_skew_seconds} s ahead (twin.max_clock_skew_seconds)")
+    if out_of_range and not as_json:
+        say(f"\n{out_of_range} events left out: event time before 1970 or after 2262-04-11")
     if out is not None:
         with open(out / "dead_letters.jsonl", "w") as f:
             jsonl.write(dead_letters(verdict, file), f)

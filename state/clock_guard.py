@@ -13,6 +13,11 @@ The rule, the same as the streaming twin's (`twin.max_clock_skew_seconds`):
     no reference and is accepted). A skewed event never becomes a reference.
 
 So a skewed event is left out whole: it moves no clock and never stretches the end of a replay.
+
+An event time before 1970 or after 2262-04-11 (`EARLIEST_MS`, `LATEST_MS`) is no moment a
+server can have meant (a garbled or forged stamp), and beyond what the engines can hold: Spark's
+Python workers hold times as nanoseconds (to 2262), datetimes and ISO text end with year 9999. Such
+an event is left out the same way, in both engines, with the reason `out_of_range` gives.
 """
 
 from __future__ import annotations
@@ -22,6 +27,19 @@ from typing import Iterable
 
 from schemas.events import Event
 from schemas.jsonl import iso_time
+
+
+EARLIEST_MS = 0  # 1970-01-01T00:00:00Z
+LATEST_MS = (2**63 - 1) // 1_000_000  # 2262-04-11T23:47:16.854Z, the last millisecond of int64 nanoseconds
+OUT_OF_RANGE = "event time out of range"
+
+
+def out_of_range(event_time_ms: int) -> str | None:
+    """Why an event time is no usable moment, or None when it is one."""
+    if EARLIEST_MS <= event_time_ms <= LATEST_MS:
+        return None
+    return (f"{OUT_OF_RANGE}: {event_time_ms} ms ({iso_time(event_time_ms)}) is not between"
+            f" {iso_time(EARLIEST_MS)} and {iso_time(LATEST_MS)}")
 
 
 def is_skewed(event_time_ms: int, reference_ms: int | None, max_skew_ms: int) -> bool:
@@ -45,6 +63,9 @@ def guard(recorded: Iterable[tuple[Event, int | None]], max_skew_ms: int) -> Ver
     verdict, latest = Verdict(), None
     for position, (event, kafka_ms) in enumerate(recorded):
         reference = kafka_ms if kafka_ms is not None else latest
+        if why := out_of_range(event.event_time_ms):
+            verdict.skewed.append((position, event, kafka_ms if kafka_ms is not None else latest or 0, why))
+            continue
         if is_skewed(event.event_time_ms, reference, max_skew_ms):
             verdict.skewed.append((position, event, reference, reason(event.event_time_ms, reference, max_skew_ms,
                                                                       kafka_ms is not None)))

@@ -1,5 +1,6 @@
 """`shadowtwin whatif` as an operator runs it, on a recorded outage."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -134,6 +135,32 @@ def test_an_event_stamped_a_day_ahead_is_a_dead_letter_and_moves_no_clock(tmp_pa
     (letter,) = jsonl.read((tmp_path / "out" / "dead_letters.jsonl").read_text().splitlines())
     assert isinstance(letter, DeadLetter) and letter.topic == str(skewed) and letter.offset == 6
     assert "ahead of the latest event time before it" in letter.reason
+
+
+@pytest.mark.parametrize("event_time_ms", [253_402_300_800_000, -62_135_596_800_001, -1, 2**63 - 1, -2**63],
+                         ids=["year 10000", "year 0", "before 1970", "largest long", "smallest long"])
+@pytest.mark.parametrize("place", [0, 5], ids=["first", "later"])
+def test_an_event_time_out_of_range_is_a_dead_letter_and_the_replay_goes_on(tmp_path, event_time_ms, place):
+    """Before, year 10000 or year 0 first (or later, with a Kafka timestamp) ended whatif in a traceback
+    (ValueError: year 10000 is out of range), and -1 first left every later event out as a day ahead."""
+    from schemas import jsonl
+    from schemas.events import DeadLetter
+
+    org = Org()
+    honest = quiet_outage(org)
+    write_events(tmp_path / "honest.jsonl", honest)
+    odd = dataclasses.replace(org.started("mbx03", "dbP3", 3)[0], event_time_ms=event_time_ms)
+    recording = tmp_path / "odd.avro"
+    write_events(recording, [*honest[:place], odd, *honest[place:]])
+    clean = whatif(tmp_path / "honest.jsonl", "--out", tmp_path / "clean")
+    result = whatif(recording, "--out", tmp_path / "out", "--report", tmp_path / "report")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "1 events left out: event time before 1970 or after 2262-04-11" in result.stdout
+    assert result.stdout.splitlines()[0] == clean.stdout.splitlines()[0], "the same span and servers"
+    assert (tmp_path / "out" / "alerts.jsonl").read_text() == (tmp_path / "clean" / "alerts.jsonl").read_text()
+    (letter,) = jsonl.read((tmp_path / "out" / "dead_letters.jsonl").read_text().splitlines())
+    assert isinstance(letter, DeadLetter) and letter.offset == place + 1
+    assert letter.reason.startswith(f"event time out of range: {event_time_ms} ms")
 
 
 def test_a_recorded_kafka_timestamp_is_the_reference(tmp_path):
