@@ -418,7 +418,7 @@ def env_overlay(cls: type, env: Mapping[str, str], prefix: str,
     variable with the prefix that names no key (nor one of `other_names`, used for something
     else) is refused: a misspelt variable would otherwise change nothing, silently.
     """
-    names = _env_names(cls, prefix, extra_keys)
+    names = env_names(cls, prefix, extra_keys)
     known = {**names, **{name: () for name in other_names}}
     for name in sorted(env):
         if name.startswith(f"{prefix}_") and name not in known:
@@ -433,7 +433,7 @@ def env_overlay(cls: type, env: Mapping[str, str], prefix: str,
     return raw
 
 
-def _env_names(cls: type, prefix: str,
+def env_names(cls: type, prefix: str,
                extra_keys: Mapping[str, Callable[[], list[str]]] | None = None) -> dict[str, tuple[str, ...]]:
     """Every environment variable that sets a key of `cls` -> the key's path in the tables."""
     names: dict[str, tuple[str, ...]] = {}
@@ -443,7 +443,7 @@ def _env_names(cls: type, prefix: str,
         if extra_keys and f.name in extra_keys:
             names.update({f"{name}_{key.upper()}": (f.name, key) for key in extra_keys[f.name]()})
         elif dataclasses.is_dataclass(hints[f.name]):
-            names.update({nested: (f.name, *path) for nested, path in _env_names(hints[f.name], name).items()})
+            names.update({nested: (f.name, *path) for nested, path in env_names(hints[f.name], name).items()})
         else:
             names[name] = (f.name,)
     return names

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_overlay, matching, merge, more_than, one_of,
+    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_names as variables_of, env_overlay, matching, merge, more_than, one_of,
     port as port_number,
     positive_duration, readable_file,
 )
@@ -46,6 +46,7 @@ CONF_DIR = _SOURCE / "conf" if (_SOURCE / "conf").is_dir() else _SOURCE / "shado
 DEFAULT_CONF = CONF_DIR / "shadowtwin.toml"
 ENV_PREFIX = "SHADOWTWIN"
 OWN_VARIABLES = ("SHADOWTWIN_CONF", "SHADOWTWIN_HOME")  # the prefix's variables that are not settings
+_OWN_TABLES = {"shadow_redundancy": table_keys}  # tables read by their own function: their keys
 _MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
 _TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
 _LOG_LEVELS = one_of("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -247,6 +248,11 @@ class Settings:
     alert_routing: AlertRoutingSettings = field(default_factory=AlertRoutingSettings)
 
 
+def env_names() -> dict[str, tuple[str, ...]]:
+    """Every environment variable that sets a key (`SHADOWTWIN_SPARK_TRIGGER_INTERVAL`) -> the key's path."""
+    return variables_of(Settings, ENV_PREFIX, _OWN_TABLES)
+
+
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:
     """Read settings from `path`, else `$SHADOWTWIN_CONF`, else `conf/shadowtwin.toml`; then the environment.
 
@@ -264,8 +270,7 @@ def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, st
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{conf_path}: not valid TOML ({exc})") from None
     settings = settings_from(raw, where=str(conf_path))
-    from_env = env_overlay(Settings, env, ENV_PREFIX, extra_keys={"shadow_redundancy": table_keys},
-                           other_names=OWN_VARIABLES)
+    from_env = env_overlay(Settings, env, ENV_PREFIX, extra_keys=_OWN_TABLES, other_names=OWN_VARIABLES)
     if env.get("KAFKA_BOOTSTRAP_SERVERS"):
         from_env = merge(from_env, {"kafka": {"bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"]}})
     if from_env:

@@ -11,6 +11,7 @@ interrupted, exit status 130 (`shadowtwin.__main__` answers it while this module
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -22,7 +23,8 @@ from infra.broker import BrokerError
 from infra.kafka import NoSuchTopic, bootstrap_of
 from infra.kafka_tools import TOOLS
 from infra.topics import TopicsDiffer
-from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, spark_master
+from infra.config import closest
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, env_names, load_settings, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
@@ -389,10 +391,57 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def _parsed(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; one the command does not take is refused by the command's own parser, naming the
+    option it likely meant, or the setting when it names one (`twin run --trigger 5`: [spark] trigger_interval)."""
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:
+        command = _command_parser(top, args)
+        command.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}"
+                      f"{_meant(command, unknown, args.conf)}")
+    return args
+
+
+def _command_parser(top: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    parser = top
+    while sub := next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None):
+        if getattr(args, sub.dest, None) not in sub.choices:
+            break
+        parser = sub.choices[getattr(args, sub.dest)]
+    return parser
+
+
+def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | None) -> str:
+    """`; did you mean --seconds?`, or where the setting an option names is set, with its form; else ""."""
+    option, _, value = unknown[0].partition("=")
+    if not option.startswith("--"):
+        return ""
+    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+    if meant := closest(option, options):
+        return f"; did you mean {meant}?"
+    word = option[2:].replace("-", "_")
+    variables = env_names()
+    named = [(v, path) for v, path in variables.items() if path[-1] == word or path[-1].startswith(f"{word}_")]
+    if len(named) != 1:
+        return ""
+    variable, path = named[0]
+    try:
+        now = functools.reduce(getattr, path, load_settings(conf))
+    except (ConfigError, OSError):
+        return f"; it is a setting, not an option: [{'.'.join(path[:-1])}] {path[-1]}, or ${variable}"
+    value = value or (unknown[1] if len(unknown) > 1 else "")
+    number, _, unit = str(now).partition(" ")
+    example = f"{value} {unit}" if unit and value.replace(".", "", 1).isdigit() and number.replace(".", "", 1).isdigit() \
+        else str(now)
+    return (f"; it is a setting, not an option: [{'.'.join(path[:-1])}] {path[-1]} = \"{now}\" in the configuration,"
+            f" or {variable}=\"{example}\"")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = settings = None
     try:
-        args = parser().parse_args(argv)
+        args = _parsed(argv)
         settings = with_kafka_options(load_settings(args.conf), args)
         status = args.run(settings, args)
         sys.stdout.flush()  # here, not at exit, where a reader gone away would be reported with a traceback

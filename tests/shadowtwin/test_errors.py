@@ -54,6 +54,17 @@ def test_replay_of_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("replay", tmp_path / "notes.txt"), "notes.txt", "a recording ends in")
 
 
+@pytest.mark.parametrize("args, says", [
+    (["twin", "run", "--trigger", "5"], 'shadowtwin twin: unrecognized arguments: --trigger 5; it is a setting, not an'
+                                        ' option: [spark] trigger_interval = "2 seconds" in the configuration, or'
+                                        ' SHADOWTWIN_SPARK_TRIGGER_INTERVAL="5 seconds"'),
+    (["whatif", "day.avro", "--sett", "x=1"], "shadowtwin whatif: unrecognized arguments: --sett x=1; did you mean --set?"),
+], ids=["a setting", "a misspelt option"])
+def test_an_argument_the_command_does_not_take_is_named_by_the_command_with_what_was_meant(args, says):
+    """`twin run --trigger 5` said 'shadowtwin: unrecognized arguments: --trigger 5 (see shadowtwin --help)'."""
+    assert one_line_naming(shadowtwin(*args), says).endswith(f"(see shadowtwin {args[0]} --help)")
+
+
 def test_replay_with_a_bad_speed(recording):
     one_line_naming(shadowtwin("replay", recording, "--speed", "0"), "--speed 0")
 
