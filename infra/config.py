@@ -100,7 +100,8 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
     Exchange's notation is read as .NET's TimeSpan.Parse (what Set-TransportConfig uses) reads it:
     "hh:mm", "hh:mm:ss", "d.hh:mm" and "d.hh:mm:ss", seconds with a fraction ("1:00" is an hour),
     and with `days_alone` (an Exchange parameter's value) "d": a whole number alone is days; without
-    it such a text is refused, saying so, since it is as likely seconds. Hours go from 0 to 23,
+    it such a text is refused, saying so, since it is as likely seconds; with it a number (TOML's
+    `= 60`, seconds elsewhere) is refused, saying how to write its seconds or its days. Hours go from 0 to 23,
     minutes and seconds 0 to 59. Beyond that it is refused, saying how to write it: .NET refuses
     "00:61:00", and reads "25:00:00" as 25 days, not hours. So is a duration longer than TimeSpan holds (`LONGEST`, some 29,000 years)."""
     if isinstance(value, timedelta):
@@ -109,6 +110,8 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if value != value:  # NaN, which TOML can write
                 raise DurationError(value, _EXAMPLES)
+            if days_alone:  # seconds to TOML's number, days to Exchange's "60": neither is taken for the other
+                raise DurationError(value, _bare_number(value))
             return _within_longest(value, timedelta(seconds=value))
         if isinstance(value, str):
             text = value.strip()
@@ -129,6 +132,14 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
             raise
         raise DurationError(value, _TOO_LONG) from None
     raise DurationError(value, _EXAMPLES)
+
+
+def _bare_number(value: int | float) -> str:
+    """How to write a number an Exchange parameter was given: its seconds, or its days, in Exchange's notation."""
+    seconds = _exchange_span(_within_longest(value, timedelta(seconds=value)))
+    days = f" or \"{value}.00:00:00\" ({value} days, as Exchange's TimeSpan reads \"{value}\")" \
+        if isinstance(value, int) and 0 <= value <= LONGEST.days else ""
+    return f"a bare number is ambiguous here: write \"{seconds}\" ({value} seconds){days}"
 
 
 _TOO_LONG = 'longer than Exchange\'s TimeSpan holds: at most "10675199.02:48:05.4775807"'

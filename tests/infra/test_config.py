@@ -60,3 +60,24 @@ def test_fields_beyond_dotnet_ranges_are_refused_saying_how_to_write_them(text, 
         parse_duration(text)
     assert says in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("number, says", [
+    (60, 'write "00:01:00" (60 seconds) or "60.00:00:00" (60 days, as Exchange\'s TimeSpan reads "60")'),
+    (90.5, 'write "00:01:30.5" (90.5 seconds))'),
+])
+def test_an_exchange_duration_written_as_a_bare_toml_number_is_refused_saying_both_ways_to_write_it(tmp_path, number,
+                                                                                                    says):
+    """`shadow_resubmit_time_span = 60` was 60 seconds while "60" is 60 days (TimeSpan.Parse): now refused, naming
+    the key; the quoted forms read as before."""
+    from infra.settings import ConfigError, load_settings
+
+    conf = tmp_path / "shadowtwin.toml"
+    conf.write_text(f"[shadow_redundancy]\nshadow_resubmit_time_span = {number}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(conf, env={})
+    assert f"shadow_redundancy: shadow_resubmit_time_span = {number}: expected a duration" in str(refused.value)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+    for text, span in (("60", timedelta(days=60)), ("00:01:00", timedelta(seconds=60))):
+        conf.write_text(f'[shadow_redundancy]\nshadow_resubmit_time_span = "{text}"\n')
+        assert load_settings(conf, env={}).shadow_redundancy.defaults.shadow_resubmit_time_span == span
