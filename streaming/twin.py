@@ -10,6 +10,8 @@
 - An event stamped further ahead of its Kafka ingestion time than `twin.max_clock_skew_seconds`
   goes there too, before the watermark sees it: one node with a clock in the future (or one
   forged event) can never move event time for everybody and fire every deadline at once.
+- So does an event stamped before 1970 or after 2262-04-11 (`state.clock_guard.out_of_range`, as whatif
+  refuses it): the operator's Python could not even receive its time.
 - The watermark trails the latest event time by `twin.watermark_delay`; rows at or behind it
   are not applied: dropped by Spark, counted in the progress (`numRowsDroppedByWatermark`) and
   reported, or (those Spark 4.0 lets through, as it filters against the previous batch's
@@ -39,6 +41,8 @@ from infra.kafka import spark_options
 from infra.settings import Settings
 from infra.topics import OUTPUT_MAX_BYTES
 from schemas.events import Alert, RedeliveryCommand
+from schemas.jsonl import iso_time
+from state.clock_guard import EARLIEST_MS, LATEST_MS, OUT_OF_RANGE
 from state.names import FOLD_FROM, FOLD_TO, ServerNames
 from streaming.decode import classify_events
 from streaming.json_copies import with_json_copies
@@ -64,7 +68,13 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
     # not UTF-8 (pyarrow refuses it, and the query would die on it, again and again).
     not_utf8 = F.when(~(F.is_valid_utf8("primary_server") & F.is_valid_utf8("node")), F.lit(
         "corrupt body: the primary server or node name is not UTF-8"))
-    reason = F.coalesce(F.col("reason"), not_utf8, F.when(skew_ms > F.lit(max_skew_ms), skewed), no_primary)
+    # state.clock_guard's range, which Spark's Python workers need too (their times are int64 nanoseconds)
+    event_ms = F.col("event_time").cast("double") * 1000
+    out_of_range = F.when((event_ms < F.lit(EARLIEST_MS)) | (event_ms > F.lit(LATEST_MS)), F.format_string(
+        f"{OUT_OF_RANGE}: %s (%.0f ms) is not between {iso_time(EARLIEST_MS)} and {iso_time(LATEST_MS)}",
+        F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"), event_ms))
+    reason = F.coalesce(F.col("reason"), not_utf8, out_of_range, F.when(skew_ms > F.lit(max_skew_ms), skewed),
+                        no_primary)
     usable = reason.isNull()
     names = settings.shadow_redundancy.names
     node = spelled(F.col("node"), names)

@@ -175,6 +175,31 @@ def test_same_decisions_as_the_reference_and_bad_records_set_aside(settings, spa
     assert all(d.topic == topics.events and d.offset >= 0 for d in got[topics.dead_letters])
 
 
+def test_events_stamped_out_of_range_first_are_dead_letters_and_the_query_goes_on(settings, spark, kafka_bootstrap,
+                                                                                    topics, tmp_path):
+    """A fresh twin's first records stamped year 1, year 1600 and -1 ms: none is behind a watermark yet, and the
+    operator's Python holds times as int64 nanoseconds (1677 to 2262). Now each is a dead letter with the reason
+    (state.clock_guard.out_of_range, as whatif says it) and the valid events after them decide as the reference."""
+    events = world_events()
+    alerts, commands = expected_ids(events)
+    odd = [dataclasses.replace(events[0], event_id=f"odd-{t}", event_time_ms=t)
+           for t in (-62_135_596_800_000, -11_676_096_000_000, -1)]
+    publish(kafka_bootstrap, topics.events, odd)
+    publish(kafka_bootstrap, topics.events, [*events, final_tick(events)])
+    twin = TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                           ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None)
+    with twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands)
+                      and len(g[topics.dead_letters]) >= len(odd) or twin.restarts > 0)
+        assert twin.restarts == 0 and twin.query.exception() is None, "the odd times did not stop the query"
+    letters = {d.original: d.reason for d in got[topics.dead_letters]}
+    assert set(letters) == {encode(e) for e in odd}
+    assert all(r.startswith("event time out of range: ") for r in letters.values()), letters
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+
+
 def test_servers_declared_in_capitals_decide_as_one_whatever_case_their_events_spell_them_in(settings, spark,
                                                                                              kafka_bootstrap, topics,
                                                                                              tmp_path):
