@@ -663,6 +663,8 @@ class _Transition:
     def expired_in_queue(self, m: Message, t: int) -> None:
         s = self.s
         pending = self.pending_recipients(m)
+        pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
+        kept = pair is not None and t < self.last_reached_ms(pair) + self.auto_discard_span(pair.shadow)
         self.out.alerts.append(Alert(
             alert_id=stable_id("alert", AlertType.MESSAGE_EXPIRED.value, s.primary, t, m.ref.internal_id),
             type=AlertType.MESSAGE_EXPIRED, severity=Severity.WARNING,
@@ -673,13 +675,24 @@ class _Transition:
                    " its shadow copy is released once the shadow collects the discard status",
             decided_at_ms=t,
         ))
-        pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
-        if pair is not None and t < self.last_reached_ms(pair) + self.auto_discard_span(pair.shadow):
+        if kept:
             # Expired is processed: the shadow holds its copy until it collects the discard status, and
             # resubmits it if it promotes before that (it was down, then its primary failed).
+            m.expired_ms = t
             self.primary_done(m, t)
         else:
             self.close(m, t, "expired")
+
+    def served_before_expiry(self, m: Message) -> tuple[Recipient, ...] | None:
+        """Whom the primary had handed a processed message on to, who get it twice should its shadow resubmit
+        it: every recipient (() if not known); of a message it expired, only those an acknowledged fork served
+        before (None: nobody), the others had a non-delivery report and get the resubmitted copy once."""
+        if m.expired_ms is None:
+            return m.recipients
+        if not m.recipients:
+            return () if any(f.done and f.next_hop and not f.recipients for f in m.forks.values()) else None
+        pending = self.pending_recipients(m)
+        return tuple(r for r in m.recipients if r not in pending) or None
 
     def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
         if e.message is None or e.node != self.s.primary:
@@ -964,9 +977,11 @@ class _Transition:
         t = e.event_time_ms
         if m.primary_done_ms is not None:
             # The primary had processed it; the shadow never got the discard notification (it
-            # was down, or out of touch past the span) and resubmits it: it arrives twice.
-            self.predict_duplicates([Promoted(m.ref.whole(), e.node, m.recipients, s.queue_db_id, t)], t,
-                                    f"had processed a message whose shadow on {e.node} promoted it on its own")
+            # was down, or out of touch past the span) and resubmits it: it arrives twice (once, after
+            # the non-delivery report, where the primary expired it).
+            if (had := self.served_before_expiry(m)) is not None:
+                self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t)], t,
+                                        f"had processed a message whose shadow on {e.node} promoted it on its own")
             self.close(m, t, "delivered")
             return
         pair = s.pairs.get(e.node)
@@ -1070,8 +1085,9 @@ class _Transition:
         # transmit promoted messages to the next hop.
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
                   or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
-        twice = [Promoted(m.ref.whole(), pair.shadow, m.recipients, self.copy_db(m, pair) or s.queue_db_id, t)
-                 for m in will_resubmit]
+        twice = [Promoted(m.ref.whole(), pair.shadow, had, self.copy_db(m, pair) or s.queue_db_id, t)
+                 for m in will_resubmit if (had := self.served_before_expiry(m)) is not None]
+        expired = [m for m in will_resubmit if m.expired_ms is not None]
         if not forecast:  # and of the others, the forks processed whose notifications it never had
             twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t)
                       for m in routed if (again := self.resubmitted_unnotified(m, pair))]
@@ -1110,7 +1126,7 @@ class _Transition:
                         self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair))
                     self.close(child, t, "promoted")
             self.close(m, t, "promoted")
-        if routed:
+        if routed or expired:
             alert_type = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT
                           else AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
             why = {
@@ -1120,8 +1136,11 @@ class _Transition:
                 CommandReason.PRIMARY_RETURNED_AS_NEW_ROUTE: f"{s.primary} came back with a new queue database"
                                                              " (a new route)",
             }[reason]
-            self.alert(alert_type, Severity.WARNING, [s.primary, pair.shadow], routed, t,
-                       f"{why}: {pair.shadow} promotes {len(routed)} shadow message(s) and resubmits them")
+            late = (f"; {len(expired)} of them had expired in {s.primary}'s queue, whose senders had a non-delivery"
+                    " report: their recipients get them now" if expired else "")
+            self.alert(alert_type, Severity.WARNING, [s.primary, pair.shadow], routed + expired, t,
+                       f"{why}: {pair.shadow} promotes {len(routed) + len(expired)} shadow message(s) and resubmits"
+                       f" them{late}")
         if unrouted:
             self.alert(AlertType.HELD_NO_ALTERNATE_ROUTE, Severity.WARNING, [s.primary, pair.shadow], unrouted, t,
                        f"{s.primary} is declared failed, but {pair.shadow} has no alternate route for"

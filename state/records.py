@@ -111,6 +111,7 @@ class Message:
     at_risk: bool = False
     shadow_locality: SiteLocality = SiteLocality.UNKNOWN  # the copy's site relative to the primary's
     primary_db: str | None = None  # the primary's queue database when its shadow copy was made
+    expired_ms: int | None = None  # it expired in the primary's queue (a non-delivery report) with its copy held
 
     @property
     def shadow_held(self) -> bool:

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 8 are still read, a checkpoint may hold them: 8 has no
+refused rather than misread (formats 3 to 9 are still read, a checkpoint may hold them: 9 has no
+message's `expired_ms`, which is then unknown (a shadow promoting a copy of a message that expired in its
+primary's queue is taken to deliver it twice, as before); 8 has no
 fork's `notified`, which is then false until the shadow's next answered query (a promotion before it
 forecasts the duplicate of a processed fork whose notification came already); 7 has no
 pair's `last_heartbeat_ms`, which is then unknown until the shadow's next query; 6 has no
@@ -30,16 +32,16 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 9
-# 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (8, 7, 6, 5, 4, 3)
+FORMAT = 10
+# 9: without a message's `expired_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
 MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remote_failures", "local_failures",
-                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db")
+                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db", "expired_ms")
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via",

@@ -136,3 +136,19 @@ def test_a_message_whose_copy_expired_does_not_expire_in_a_primary_its_shadow_ca
     assert [(a.type, a.decided_at_ms) for a in result.alerts] == [
         (AlertType.SHADOW_EXPIRED, at(31)), (AlertType.MESSAGE_EXPIRED, at(back + 0.5))]
     assert result.settles("mbx01")
+
+
+def test_a_shadows_own_promotion_of_an_expired_message_is_no_duplicate_for_its_unserved_recipients():
+    """mbx01 expires m1 (for bob@fabrikam.com) at 3 and returns its non-delivery report; mbx02, which never
+    collected the discard, promotes its copy on its own at 200: bob gets m1 once, after the NDR (hunt seeds
+    965, 1117). Before, the twin forecast DUPLICATE_DELIVERY_EXPECTED for bob."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1, recipients=(),
+                                                              external=("bob@fabrikam.com",)),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.expired("mbx01", "m1", 3), *org.query_failed("mbx02", "mbx01", 4),
+              *org.promoted("mbx02", "mbx01", "m1", 200)]
+    result = replay(events)
+    assert [a.type for a in result.alerts if a.messages] == [AlertType.MESSAGE_EXPIRED]
+    assert result.settles("mbx01")
+

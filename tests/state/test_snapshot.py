@@ -79,6 +79,23 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
     assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True) == state.messages["m1"].forks["f1"]
 
 
+def test_a_format_9_snapshot_loads_its_messages_as_not_expired():
+    """Format 9 had no message's `expired_ms` (it expired in its primary's queue, its copy still held): unknown,
+    and the message round-trips in format 10."""
+    org = Org()
+    state = replay([*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
+                    *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
+                    *org.expired("mbx01", "m1", 2)]).states["mbx01"]
+    assert state.messages["m1"].expired_ms == at(2)
+    assert snapshot.load(snapshot.dump(state)) == state
+    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    assert snapshot.MESSAGE_FLAT[-1] == "expired_ms"
+    older = [(*m[:5], m[5][:-1], *m[6:]) for m in messages]  # the flat fields without the last
+    loaded = snapshot.load(pickle.dumps(((9, *header[1:]), older, *rest)))
+    assert loaded.messages["m1"].expired_ms is None
+    assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2)) == state.messages["m1"]
+
+
 def as_format_6(state) -> tuple:
     """`state`'s snapshot as format 6 wrote it: no `primary_started_ms`, the header's last value."""
     header, *rest = pickle.loads(snapshot.dump(state))
@@ -142,8 +159,8 @@ def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
     state = result.states["mbx01"]
     assert state.messages["m1"].primary_db == "dbP1"
     header, messages, *rest = as_format_5(state)
-    assert snapshot.MESSAGE_FLAT[-1] == "primary_db"
-    older = [(*m[:5], m[5][:-1], m[6]) for m in messages]  # the flat fields without the last
+    assert snapshot.MESSAGE_FLAT[-2:] == ("primary_db", "expired_ms")
+    older = [(*m[:5], m[5][:-2], m[6]) for m in messages]  # the flat fields without the last two (9's too)
     loaded = snapshot.load(pickle.dumps(((4, *header[1:]), older, *rest)))
     assert loaded.messages["m1"].primary_db is None
     assert _Transition.copy_db(loaded.messages["m1"], loaded.pairs["mbx02"]) == "dbP1"

@@ -510,21 +510,30 @@ def processed_then_back_with_a_new_database_before_the_discard_was_collected() -
 def expired_then_back_with_a_new_database_before_the_discard_was_collected() -> Timeline:
     """mbx01 expires m1 (for alice, inside, and bob@fabrikam.com) at 3 and returns its non-delivery
     report, then fails; back at 5 with a new queue database, mbx02 sees the new id and promotes its copy
-    of m1, whose discard it never collected: m1 is delivered after all, bob may see it (hunt seed 965:
-    45 expired messages resubmitted by their shadows). Before, the twin dropped the copy at the expiry."""
+    of m1, whose discard it never collected: m1 is delivered after all (hunt seed 965: 45 expired messages
+    resubmitted by their shadows), once, its recipients never had it. So is m2, whose fork to the gateway
+    for a@fabrikam.com was acknowledged before it expired: a@ gets it twice, bob@tailspin.com once. Before,
+    the twin dropped the copy at the expiry; then it forecast every recipient of both twice (hunt seeds
+    965, 1117: delivered once, after the NDR), and named neither promoted."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0),
         *org.received("mbx01", "m1", 1, external=("bob@fabrikam.com",)), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
+        *org.shadowed("mbx01", "mbx02", "m2", 1),
         *org.query_ok("mbx02", "mbx01", 2),
-        *org.expired("mbx01", "m1", 3),
+        *org.sent("mbx01", "m2", "gw-fabrikam", 2.5, fork="f1", recipients=("a@fabrikam.com",)),
+        *org.acked("mbx01", "m2", "gw-fabrikam", 2.5, fork="f1"),
+        *org.expired("mbx01", "m1", 3), *org.expired("mbx01", "m2", 3),
         *org.query_failed("mbx02", "mbx01", 4),
         *org.started("mbx01", "dbP2", 5),
         *org.query_ok("mbx02", "mbx01", 6, db="dbP2"),
     ]
     return Timeline("expired, then back with a new database before the discard was collected", events, alerts=(
-        Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m1",)),
-        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m1",), (("bob@fabrikam.com",),)),))
+        Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m1",), (("alice@contoso.com", "bob@fabrikam.com"),)),
+        Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m2",), (("bob@tailspin.com",),)),
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m2",), (("a@fabrikam.com",),)),
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(5), ("m1", "m2"))))
 
 
 def a_message_in_a_failed_primary_does_not_expire_before_its_shadow_promotes_it() -> Timeline:
