@@ -665,6 +665,15 @@ class _Transition:
         pending = self.pending_recipients(m)
         pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
         kept = pair is not None and t < self.last_reached_ms(pair) + self.auto_discard_span(pair.shadow)
+        if kept:
+            copy = f"its shadow copy is released once {m.shadow_server} collects the discard status"
+        elif pair is not None:
+            copy = (f"{m.shadow_server}, which holds its shadow copy, has not queried {s.primary} for"
+                    " ShadowMessageAutoDiscardInterval: the discard status will not reach it")
+        elif m.shadow_server is not None and m.redundancy is Redundancy.LOST:
+            copy = f"{m.shadow_server}'s shadow copy of it is gone already"
+        else:
+            copy = "it has no shadow copy"
         self.out.alerts.append(Alert(
             alert_id=stable_id("alert", AlertType.MESSAGE_EXPIRED.value, s.primary, t, m.ref.internal_id),
             type=AlertType.MESSAGE_EXPIRED, severity=Severity.WARNING,
@@ -672,7 +681,7 @@ class _Transition:
             messages=(AlertMessage(m.ref, tuple(r.address for r in pending)),),
             reason=f"the message stayed in {s.primary}'s queue past MessageExpirationTimeout (received"
                    f" {_iso(m.received_ms)}): Exchange expires it and returns a non-delivery report to the sender;"
-                   " its shadow copy is released once the shadow collects the discard status",
+                   f" {copy}",
             decided_at_ms=t,
         ))
         if kept:

@@ -152,3 +152,22 @@ def test_a_shadows_own_promotion_of_an_expired_message_is_no_duplicate_for_its_u
     assert [a.type for a in result.alerts if a.messages] == [AlertType.MESSAGE_EXPIRED]
     assert result.settles("mbx01")
 
+
+def test_the_expiry_of_a_message_whose_copy_expired_first_does_not_speak_of_releasing_the_copy():
+    """mbx02's copy of m1 expires at 31 (its hold 30 minutes), m1 in mbx01's queue at 2 days: MESSAGE_EXPIRED
+    says the copy is gone, not that it is released once mbx02 collects the discard status (it was released at
+    31, with SHADOW_EXPIRED)."""
+    from state.parameters import ModelConfig, parameters_from
+    from tests.state.timelines import _heartbeats_ok
+    org = Org()
+    config = ModelConfig(nodes={"mbx02": parameters_from({"safety_net_hold_time": "00:00:00",
+                                                          "message_expiration_timeout": "00:30:00"})})
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.deferred("mbx01", "m1", "mbx03", 2), *_heartbeats_ok(org, "mbx02", "mbx01", 2, 60),
+              *org.expired("mbx01", "m1", 2 * 24 * 60)]
+    result = replay(events, config)
+    expired = [a for a in result.alerts if a.type is AlertType.MESSAGE_EXPIRED]
+    assert [a.decided_at_ms for a in expired] == [at(2 * 24 * 60)]
+    assert "collects the discard status" not in expired[0].reason
+    assert expired[0].reason.endswith("mbx02's shadow copy of it is gone already")
