@@ -870,6 +870,7 @@ class _Transition:
         if pair is not None:
             pair.heartbeats = True
             pair.last_contact_ms = pair.last_query_ms = max(pair.last_contact_ms, t)
+            pair.last_answered_ms = max(pair.last_answered_ms or t, t)
             pair.silent_alerted = pair.awaiting_shadow = False
             messages = s.messages
             for i in pair.held:
@@ -1224,7 +1225,10 @@ class _Transition:
 
     @staticmethod
     def last_reached_ms(pair: Pair) -> int:
-        """The shadow's last query that reached the primary: a failed one did not (without heartbeats, its life)."""
+        """The shadow's last query that reached the primary: a failed one did not, nor a copy the primary made on
+        it (without heartbeats, its life)."""
+        if pair.heartbeats and pair.last_answered_ms is not None:
+            return pair.last_answered_ms
         return pair.last_contact_ms if pair.heartbeats and pair.last_contact_ms < pair.last_query_ms \
             else pair.last_query_ms
 

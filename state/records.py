@@ -147,6 +147,7 @@ class Pair:
     heartbeats: bool = False  # a discard query of this shadow was seen (else liveness is inferred: state/liveness.py)
     contact_via: str = ""  # without heartbeats, what showed the primary's life last: "" its own events, probe, handoff
     last_heartbeat_ms: int | None = None  # the shadow's last discard query seen (sent), while it held copies
+    last_answered_ms: int | None = None  # its last answered discard query (a copy is contact, but no query)
 
 
 @dataclass(slots=True)

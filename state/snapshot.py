@@ -7,7 +7,8 @@ plain values, which pickle handles in C, and rebuilds the objects on load: about
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
 refused rather than misread (formats 3 to 9 are still read, a checkpoint may hold them: 9 has no
 message's `expired_ms`, which is then unknown (a shadow promoting a copy of a message that expired in its
-primary's queue is taken to deliver it twice, as before); 8 has no
+primary's queue is taken to deliver it twice, as before), nor a pair's `last_answered_ms`, then unknown until
+the shadow's next answered query (the primary's copies on it count as its queries meanwhile, as before); 8 has no
 fork's `notified`, which is then false until the shadow's next answered query (a promotion before it
 forecasts the duplicate of a processed fork whose notification came already); 7 has no
 pair's `last_heartbeat_ms`, which is then unknown until the shadow's next query; 6 has no
@@ -33,7 +34,7 @@ from state.records import (
 )
 
 FORMAT = 10
-# 9: without a message's `expired_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+# 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
 PREVIOUS_FORMATS = (9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
@@ -45,7 +46,7 @@ MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remot
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via",
-             "last_heartbeat_ms")
+             "last_heartbeat_ms", "last_answered_ms")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 _COUNT_BEFORE_6 = PAIR_FLAT.index("shadow_db_id") + 1  # where formats 3 to 5 hold a pair's count

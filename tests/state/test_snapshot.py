@@ -79,21 +79,23 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
     assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True) == state.messages["m1"].forks["f1"]
 
 
-def test_a_format_9_snapshot_loads_its_messages_as_not_expired():
-    """Format 9 had no message's `expired_ms` (it expired in its primary's queue, its copy still held): unknown,
-    and the message round-trips in format 10."""
+def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_answers_unknown():
+    """Format 9 had no message's `expired_ms` (it expired in its primary's queue, its copy still held) nor a
+    pair's `last_answered_ms`: unknown, and both round-trip in format 10."""
     org = Org()
     state = replay([*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0),
                     *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
                     *org.expired("mbx01", "m1", 2)]).states["mbx01"]
-    assert state.messages["m1"].expired_ms == at(2)
+    assert (state.messages["m1"].expired_ms, state.pairs["mbx02"].last_answered_ms) == (at(2), at(1))
     assert snapshot.load(snapshot.dump(state)) == state
-    header, messages, *rest = pickle.loads(snapshot.dump(state))
-    assert snapshot.MESSAGE_FLAT[-1] == "expired_ms"
+    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    assert snapshot.MESSAGE_FLAT[-1] == "expired_ms" and snapshot.PAIR_FLAT[-1] == "last_answered_ms"
     older = [(*m[:5], m[5][:-1], *m[6:]) for m in messages]  # the flat fields without the last
-    loaded = snapshot.load(pickle.dumps(((9, *header[1:]), older, *rest)))
-    assert loaded.messages["m1"].expired_ms is None
+    older_pairs = [(flat[:-1], *p) for flat, *p in pairs]
+    loaded = snapshot.load(pickle.dumps(((9, *header[1:]), older, older_pairs, *rest)))
+    assert (loaded.messages["m1"].expired_ms, loaded.pairs["mbx02"].last_answered_ms) == (None, None)
     assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2)) == state.messages["m1"]
+    assert dataclasses.replace(loaded.pairs["mbx02"], last_answered_ms=at(1)) == state.pairs["mbx02"]
 
 
 def as_format_6(state) -> tuple:

@@ -1082,6 +1082,27 @@ def a_failed_query_does_not_keep_the_discard_notifications() -> Timeline:
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(182), ("m1",))))
 
 
+def a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow() -> Timeline:
+    """As a_failed_query_does_not_keep_the_discard_notifications (ShadowMessageAutoDiscardInterval 1 hour,
+    mbx02's last query that reached mbx01 at 2, m1 delivered at 3, mbx02's queries failing from 4), but
+    mbx01, which can still reach mbx02, makes m2's copy there at 30, and mbx02's queries are answered again
+    from 80. The copy is mbx01's session to mbx02, not mbx02 querying mbx01: "if the shadow server doesn't
+    query the primary server for the duration specified in this parameter, the primary server deletes the
+    queued discard events" (003), so m1's notification is deleted at 62 and the answers from 80 do not bring
+    it: DISCARD_EVENTS_DROPPED at 62. Before, the copy counted as mbx02's query: the deletion was put off to
+    90, then past every answer, and never said."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_message_auto_discard_interval": "1h"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 80),
+              *org.received("mbx01", "m2", 30), *org.shadowed("mbx01", "mbx02", "m2", 30),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 80, 120)]
+    return Timeline("a copy the primary makes on its shadow is no query of its shadow", events, config, alerts=(
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),))
+
+
 # ---- behaviours of the seeds a ninth review found decided otherwise -------------------------
 
 def a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered() -> Timeline:
@@ -1450,6 +1471,7 @@ ALL = (
     exchange_2010_the_previous_hop_resubmits_over_an_alternate_route,
     exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
     a_failed_query_does_not_keep_the_discard_notifications,
+    a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow,
     a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
     a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
     an_unacknowledged_copy_expires_by_the_hold_of_the_server_that_keeps_it,
