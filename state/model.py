@@ -97,6 +97,7 @@ def stable_id(*parts: object) -> str:
 _DELIVERY_EVENTS = (ev.NextHopAcknowledged, ev.DeliveredToMailbox, ev.BoundaryCrossed, ev.DiscardStatusSet,
                     ev.MovedToSafetyNet)
 _SHADOW_ATTEMPTS = (ev.ShadowCopyFailed, ev.ShadowCopyAcknowledged)
+_ANSWERS_TO_SENDER = (ev.AcknowledgedToSender, ev.RejectedToSender)  # the node's 250 or 451: its own word
 
 
 class ShadowRedundancyModel:
@@ -422,9 +423,10 @@ class _Transition:
         if m.decided or not (e.reason is ev.ShadowFailureReason.NO_PEER or self.retries_exhausted(m)):
             return
         if e.reason is not ev.ShadowFailureReason.NO_PEER and locality is ev.SiteLocality.UNKNOWN \
-                and not self.every_attempt_failed(m):
+                and not self.every_attempt_failed(m) or self.rejects_on_shadow_failure():
             # Counted against the local budget, these may have been PreferRemote's remote attempts: the
-            # next attempt's line, or none, says whether the primary tries on.
+            # next attempt's line, or none, says whether the primary tries on. A 451 is the twin's guess from its
+            # RejectMessageOnShadowFailure: the node's answer to the sender, or its going on with it, says.
             self.s.deadlines.set(_NO_SHADOW, m.ref.internal_id, e.event_time_ms + NEXT_ATTEMPT_WAIT_MS)
             return
         self.no_shadow(m, e.event_time_ms)
@@ -448,20 +450,22 @@ class _Transition:
         budget = {ShadowMessagePreference.LOCAL_ONLY: local, ShadowMessagePreference.REMOTE_ONLY: max(remote, local)}
         return m.remote_failures + m.local_failures >= budget.get(p.shadow_message_preference_setting, remote + local)
 
-    def fire_no_shadow(self, internal_id: str, at_ms: int) -> None:
+    def fire_no_shadow(self, internal_id: str, at_ms: int, accepted: bool = False) -> None:
         m = self.s.messages.get(internal_id)
         self.s.deadlines.clear(_NO_SHADOW, internal_id)
         if m is not None and not m.decided:
-            self.no_shadow(m, at_ms)
+            self.no_shadow(m, at_ms, accepted)
+
+    def rejects_on_shadow_failure(self) -> bool:
+        """A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort."""
+        return self.primary_params.reject_message_on_shadow_failure and self.mode_of(self.s.primary) is not _EXCHANGE_2010
 
     def no_shadow(self, m: Message, t: int, accepted: bool = False) -> None:
         """No shadow copy could be made: RejectMessageOnShadowFailure decides what follows, unless the
         node is known to have `accepted` it."""
         m.decided = True
         primary = self.s.primary
-        # A Mailbox server's rule (2013 and later): a 2010 hub answers 250 anyway, best effort.
-        if not accepted and self.primary_params.reject_message_on_shadow_failure \
-                and self.mode_of(primary) is not _EXCHANGE_2010:
+        if not accepted and self.rejects_on_shadow_failure():
             self.rejected_no_shadow(m, t)
             return
         m.redundancy = Redundancy.NOT_REDUNDANT
@@ -1490,9 +1494,9 @@ class _Transition:
             s.unreachable_ms = None
         m = s.messages.get(ref.internal_id)
         if m is not None and not m.decided and e.node == s.primary and not isinstance(e, _SHADOW_ATTEMPTS) \
-                and s.deadlines.get(_NO_SHADOW, ref.internal_id) is not None:
-            # the primary went on with the message: no other attempt came
-            self.fire_no_shadow(ref.internal_id, e.event_time_ms)
+                and not isinstance(e, _ANSWERS_TO_SENDER) and s.deadlines.get(_NO_SHADOW, ref.internal_id) is not None:
+            # the primary went on with the message: no other attempt came, and it had accepted it (a 451 ends it)
+            self.fire_no_shadow(ref.internal_id, e.event_time_ms, accepted=True)
             m = s.messages.get(ref.internal_id)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
             record = s.promoted[ref.internal_id]

@@ -73,8 +73,11 @@ def test_accepted_without_shadow_is_tracked_until_delivered():
 
 
 def test_reject_on_shadow_failure_answers_451_and_keeps_nothing():
-    result = replay(failures(Org(), [LOCAL, LOCAL]), config(RejectMessageOnShadowFailure="$true"))
-    assert [a.type for a in result.alerts] == [AlertType.REJECTED_NO_SHADOW]
+    """With no word of mbx01's own (its 250 or 451) within a minute of its last attempt, the twin's
+    RejectMessageOnShadowFailure decides."""
+    org = Org()
+    result = replay([*failures(org, [LOCAL, LOCAL]), *org.tick(2)], config(RejectMessageOnShadowFailure="$true"))
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [(AlertType.REJECTED_NO_SHADOW, at(0.2) + 60_000)]
     assert "451 4.4.0" in result.alerts[0].reason
     assert result.settles("mbx01")
     assert [o.result for o in result.outcomes] == ["rejected"]
@@ -106,6 +109,25 @@ def test_an_unredundant_250_is_believed_whatever_reject_on_shadow_failure_says()
     result = replay(events, config(RejectMessageOnShadowFailure="$true"))
     assert [(a.type, a.decided_at_ms) for a in result.alerts] == [
         (AlertType.NOT_REDUNDANT, at(0.5)), (AlertType.MESSAGE_LOST, at(3))]
+    assert [o.result for o in result.outcomes] == ["lost"]
+
+
+def test_an_unredundant_250_after_the_twins_budget_ran_out_is_believed():
+    """The twin's configuration says RejectMessageOnShadowFailure $true; mbx01's two local attempts fail (its
+    budget, as the twin counts), and 45 ms later mbx01 answers its sender 250 without a shadow copy (its
+    retries or its parameter differ): m1 is NOT_REDUNDANT, and lost when mbx01 comes back at 3 with a new,
+    empty queue database. Before, the twin said REJECTED_NO_SHADOW ('answered 451 4.4.0 ... the sender may
+    retry') at the second failure and closed m1, so the 250 was ignored and the loss went unsaid."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *failures(org, [LOCAL, LOCAL]),
+              ev.AcknowledgedToSender(event_id="a", event_time_ms=at(0.2) + 45, node="mbx01", primary_server="mbx01",
+                                      message=ref("m1"), redundant=False),
+              *org.started("mbx01", "dbP2", 3)]
+    result = replay(events, config(RejectMessageOnShadowFailure="$true"))
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == [
+        (AlertType.NOT_REDUNDANT, at(0.2) + 45), (AlertType.MESSAGE_LOST, at(3))]
     assert [o.result for o in result.outcomes] == ["lost"]
 
 
