@@ -1540,6 +1540,8 @@ class _Transition:
                 self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
                 s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
         processed = m.primary_done_ms if m.primary_done_ms is not None else t
+        if m.expired_ms is not None and result == "delivered":  # processed by its expiry (an NDR), copy released since
+            result = "expired"
         self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
                                          m.redundancy is _REDUNDANT))
 

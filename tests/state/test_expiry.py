@@ -171,3 +171,15 @@ def test_the_expiry_of_a_message_whose_copy_expired_first_does_not_speak_of_rele
     assert [a.decided_at_ms for a in expired] == [at(2 * 24 * 60)]
     assert "collects the discard status" not in expired[0].reason
     assert expired[0].reason.endswith("mbx02's shadow copy of it is gone already")
+
+
+def test_a_message_expired_while_its_copy_was_held_ends_expired_when_the_copy_is_released():
+    """mbx01 expires m1 at 3; mbx02 collects its discard at 4: m1's outcome is 'expired' (whatif's delays count
+    only what was delivered or promoted). Before, the release closed it 'delivered', processed at its expiry."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.expired("mbx01", "m1", 3), *org.query_ok("mbx02", "mbx01", 4, discarded=("m1",))]
+    result = replay(events)
+    assert [(o.result, o.closed_ms) for o in result.outcomes] == [("expired", at(4))]
+    assert result.settles("mbx01")
