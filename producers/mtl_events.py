@@ -104,6 +104,7 @@ class MtlMapper:
         self._ids: dict[tuple[str, str], str] = {}  # (primary, n:<nmid> | m:<message-id>) -> its internal id
         self._forks: dict[tuple[str, str], tuple[str, str]] = {}  # (primary, fork's own id) -> (parent id, fork id)
         self._primary_of: dict[tuple[str, str], str] = {}  # (shadow, n:/m: key) -> primary, from HARECEIVE
+        self._discarded: set[tuple[str, str]] = set()  # (shadow, primary's internal id) its HADISCARD named
         self._attempts: dict[tuple[str, str], int] = {}  # (primary, internal id) -> shadow attempts so far
         self._aliases: dict[tuple[str, str], str] = {}  # (server, a second receipt's id) -> the first's
         self._line_id = ""  # the id of the line being mapped
@@ -239,6 +240,13 @@ class MtlMapper:
             for key in self._keys(row):
                 self._primary_of[(shadow, key)] = primary
         ref = self._ref(row, primary, shadow)
+        event_id = row.get("event-id").upper()
+        if event_id == "HADISCARD":
+            self._discarded.add((shadow, ref.internal_id))
+        elif event_id == "HARECEIVE" and (shadow, ref.internal_id) in self._discarded and self._holding:
+            # The shadow discarded its copy of that one: this copy is of the message received on the primary
+            # again (promoted back to it), whose RECEIVE a shadow's clock behind the primary's puts later
+            raise _Unjoined([(primary, key) for key in self._keys(row)])
         return shadow, primary, ref, self._header(row, shadow, primary, ref)
 
     def _size(self, row: Row) -> int:

@@ -281,6 +281,27 @@ def test_load_is_a_restart_of_the_server_that_logged_it_about_its_own_message_or
     assert loaded == [("ex01", "ex01", "500"), ("ex02", "ex01", "500")] and not sink.dead_letters
 
 
+def test_a_shadow_copy_of_a_message_back_on_its_primary_waits_for_that_receipt_not_the_discarded_one(tmp_path):
+    # Seed 1237 of the log hunt: EX02 held and discarded a copy of EX01's message 500; the message came back to
+    # EX01 (a shadow's promotion resubmitted it there) as 600, shadowed on EX02 again. EX02's clock, 4 minutes
+    # behind, put that HARECEIVE before EX01's RECEIVE: it named 500, which the twin then expired as never sent.
+    again = record("02:10:00.000", "RECEIVE", client_hostname="EX03", server_hostname="EX01", source="SMTP",
+                   internal_message_id="600", recipient_address="ann@contoso.com", total_bytes="100")
+    ex02 = [record("02:00:00.090", "HARECEIVE", client_hostname="EX01", server_hostname="EX02", source="REDUNDANCY",
+                   internal_message_id="77"),
+            record("02:00:05.000", "HADISCARD", client_hostname="EX01", server_hostname="EX02", source="REDUNDANCY",
+                   internal_message_id="77"),
+            record("02:06:00.100", "HARECEIVE", client_hostname="EX01", server_hostname="EX02", source="REDUNDANCY",
+                   internal_message_id="78")]
+    (tmp_path / "EX01").mkdir()
+    (tmp_path / "EX02").mkdir()
+    sink, _ = run(raw_log(tmp_path / "EX01" / "MSGTRK2026112202-1.LOG", [RECEIVED, again]),
+                  raw_log(tmp_path / "EX02" / "MSGTRK2026112202-1.LOG", ex02))
+    shadow = [(e.kind, e.message.internal_id) for e in sink.events if e.node == "ex02"]
+    assert shadow == [("ShadowCopyStored", "500"), ("ShadowDiscarded", "500"), ("ShadowCopyStored", "600")]
+    assert not sink.dead_letters
+
+
 def test_a_peers_acknowledged_send_to_a_server_that_logs_is_its_sign_of_life_once_a_minute(tmp_path):
     sends = [record(f"02:0{minute}:{second:02d}.000", "SEND", client_hostname="EX01", server_hostname=hop,
                     source="SMTP", internal_message_id="500", connector_id="Intra-Organization SMTP Send Connector")
