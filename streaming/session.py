@@ -2,7 +2,8 @@
 
 Local mode by default, any master by configuration; Spark's Kafka and Avro connectors at
 exactly the pyspark version (from the jar cache); RocksDB state store with changelog
-checkpointing and one memory bound for all its stores; few glibc malloc arenas for the JVM.
+checkpointing and one memory bound for all its stores; few glibc malloc arenas for the JVM;
+the parallel garbage collector.
 
 On a cluster: the connector jars go to the executors with `spark.jars` (the driver serves
 them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
@@ -27,6 +28,10 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 # to eight per core, and keeps what they once held: with 400,000 messages held, 33 arena heaps of
 # 64 MB held 2.1 GB of the Spark JVM's 4.7 GB resident (docs/performance.md).
 MALLOC_ARENAS = "2"
+# The throughput collector, not the JDK's default G1: the twin's heap holds little for long (the
+# state is in RocksDB, Arrow's buffers off the heap), and G1's concurrent work and write barriers
+# cost the twin's JVM ~15 % more CPU per record (docs/performance.md, 2026-11-27 fourth session).
+GARBAGE_COLLECTOR = "-XX:+UseParallelGC"
 
 
 def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> SparkSession:
@@ -58,7 +63,8 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
         "spark.sql.streaming.checkpointLocation": str(spark_settings.checkpoint_dir),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} {GARBAGE_COLLECTOR}",
+        "spark.executor.extraJavaOptions": GARBAGE_COLLECTOR,
         **(extra or {}),
     }
     builder = SparkSession.builder.config("spark.jars", ",".join(dict.fromkeys(jar_list)))
