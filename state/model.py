@@ -996,7 +996,8 @@ class _Transition:
             if (had := self.served_before_expiry(m)) is not None:
                 self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t)], t,
                                         f"had processed a message whose shadow on {e.node} promoted it on its own")
-            self.close(m, t, "delivered")
+            # an expired message's recipients had a non-delivery report: the shadow's copy is what reaches them
+            self.close(m, t, "delivered" if m.expired_ms is None else "promoted")
             return
         pair = s.pairs.get(e.node)
         if again := self.resubmitted_unnotified(m, pair):

@@ -153,6 +153,19 @@ def test_a_shadows_own_promotion_of_an_expired_message_is_no_duplicate_for_its_u
     assert result.settles("mbx01")
 
 
+def test_a_shadows_own_promotion_of_an_expired_message_ends_it_promoted():
+    """As above: mbx02's copy is what reaches bob (after the NDR), so m1 ends 'promoted' at 200, as when the twin
+    promotes it (hunt seed 1269: the log twin named none of such messages as taken over). Before, 'delivered'."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1, recipients=(),
+                                                              external=("bob@fabrikam.com",)),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.expired("mbx01", "m1", 3), *org.query_failed("mbx02", "mbx01", 4),
+              *org.promoted("mbx02", "mbx01", "m1", 200)]
+    result = replay(events)
+    assert [(o.result, o.closed_ms) for o in result.outcomes] == [("promoted", at(200))]
+
+
 def test_the_expiry_of_a_message_whose_copy_expired_first_does_not_speak_of_releasing_the_copy():
     """mbx02's copy of m1 expires at 31 (its hold 30 minutes), m1 in mbx01's queue at 2 days: MESSAGE_EXPIRED
     says the copy is gone, not that it is released once mbx02 collects the discard status (it was released at
