@@ -882,7 +882,9 @@ class _Transition:
                     continue
                 if m.at_risk:
                     self.in_queue_again(m, t)
-                if m.forks:  # the answer brings the notification of each fork processed by now
+                if m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id):
+                    # the answer brings the notification of each fork processed by now (not from a new, empty
+                    # queue database: it has no discard status of the copy's)
                     for fork in m.forks.values():
                         if fork.done:
                             fork.notified = True

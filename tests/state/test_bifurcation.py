@@ -62,3 +62,24 @@ def test_boundary_crossing_ends_tracking_of_that_fork():
     result = replay(events)
     assert result.settles("mbx01")
     assert result.alerts == []
+
+
+def test_an_answer_from_a_new_queue_database_brings_no_discard_notification_of_a_fork():
+    """mbx01 hands f1 of m1 (a@fabrikam.com) to gw-fabrikam at 2, after mbx02's last answered query at 1, and comes
+    back with a new queue database before mbx02 asks again; mbx02's answer at 5 names it (the feed shows no
+    restart). "Discard notifications are stored on disk" (003), in the database that is gone: the answer has none
+    for f1, whose next hop's shadow queue still holds the copy, and mbx02, which "promotes the shadow messages as
+    primary messages, and transmits the messages to the next hop" (003), resends f1 too: a@ gets m1 twice. Before,
+    the twin took the answer to bring f1's notification and forecast no duplicate."""
+    from schemas.events import AlertType
+    from tests.state.scenario import at
+    org = Org()
+    events = [*org.received("mbx01", "m1", 0, recipients=(), external=("a@fabrikam.com", "b@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 0), *org.query_ok("mbx02", "mbx01", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 2, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 2, fork="f1"),
+              *org.sent("mbx01", "m1", "gw-tailspin", 2, fork="f2", recipients=("b@tailspin.com",), outside=True),
+              *org.query_ok("mbx02", "mbx01", 5, db="dbP2")]
+    result = replay(events)
+    assert [(a.decided_at_ms, [(m.message.internal_id, m.recipients) for m in a.messages]) for a in result.alerts
+            if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [(at(5), [("m1", ("a@fabrikam.com",))])]
