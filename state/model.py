@@ -699,13 +699,16 @@ class _Transition:
     def served_before_expiry(self, m: Message) -> tuple[Recipient, ...] | None:
         """Whom the primary had handed a processed message on to, who get it twice should its shadow resubmit
         it: every recipient (() if not known); of a message it expired, only those an acknowledged fork served
-        before (None: nobody), the others had a non-delivery report and get the resubmitted copy once."""
-        if m.expired_ms is None:
+        before (None: nobody), the others had a non-delivery report and get the resubmitted copy once. Nor those of a
+        fork whose discard notification reached the shadow: that next hop's shadow queue is empty (003). Only a fork a
+        notification can name (a fork id, as `resubmitted_unnotified`): of a hop's, the twin cannot tell."""
+        notified = {r.lower() for key, f in m.forks.items() if f.notified and key != f.next_hop for r in f.recipients}
+        if m.expired_ms is None and not (notified and m.recipients):
             return m.recipients
         if not m.recipients:
             return () if any(f.done and f.next_hop and not f.recipients for f in m.forks.values()) else None
-        pending = self.pending_recipients(m)
-        return tuple(r for r in m.recipients if r not in pending) or None
+        pending = self.pending_recipients(m) if m.expired_ms is not None else ()
+        return tuple(r for r in m.recipients if r not in pending and r.address.lower() not in notified) or None
 
     def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
         if e.message is None or e.node != self.s.primary:

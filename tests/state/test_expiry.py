@@ -196,3 +196,56 @@ def test_a_message_expired_while_its_copy_was_held_ends_expired_when_the_copy_is
     result = replay(events)
     assert [(o.result, o.closed_ms) for o in result.outcomes] == [("expired", at(4))]
     assert result.settles("mbx01")
+
+
+def _forked(org, expire: bool):
+    """m1 for a@fabrikam.com (fork f1, by gw-fabrikam) and bob@tailspin.com (f2, by gw-tailspin): f1 acknowledged at
+    2 and its discard notification collected by mbx02's answered query at 3; f2 deferred (`expire`: mbx01 expires m1
+    at 4, bob gets a non-delivery report), or acknowledged at 4; mbx02's query fails at 5."""
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 2, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 2, fork="f1"),
+              *org.sent("mbx01", "m1", "gw-tailspin", 2, fork="f2", recipients=("bob@tailspin.com",), outside=True),
+              *org.query_ok("mbx02", "mbx01", 3)]
+    if expire:
+        events += org.expired("mbx01", "m1", 4)
+    else:
+        events += org.acked("mbx01", "m1", "gw-tailspin", 4, fork="f2")
+    return events + org.query_failed("mbx02", "mbx01", 5)
+
+
+def _duplicates(result):
+    return [(a.decided_at_ms, [(m.message.internal_id, m.recipients) for m in a.messages])
+            for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+
+
+def test_an_expired_messages_fork_whose_discard_reached_the_shadow_is_no_duplicate_at_its_promotion():
+    """"For messages with multiple recipients, each next hop for the primary message requires separate shadow
+    queues", and "once the shadow server knows the primary server has successfully transmitted the message to the
+    next hop, the shadow server moves the shadow message from the shadow queue into Safety Net" (003): f1's queue on
+    mbx02 is empty since 3. mbx01, back at 6 with a new queue database, has mbx02 promote m1: it resubmits f2's copy
+    (bob, once, after his NDR), not f1's, so a@fabrikam.com gets m1 once. Before, the twin forecast her a duplicate."""
+    org = Org()
+    result = replay([*_forked(org, expire=True), *org.started("mbx01", "dbP2", 6)])
+    assert [a.type for a in result.alerts if a.messages] == [
+        AlertType.MESSAGE_EXPIRED, AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED]
+    assert _duplicates(result) == []
+
+
+def test_an_expired_messages_fork_whose_discard_reached_the_shadow_is_no_duplicate_at_the_shadows_own_promotion():
+    """As above, mbx02 promoting m1 on its own at 200: nobody gets it twice."""
+    org = Org()
+    result = replay([*_forked(org, expire=True), *org.promoted("mbx02", "mbx01", "m1", 200)])
+    assert _duplicates(result) == []
+    assert [(o.result, o.closed_ms) for o in result.outcomes] == [("promoted", at(200))]
+
+
+def test_a_processed_message_promoted_by_its_shadow_is_delivered_twice_only_to_the_forks_it_had_no_discard_for():
+    """m1 processed at 4 (f2 acknowledged after mbx02's last answer, at 3, which brought f1's notification): mbx02,
+    promoting it when mbx01 comes back at 6 with a new queue database, resubmits f2's copy alone: bob gets m1 twice,
+    a@fabrikam.com once (003, as above). Before, the twin named both."""
+    org = Org()
+    result = replay([*_forked(org, expire=False), *org.started("mbx01", "dbP2", 6)])
+    assert _duplicates(result) == [(at(6), [("m1", ("bob@tailspin.com",))])]
