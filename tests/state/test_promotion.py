@@ -276,3 +276,21 @@ def test_on_time_fires_each_deadline_at_its_own_time_whatever_the_call_granulari
     model.on_events(fine, [e for e in events if e.primary_server == "mbx01"])
     many_calls = [c for minute in range(0, 24 * 60, 7) for c in model.on_time(fine, at(minute)).commands]
     assert [c.command_id for c in one_call.commands] == [c.command_id for c in many_calls]
+
+
+def test_a_copy_the_primary_makes_on_its_shadow_is_contact_that_holds_its_promotion_off():
+    """"The SMTP communication between the shadow server and the primary server is used as the heartbeat that
+    determines the availability of the servers" (003); ShadowResubmitTimeSpan is how long a server waits "before
+    deciding that a primary server has failed" (003). mbx02's discard queries of mbx01 fail from 6 on (its own
+    sessions to mbx01 do not get through), but mbx01 opens sessions to mbx02 and makes a copy there every 30 minutes
+    (m2, m3, ...): mbx01 has not failed, and mbx02 does not take m1 over at 4 + 3 hours. Once the copies stop (the
+    last at 181), it does, ShadowResubmitTimeSpan later."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 4), *org.heartbeats_failing("mbx02", "mbx01", 6, 8 * 60)]
+    for n, minute in enumerate(range(31, 182, 30), start=2):
+        events += [*org.received("mbx01", f"m{n}", minute), *org.shadowed("mbx01", "mbx02", f"m{n}", minute)]
+    result = replay(sorted(events, key=lambda e: e.event_time_ms))
+    promotions = [a for a in result.alerts if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    assert [a.decided_at_ms for a in promotions] == [at(181) + 3 * HOUR]
