@@ -693,6 +693,8 @@ class _Transition:
             # resubmits it if it promotes before that (it was down, then its primary failed).
             m.expired_ms = t
             self.primary_done(m, t)
+            if s.deadlines.get(_EXPIRE, m.ref.internal_id) is None:  # its expiry fired: its copy's hold comes next
+                s.deadlines.set(_EXPIRE, m.ref.internal_id, self.copy_expires_ms(m))
         else:
             self.close(m, t, "expired")
 

@@ -410,7 +410,9 @@ def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver()
     m1 is in mbx01's queue again, and expires there at receipt + MessageExpirationTimeout
     (MESSAGE_EXPIRED, 2 days), not lost at the end of SafetyNetHoldTime + MessageExpirationTimeout. Expired
     is processed: mbx01 keeps the discard notification for mbx02 until ShadowMessageAutoDiscardInterval
-    after mbx02's last query (8), then deletes it (DISCARD_EVENTS_DROPPED)."""
+    after mbx02's last query (8), then deletes it (DISCARD_EVENTS_DROPPED); mbx02's copy, never acknowledged,
+    expires at receipt + SafetyNetHoldTime + MessageExpirationTimeout (SHADOW_EXPIRED), and nothing of m1 is held
+    after (before: its expiry deadline was spent on the queue's expiry, and m1 and mbx02's pair stayed for good)."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
@@ -427,6 +429,7 @@ def at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver()
         Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
         Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
         Expected(AlertType.DISCARD_EVENTS_DROPPED, at(8) + 2 * DAY, ("m1",)),
+        Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",)),
     ))
 
 
@@ -1488,8 +1491,9 @@ ALL = (
     a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
 )
 
-# The fifth review's timelines end with every copy released: nothing may be held afterwards.
-SETTLED = (a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
+# These timelines end with every copy released: nothing may be held afterwards.
+SETTLED = (a_primary_that_answered_451_is_believed,
+           at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
            a_side_effect_is_lost_with_its_parents_only_copy,
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
            primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
