@@ -3,7 +3,7 @@
 Local mode by default, any master by configuration; Spark's Kafka and Avro connectors at
 exactly the pyspark version (from the jar cache); RocksDB state store with changelog
 checkpointing and one memory bound for all its stores; few glibc malloc arenas for the JVM;
-the parallel garbage collector.
+the parallel garbage collector; Avro's readers bounded by the largest record a topic takes.
 
 On a cluster: the connector jars go to the executors with `spark.jars` (the driver serves
 them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from infra import jars
 from infra.settings import CONF_DIR, Settings
+from infra.topics import OUTPUT_MAX_BYTES
 
 LOG_CONFIG = CONF_DIR / "spark-log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -32,6 +33,12 @@ MALLOC_ARENAS = "2"
 # state is in RocksDB, Arrow's buffers off the heap), and G1's concurrent work and write barriers
 # cost the twin's JVM ~15 % more CPU per record (docs/performance.md, 2026-11-27 fourth session).
 GARBAGE_COLLECTOR = "-XX:+UseParallelGC"
+# Avro's reader allocates what a string's, bytes' or array's length says before reading it, up to 2 GB by
+# default: a 20-byte event claiming a 1 GB string ran the JVM out of heap, which ended the SparkContext and
+# the twin at every restart. No value can be longer than the largest record a topic of the twin takes; past
+# that `from_avro` fails, and the record is a dead letter (corrupt body).
+AVRO_LIMITS = " ".join(f"-Dorg.apache.avro.limits.{kind}.maxLength={OUTPUT_MAX_BYTES}"
+                       for kind in ("string", "bytes", "collectionItems"))
 
 
 def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> SparkSession:
@@ -63,8 +70,8 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
         "spark.sql.streaming.checkpointLocation": str(spark_settings.checkpoint_dir),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} {GARBAGE_COLLECTOR}",
-        "spark.executor.extraJavaOptions": GARBAGE_COLLECTOR,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} {GARBAGE_COLLECTOR} {AVRO_LIMITS}",
+        "spark.executor.extraJavaOptions": f"{GARBAGE_COLLECTOR} {AVRO_LIMITS}",
         **(extra or {}),
     }
     builder = SparkSession.builder.config("spark.jars", ",".join(dict.fromkeys(jar_list)))

@@ -245,6 +245,46 @@ def test_the_largest_record_the_events_topic_takes_is_a_dead_letter_and_the_quer
         (largest, b"mbx01", f"bad magic: {wire.bad_magic_detail('7878')}")]
 
 
+def lengths_claiming_gigabytes(event: MessageReceived) -> list[bytes]:
+    """`event`'s record with its event id's length, then its recipients' count, changed to ones the record cannot
+    hold: a gigabyte and more (which Avro Java allocates before reading), and negative."""
+    good = encode(event)
+    count = good.index(varint(1) + encode_field(event.recipients[0].address))
+    return [*(good[:wire.HEADER_SIZE] + varint(n) + good[wire.HEADER_SIZE + 1:] for n in (2**30, 2**31 - 9, -1)),
+            *(good[:count] + varint(n) + good[count + 1:] for n in (2**30, 2**31 - 9))]
+
+
+def test_lengths_claiming_gigabytes_a_tombstone_and_a_keyless_event_leave_the_twin_running(settings, spark,
+                                                                                          kafka_bootstrap, topics,
+                                                                                          tmp_path):
+    """Records of a few dozen bytes whose string or array length claims a gigabyte (or is negative), and a tombstone,
+    on the events topic: each is a dead letter with its reason, the query runs on, and the events around them,
+    one of them without a key, decide as the reference. Before, a length of 2^30 made Spark's Avro reader allocate
+    it: the JVM ran out of heap and the SparkContext ended, at every restart."""
+    events = world_events()
+    alerts, commands = expected_ids(events)
+    received = next(e for e in events if isinstance(e, MessageReceived))
+    hostile = [*lengths_claiming_gigabytes(dataclasses.replace(received, event_id="hostile")), None]
+    half = len(events) // 2
+    publish(kafka_bootstrap, topics.events, events[:half], raw=hostile)
+    keyless = producer(kafka_bootstrap)
+    keyless.produce(topics.events, key=None, value=encode(events[half]))
+    assert keyless.flush(30) == 0
+    publish(kafka_bootstrap, topics.events, [*events[half + 1:], final_tick(events)])
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands)
+                      and len(g[topics.dead_letters]) >= len(hostile) or twin.restarts > 0)
+        assert twin.restarts == 0 and twin.query.isActive and twin.query.exception() is None
+    letters = sorted((d.original, d.key, d.reason.split(":")[0]) for d in got[topics.dead_letters])
+    assert letters == sorted([*((value, b"mbx01", wire.CORRUPT_BODY) for value in hostile[:-1]),
+                              (b"", b"mbx01", wire.BAD_MAGIC)])
+    assert wire.TOMBSTONE in next(d.reason for d in got[topics.dead_letters] if d.original == b"")
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+
+
 def test_an_alert_larger_than_kafkas_default_limit_is_published_and_the_query_runs_on(settings, spark,
                                                                                      kafka_bootstrap, topics, tmp_path):
     """A shadow promotes the copies of 4,000 messages with long ids after a heartbeat timeout: the alert
