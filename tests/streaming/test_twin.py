@@ -388,6 +388,40 @@ def test_records_of_an_aborted_transaction_are_not_read(settings, spark, kafka_b
     assert held.where("<phantom@example.com>") == []
 
 
+def test_once_every_message_has_ended_no_message_and_no_timer_is_left_in_spark_or_on_the_state_topic(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """The world's messages end delivered, promoted, or at risk and then lost; a tick a month later fires every
+    deadline left. Then the state topic holds no
+    message, and Spark's state store no registered timer: nothing would call a group again, nor need to."""
+    events = world_events()
+    later = ClockTick(event_id="a-month-later", event_time_ms=max(e.event_time_ms for e in events) + 30 * 86_400_000,
+                      node="shadowtwin", primary_server="")
+    reference = replay(events, until_ms=later.event_time_ms - DELAY_MS)
+    assert all(reference.settles(primary) for primary in reference.states), "the reference holds nothing by then"
+    alerts = {a.alert_id for a in reference.alerts}
+    publish(kafka_bootstrap, topics.events, [*events, later])
+    checkpoint = tmp_path / "checkpoint"
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                         ticks=False, checkpoint_dir=checkpoint, say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts], lambda g: len(g[topics.alerts]) >= len(alerts))
+        deadline = time.monotonic() + 90  # the batch that fired the deadlines may not have committed yet
+        while (timers_in(spark, checkpoint) != [] or read_state(kafka_bootstrap, topics.state).messages) \
+                and time.monotonic() < deadline:
+            time.sleep(1)
+        assert twin.query.exception() is None
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert read_state(kafka_bootstrap, topics.state).messages == {}
+    assert timers_in(spark, checkpoint) == []
+
+
+def timers_in(spark, checkpoint) -> list | None:
+    """The timers registered in the checkpoint's state store as of its last committed batch (Spark's state data
+    source); None before the first batch is committed."""
+    if not any((checkpoint / "commits").glob("[0-9]*")):
+        return None
+    return spark.read.format("statestore").option("readRegisteredTimers", "true").load(str(checkpoint)).collect()
+
+
 def test_a_topology_that_goes_silent_is_still_noticed(settings, spark, kafka_bootstrap, topics, tmp_path):
     model = model_config_from({"shadow_heartbeat_frequency": "1s", "shadow_resubmit_time_span": "6s"})
     now_ms = int(time.time() * 1000)
