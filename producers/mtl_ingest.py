@@ -18,7 +18,7 @@ in an earlier run is read (the mapper learns from it) but not sent again, and th
 each file advances on delivery reports; it is saved every poll. An event larger than the producer
 sends (a delivery to 60,000 recipients, say) becomes a dead letter of its line, with its size, and the
 run goes on; so does one the broker refuses as larger than the events topic takes (its `max.message.bytes`),
-once it is refused sent alone (the broker refuses a batch of records as one, the valid ones with it), and it
+once it is refused sent alone (the broker refuses a batch of records as one, the valid ones with it). Either
 is counted (`IngestCounts.refused`) and not acknowledged. With `follow`, a record the broker refuses otherwise
 ends the run (the caller flushes, saves, and exits non-zero; a restart sends
 again from the saved position); so does a save that fails, with or without `follow`.
@@ -41,33 +41,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaException
 
 from producers.ingest_positions import Positions
 from producers.log_tail import Line, LogTail, TailedFile, head_lines
 from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
-from producers.publisher import DEFAULT_DELIVERY_TIMEOUT_S, Deliveries, flush, produce, reporting_producer
-from schemas.codec import encode
-
-
-# The most of a line a dead letter carries: a producer sends no record over 1,000,000 bytes (librdkafka's
-# message.max.bytes), and one refused would end the run at that line.
-ORIGINAL_KEPT = 512 * 1024
+from producers.publisher import (DEFAULT_DELIVERY_TIMEOUT_S, ORIGINAL_KEPT, Deliveries, Oversized, SetAside, counted,
+                                 produce, reporting_producer)
 
 
 class NotATrackingLog(ValueError):
     """A file to ingest is something else: its lines would all be dead letters."""
 
 
-class TooLarge(Exception):
-    """An event the producer will not send for its size; the message says how large it is and why."""
-
-
 class Sink(Protocol):
-    def event(self, event: Event, on_delivery: Callable | None = None,
-              set_aside: Callable[[str], DeadLetter] | None = None) -> None: ...
+    def event(self, event: Event, on_delivery: Callable | None = None, set_aside: SetAside | None = None) -> None: ...
 
     def dead(self, letter: DeadLetter, on_delivery: Callable | None = None) -> None: ...
 
@@ -85,10 +75,10 @@ class IngestCounts:
     not_logs: int = 0  # files that came while following and are no message-tracking log: skipped
     unreadable: int = 0  # files that came while following and could still not be read at the end
     unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
-    refused: int = 0  # events the broker refused as too large for the events topic: dead letters instead
+    refused: int = 0  # events too large to send (for the producer or the events topic): dead letters instead
 
     def set_aside(self, kinds: Counter) -> None:
-        """Events the broker refused (`KafkaSink.set_aside`): dead letters, not events."""
+        """Events too large to send (`KafkaSink.set_aside`): dead letters, not events."""
         self.events -= kinds
         self.dead_letters += sum(kinds.values())
         self.refused += sum(kinds.values())
@@ -103,8 +93,8 @@ class IngestCounts:
         if self.unreadable:
             parts.append(f"  {self.unreadable} files could not be read (no permission) and were left out")
         if self.refused:
-            parts.append(f"  {self.refused} events were larger than the events topic takes (max.message.bytes):"
-                         " not sent, their lines are dead letters")
+            parts.append(f"  {self.refused} events were larger than Kafka or the events topic takes (the producer's"
+                         " message.max.bytes, the topic's max.message.bytes): not sent, their lines are dead letters")
         if self.published_before:
             parts.append(f"  {self.published_before} lines were published by an earlier run and not sent again")
         if self.unjoined:
@@ -228,12 +218,9 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
     for record in records:
         extra = {} if positions is None else {"on_delivery": positions.sending(line)}
         if isinstance(record, Event):
-            try:
-                sink.event(record, **extra, set_aside=lambda reason: _dead_letter(line, reason, wall_clock))
-                counts.events[record.kind] += 1
-                continue
-            except TooLarge as exc:  # no valid record of the line is lost: the line is set aside, and on
-                record = _dead_letter(line, str(exc), wall_clock)
+            sink.event(record, **extra, set_aside=lambda reason, *_: _dead_letter(line, reason, wall_clock))
+            counts.events[record.kind] += 1
+            continue
         counts.dead_letters += 1
         sink.dead(record, **extra)
     if positions is not None:
@@ -253,11 +240,10 @@ def _dead_letter(line: Line, reason: str, wall_clock: Callable[[], float]) -> De
 class KafkaSink:
     """Events to the events topic (keyed by primary server), dead letters to the dead-letter topic;
     `deliveries` counts the broker's acknowledgements of both, and a record the client refuses as not
-    acknowledged, with its reason; an event larger than it sends raises TooLarge instead, unsent. An event the
-    broker refuses as too large (the events topic's `max.message.bytes`) is sent again alone, since the broker
-    refuses a batch as one; refused alone, it is not acknowledged, and one of the ingester's (given `set_aside`)
-    is counted by kind in `set_aside` and the dead letter its `set_aside` makes is sent in its place (when the
-    sink is polled or closed). Safe to share with a thread that publishes beside the ingester (the SMTP probe of
+    acknowledged, with its reason. An event too large to send (larger than the producer sends, or than the
+    events topic takes: `producers.publisher.Oversized`) is not acknowledged either; one of the ingester's
+    (given `set_aside`) is counted by kind in `set_aside` and the dead letter its `set_aside` makes is sent in
+    its place. Safe to share with a thread that publishes beside the ingester (the SMTP probe of
     `ingest --follow --probe`)."""
 
     def __init__(self, bootstrap: str, events_topic: str, dead_letters_topic: str,
@@ -265,72 +251,35 @@ class KafkaSink:
         self.deliveries = Deliveries(bootstrap, delivery_timeout_s)
         self.topics = (events_topic, dead_letters_topic)
         self.producer = reporting_producer(bootstrap, self.deliveries, self.topics)
-        self._alone: Producer | None = None  # sends each event refused in a batch in a batch of its own
-        self._refused: list[tuple[Event, KafkaError, Callable, Callable | None, bool]] = []
-        self.set_aside: Counter = Counter()
+        self.oversized = Oversized(self.deliveries, dead_letters_topic, self.producer)
+        self.set_aside = self.oversized.not_sent
         self._lock = threading.Lock()
 
-    def _send(self, topic: str, record: Event | DeadLetter, on_delivery: Callable | None,
-              set_aside: Callable[[str], DeadLetter] | None = None, client: Producer | None = None) -> None:
-        alone = client is not None
-
-        def delivered(error, message) -> None:
-            if (error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE and isinstance(record, Event)
-                    and not (alone and set_aside is None)):
-                self._refused.append((record, error, set_aside, on_delivery, alone))  # for _resend
-                return
-            self.deliveries.delivered(error)
-            if on_delivery is not None:
-                on_delivery(error, message)
-
+    def event(self, event: Event, on_delivery: Callable | None = None, set_aside: SetAside | None = None) -> None:
         with self._lock:
             try:
-                produce(client or self.producer, topic, record, delivered)
+                produce(self.producer, self.topics[0], event,
+                        self.oversized.report(self.topics[0], set_aside, on_delivery))
             except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
-                error = exc.args[0]
-                if isinstance(record, Event) and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise TooLarge(f"its {record.kind} event of {len(encode(record)):,} bytes is larger than"
-                                   f" Kafka takes ({error.str()})") from None
-                self.deliveries.refuse(error)
-                if on_delivery is not None:
-                    on_delivery(exc.args[0], None)
-            if not alone:
-                self.deliveries.produced += 1
-
-    def _resend(self) -> None:
-        """Each event the broker refused as too large: again alone, or, refused alone, its dead letter."""
-        while self._refused:
-            event, error, set_aside, on_delivery, alone = self._refused.pop(0)
-            if not alone:
-                self._alone = self._alone or reporting_producer(self.deliveries.bootstrap, self.deliveries,
-                                                                 **{"batch.num.messages": 1})
-                self._send(self.topics[0], event, on_delivery, set_aside, self._alone)
-                continue
-            self.deliveries.delivered(error)
-            self.set_aside[event.kind] += 1
-            self.dead(set_aside(f"its {event.kind} event of {len(encode(event)):,} bytes is larger than the events"
-                                f" topic {self.topics[0]} takes, its max.message.bytes ({error.str()})"), on_delivery)
-
-    def event(self, event: Event, on_delivery: Callable | None = None,
-              set_aside: Callable[[str], DeadLetter] | None = None) -> None:
-        self._send(self.topics[0], event, on_delivery, set_aside)
+                self.oversized.refused(event, exc.args[0], set_aside, on_delivery)
+            self.deliveries.produced += 1
 
     def dead(self, letter: DeadLetter, on_delivery: Callable | None = None) -> None:
-        self._send(self.topics[1], letter, on_delivery)
+        with self._lock:
+            try:
+                produce(self.producer, self.topics[1], letter, counted(self.deliveries, on_delivery))
+            except KafkaException as exc:  # this record only: counted, and on to the next
+                self.deliveries.refuse(exc.args[0])
+                if on_delivery is not None:
+                    on_delivery(exc.args[0], None)
+            self.deliveries.produced += 1
 
     def poll(self) -> None:
         """Serve the delivery reports that have arrived."""
-        self.producer.poll(0)
-        if self._alone is not None:
-            self._alone.poll(0)
-        self._resend()
+        with self._lock:
+            self.producer.poll(0)
+            self.oversized.poll()
 
     def close(self) -> int:
         """Flush; returns how many records were not acknowledged (failed or still queued)."""
-        while True:
-            flush(self.producer, self.deliveries)
-            if self._alone is not None:
-                flush(self._alone, self.deliveries)
-            if not self._refused:
-                return self.deliveries.unacknowledged
-            self._resend()
+        return self.oversized.flush()

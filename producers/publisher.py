@@ -13,8 +13,10 @@ A record counts as published only when its delivery report says the broker ackno
 A record not acknowledged within the delivery timeout (`kafka.delivery_timeout_seconds`),
 e.g. because no broker answers, fails; the publisher then stops sending, so a dead broker
 ends a run after about that long, with the count of what was not acknowledged. A record the
-client refuses to send (larger than the broker's `message.max.bytes`, say) is counted as not
-acknowledged, with the client's reason, and the publisher goes on with the next. A topic the
+client refuses to send is counted as not acknowledged, with the client's reason, and the publisher
+goes on with the next. An event too large to send (larger than the client sends, or than the events
+topic takes, `Oversized`: the valid events the broker refused with it are sent again) is counted so
+too, and with `dead_letters` (a topic the brokers have) it becomes a dead letter there, with the reason. A topic the
 brokers say they do not have is refused before anything is sent (`infra.kafka.NoSuchTopic`),
 not waited out.
 """
@@ -24,14 +26,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from schemas.codec import Record, encode, kafka_key
-from schemas.events import Event
-from infra.kafka import TOPIC_CHECK_SECONDS, bootstrap_of, check_topics, producer
+from schemas.codec import Record, default_codec, encode, kafka_key
+from schemas.events import DeadLetter, Event
+from infra.kafka import TOPIC_CHECK_SECONDS, NoSuchTopic, bootstrap_of, check_topics, producer
 
 DEFAULT_DELIVERY_TIMEOUT_S = 30.0
 POLL_EVERY = 1000
@@ -96,12 +99,116 @@ def flush(client: Producer, deliveries: Deliveries) -> int:
     return deliveries.unacknowledged
 
 
+SetAside = Callable[[str, "bytes | None", bytes], DeadLetter]  # (reason, key, value): the dead letter of an event
+
+# The most of an event's bytes its dead letter carries: a producer sends no record over 1,000,000 bytes (librdkafka's
+# message.max.bytes), and a dead letter it refused would be lost.
+ORIGINAL_KEPT = 512 * 1024
+
+
+class Oversized:
+    """Events too large to send, each set aside as a dead letter in its place. One larger than the client sends
+    (its message.max.bytes) is refused as it is produced; one larger than its topic takes (the topic's
+    max.message.bytes) the broker refuses, with the whole batch it came in, since it refuses a batch of records as
+    one: each event so refused is sent again alone, in a batch of its own, and only one refused alone is too
+    large. Either is counted as not acknowledged (with the reason), counted by kind in `not_sent`, and the dead
+    letter its `set_aside(reason, key, value)` makes is sent to `dead_letters_topic` in its place; the broker's
+    are sent again or set aside when `poll` or `flush` serves their reports."""
+
+    def __init__(self, deliveries: Deliveries, dead_letters_topic: str | None, client: Producer):
+        self.deliveries, self.dead_letters_topic, self.client = deliveries, dead_letters_topic, client
+        self.not_sent: Counter = Counter()
+        self._alone: Producer | None = None  # sends each event refused in a batch in a batch of its own
+        self._refused: list[tuple[str, bytes | None, bytes, KafkaError, SetAside | None, Callable | None, bool]] = []
+
+    def report(self, topic: str, set_aside: SetAside | None, on_delivery: Callable | None = None,
+               alone: bool = False) -> Callable:
+        """The delivery report callback of the events sent to `topic`."""
+        counts = counted(self.deliveries, on_delivery)
+
+        def delivered(error, message) -> None:
+            if error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                self._refused.append((topic, message.key(), message.value(), error, set_aside, on_delivery, alone))
+            else:
+                counts(error, message)
+        return delivered
+
+    def refused(self, event: Event, error: KafkaError, set_aside: SetAside | None,
+                on_delivery: Callable | None = None) -> None:
+        """`event`, which the client refused to produce: set aside if it is too large, else counted with its reason."""
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            self._set_aside(kafka_key(event) or None, encode(event), error, set_aside, on_delivery, "Kafka takes")
+            return
+        self.deliveries.refuse(error)
+        if on_delivery is not None:
+            on_delivery(error, None)
+
+    def _set_aside(self, key: bytes | None, value: bytes, error: KafkaError, set_aside: SetAside | None,
+                   on_delivery: Callable | None, what: str) -> None:
+        kind = default_codec().decode_event(value).kind
+        self.deliveries.refuse(error)
+        self.not_sent[kind] += 1
+        if set_aside is None or self.dead_letters_topic is None:
+            return
+        letter = set_aside(f"its {kind} event of {len(value):,} bytes is larger than {what} ({error.str()})",
+                           key, value)
+        self.deliveries.produced += 1
+        produce(self.client, self.dead_letters_topic, letter, counted(self.deliveries, on_delivery))
+
+    def poll(self) -> None:
+        """Serve the delivery reports that have arrived; send again or set aside the events refused as too large."""
+        if self._alone is not None:
+            self._alone.poll(0)
+        while self._refused:
+            topic, key, value, error, set_aside, on_delivery, alone = self._refused.pop(0)
+            if alone:
+                self._set_aside(key, value, error, set_aside, on_delivery,
+                                f"the events topic {topic} takes, its max.message.bytes")
+                continue
+            self._alone = self._alone or reporting_producer(self.deliveries.bootstrap, self.deliveries,
+                                                             **{"batch.num.messages": 1})
+            self._alone.produce(topic, key=key, value=value,
+                                on_delivery=self.report(topic, set_aside, on_delivery, alone=True))
+
+    def flush(self) -> int:
+        """Flush `client` (and what is sent again alone) until every report is served; returns how many records
+        were not acknowledged."""
+        while True:
+            flush(self.client, self.deliveries)
+            if self._alone is not None:
+                flush(self._alone, self.deliveries)
+            if not self._refused:
+                return self.deliveries.unacknowledged
+            self.poll()
+
+
+def counted(deliveries: Deliveries, on_delivery: Callable | None) -> Callable:
+    """A delivery report callback that counts the report in `deliveries`, then hands it to `on_delivery`."""
+    if on_delivery is None:
+        return deliveries.delivered
+
+    def delivered(error, message) -> None:
+        deliveries.delivered(error)
+        on_delivery(error, message)
+    return delivered
+
+
 class Publisher(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, events: Iterable[Event], speed: float | None = None,
-                 clock: Callable[[], float] = time.monotonic, delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S):
+                 clock: Callable[[], float] = time.monotonic, delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S,
+                 dead_letters: str | None = None, source: str = "events"):
         super().__init__(name="shadowtwin-publisher", daemon=True)
         self.deliveries = Deliveries(bootstrap_servers, delivery_timeout_s)
         self._producer = reporting_producer(bootstrap_servers, self.deliveries, (topic,))
+        if dead_letters is not None:  # a broker without one (not made by `topics create`) takes the events all the same
+            try:
+                check_topics(self._producer, bootstrap_servers, (dead_letters,),
+                             min(TOPIC_CHECK_SECONDS, delivery_timeout_s))
+            except NoSuchTopic:
+                dead_letters = None
+        self.oversized = Oversized(self.deliveries, dead_letters, self._producer)
+        self._delivered = self.oversized.report(topic, self._dead_letter)
+        self._source = source
         self._topic = topic
         self._events = events
         self._speed = speed
@@ -114,7 +221,7 @@ class Publisher(threading.Thread):
             self._flat_out()
         else:
             self._paced()
-        flush(self._producer, self.deliveries)
+        self.oversized.flush()
 
     def _paced(self) -> None:
         started, first_ms = self._clock(), None
@@ -133,6 +240,7 @@ class Publisher(threading.Thread):
             if self._stopping.wait(min(wait, 1.0)):
                 return False
             self._producer.poll(0)
+            self.oversized.poll()
             if self.deliveries.failed:
                 return False
         return True
@@ -148,16 +256,23 @@ class Publisher(threading.Thread):
                 return
             self._send(chunk)
 
+    def _dead_letter(self, reason: str, key: bytes | None, value: bytes) -> DeadLetter:
+        """The dead letter of an event of the source, set aside for `reason`."""
+        cut = f" (its first {ORIGINAL_KEPT:,} bytes are kept)" if len(value) > ORIGINAL_KEPT else ""
+        return DeadLetter(original=value[:ORIGINAL_KEPT], key=key, topic=self._source, reason=reason + cut,
+                          at_ms=int(time.time() * 1000))
+
     def _send(self, events: Iterable[Event]) -> None:
-        client, topic, delivered = self._producer, self._topic, self.deliveries.delivered
+        client, topic, oversized, delivered = self._producer, self._topic, self.oversized, self._delivered
         for event in events:
             try:
                 produce(client, topic, event, delivered, poll=False)
             except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
-                self.deliveries.refuse(exc.args[0])
+                oversized.refused(event, exc.args[0], self._dead_letter)
             self.deliveries.produced += 1
             self.sent += 1
         client.poll(0)
+        oversized.poll()
 
     def stop(self) -> None:
         self._stopping.set()

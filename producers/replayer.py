@@ -8,7 +8,9 @@ event time pass per second of wall time (60: a minute a second); None publishes 
 possible. While it runs, `progress` gets a line about every `every` seconds: events sent and
 acknowledged, the event-time position, the rate; and, while the broker acknowledges none, what
 the client says about it (a dead broker is named seconds in, not at the delivery timeout). The
-outcome counts what the broker did not acknowledge (see `producers.publisher`); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
+outcome counts what the broker did not acknowledge (see `producers.publisher`), an event too large to
+send among them (a dead letter in `dead_letters` if the brokers have it, the recording its topic, its number
+its offset); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
 the run early, after flushing what was sent; the outcome then says how many of the recording's events were not sent.
 """
 
@@ -58,6 +60,8 @@ class ReplayOutcome:
     interrupted: bool = False
     deliveries: Deliveries | None = None
     total: int | None = None  # the recording's events, when it was interrupted
+    too_large: int = 0  # events too large to send (`producers.publisher.Oversized`): not sent
+    dead_letters: str | None = None  # the topic of their dead letters
 
     @property
     def unacknowledged(self) -> int:
@@ -69,7 +73,11 @@ class ReplayOutcome:
         verb = "interrupted after sending" if self.interrupted else "sent"
         of = f" of {self.total:,} ({self.total - self.sent:,} not sent)" if self.total is not None else ""
         acknowledged = f", {self.deliveries.acknowledged} acknowledged" if self.unacknowledged else ""
-        return f"{verb} {self.sent} events{of} in {self.seconds:.1f} s ({rate:,.0f} events/s){until}{acknowledged}"
+        large = "" if not self.too_large else (
+            f"; {self.too_large} events were larger than Kafka or the topic takes: not sent, "
+            + (f"dead letters in {self.dead_letters} instead" if self.dead_letters else "and no dead-letter topic"))
+        return (f"{verb} {self.sent} events{of} in {self.seconds:.1f} s ({rate:,.0f} events/s){until}{acknowledged}"
+                f"{large}")
 
     def failure(self) -> str | None:
         """One line when some events were not acknowledged, else None."""
@@ -123,9 +131,9 @@ class ProgressLines:
 
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
            progress: Callable[[str], None] | None = None, every: float = 2.0, stop: threading.Event | None = None,
-           delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
+           delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S, dead_letters: str | None = None) -> ReplayOutcome:
     outcome = publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every, stop=stop,
-                      delivery_timeout_s=delivery_timeout_s)
+                      delivery_timeout_s=delivery_timeout_s, dead_letters=dead_letters, source=str(path))
     if outcome.interrupted:  # how much of the recording was not sent (a damaged one was said as it was read)
         with contextlib.suppress(ContainerError):
             outcome.total = count_events(path)
@@ -135,11 +143,15 @@ def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None
 def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float | None = None,
             progress: Callable[[str], None] | None = None, every: float = 2.0,
             stop: threading.Event | None = None,
-            delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S) -> ReplayOutcome:
+            delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S, dead_letters: str | None = None,
+            source: str = "events") -> ReplayOutcome:
     """Publish `events` (any stream of them, e.g. a simulation) with progress lines, as `replay` does;
-    setting `stop` ends it early. A bad recording is raised again once what was read has been flushed."""
+    setting `stop` ends it early. An event too large to send becomes a dead letter in `dead_letters` (its topic
+    `source`, its offset its number in `events`). A bad recording is raised again once what was read has been
+    flushed."""
     position = _Position(events)
-    publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s)
+    publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s,
+                          dead_letters=dead_letters, source=source)
     started = time.monotonic()
     publisher.start()
     interrupted, lines = False, ProgressLines(progress)
@@ -152,7 +164,8 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
         if publisher.is_alive():
             lines.say(publisher.sent, publisher.deliveries.acknowledged, position.last_ms, publisher.deliveries)
     outcome = ReplayOutcome(publisher.sent, time.monotonic() - started, position.last_ms, interrupted,
-                            publisher.deliveries)
+                            publisher.deliveries, too_large=sum(publisher.oversized.not_sent.values()),
+                            dead_letters=publisher.oversized.dead_letters_topic)
     if position.error is not None:
         if progress is not None:
             progress(f"{outcome.describe()}, up to where the recording could be read")

@@ -174,7 +174,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     outcome = replay(settings.kafka, args.to or settings.topics.events, path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,
-                     delivery_timeout_s=settings.kafka.delivery_timeout_seconds)
+                     delivery_timeout_s=settings.kafka.delivery_timeout_seconds, dead_letters=settings.topics.dead_letters)
     print(outcome.describe())
     return _published(outcome.failure(), stop)
 

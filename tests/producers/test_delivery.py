@@ -18,6 +18,7 @@ from producers.recording import write_events
 from producers.publisher import Deliveries
 from producers.replayer import ProgressLines, publish, replay
 from producers.synthetic import Workload, generate
+from schemas.codec import encode
 from schemas.events import MessageReceived
 from tests.conftest import free_port
 from tests.producers.relay.conftest import read_topic
@@ -182,11 +183,16 @@ def test_a_record_too_large_for_the_broker_is_counted_and_the_rest_are_published
     huge = next(i for i, e in enumerate(events) if isinstance(e, MessageReceived))
     events[huge] = dataclasses.replace(events[huge], sender="x" * 2_000_000)  # over Kafka's 1 MB default
     write_events(tmp_path / "day.jsonl", events)
-    outcome = replay(kafka_bootstrap, topics.events, tmp_path / "day.jsonl")
-    assert outcome.sent == outcome.deliveries.produced == len(events)
-    assert outcome.deliveries.acknowledged == len(events) - 1 and outcome.deliveries.refused == 1
+    outcome = replay(kafka_bootstrap, topics.events, tmp_path / "day.jsonl", dead_letters=topics.dead_letters)
+    assert outcome.sent == len(events) and outcome.deliveries.produced == len(events) + 1, "and its dead letter"
+    assert outcome.deliveries.acknowledged == len(events) and outcome.deliveries.refused == 1
+    assert outcome.too_large == 1 and "1 events were larger than Kafka or the topic takes" in outcome.describe()
+    (letter,) = read_topic(kafka_bootstrap, topics.dead_letters, until=lambda records: len(records) >= 1)
+    assert letter.topic == str(tmp_path / "day.jsonl") and letter.original == encode(events[huge])[:524_288]
+    assert letter.reason.startswith("its MessageReceived event of ") and "is larger than Kafka takes (" in letter.reason
+    assert letter.reason.endswith("(its first 524,288 bytes are kept)") and len(letter.original) == 524_288
     failure = outcome.failure()
-    assert failure.startswith(f"1 of {len(events)} records were not acknowledged by Kafka at ")
+    assert failure.startswith(f"1 of {len(events) + 1} records were not acknowledged by Kafka at ")
     assert failure.endswith("(Unable to produce message: Broker: Message size too large)")
     published = read_topic(kafka_bootstrap, topics.events, until=lambda records: len(records) >= len(events) - 1)
     assert sorted(e.event_id for e in published) == sorted(e.event_id for i, e in enumerate(events) if i != huge)

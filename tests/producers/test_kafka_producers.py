@@ -175,7 +175,8 @@ def test_ingest_follow_dead_letters_an_event_too_large_for_kafka_and_follows_on_
     finally:
         stop.set()
         thread.join(20)
-    assert sink.close() == 0 and not thread.is_alive() and positions.refused == 0
+    assert sink.close() == 1 and sink.set_aside == {"MessageReceived": 1}, "not sent: counted"
+    assert not thread.is_alive() and positions.refused == 0
     assert positions.save()  # as `ingest --follow` does at its end
     again = ingest([str(log)], KafkaSink(kafka_bootstrap, topics.events, topics.dead_letters),
                    positions=Positions(tmp_path / "positions.json"))
@@ -220,8 +221,45 @@ def test_ingest_follow_dead_letters_an_event_the_events_topic_refuses_and_follow
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=60)
     assert process.returncode == 1, err[-2000:]
-    assert "1 events were larger than the events topic takes (max.message.bytes): not sent" in out, out
+    assert "1 events were larger than Kafka or the events topic takes" in out and "not sent" in out, out
     assert f"{expected + 2} events, {len(GARBLED) + 1} dead letters" in out, out
     (line,) = err.strip().splitlines()
     assert line.startswith(f"1 of {expected + 4 + len(GARBLED)} records were not acknowledged") and "Message size too large" in line
     assert published(kafka_bootstrap, events) == expected + 2
+
+
+def test_replay_sends_the_events_batched_with_one_the_events_topic_refuses_and_dead_letters_it(kafka_bootstrap,
+                                                                                               topics, tmp_path):
+    """An events topic whose max.message.bytes is smaller than one event of a recording: the broker refused the
+    whole batch it came in, and `replay` stopped at that failure, the valid events batched with it and every later
+    one unsent. Now the refused events are sent again alone: every valid event is published, the large one is a dead
+    letter saying why, and the run exits 1 saying how many were not sent."""
+    import dataclasses
+
+    from schemas.codec import encode, kafka_key
+    from schemas.events import MessageReceived
+    from tests.producers.test_signals import start
+    from tests.shadowtwin.test_errors import published
+
+    events = f"{topics.events}.small"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(events, 1, 1, config={"max.message.bytes": "3000"})])[events].result(30)
+    day = list(generate(Workload(servers=4, duration_ms=2 * 60_000)))
+    large = next(i for i, e in enumerate(day) if isinstance(e, MessageReceived))
+    day[large] = dataclasses.replace(day[large], sender="x" * 5000)  # far under the producer's 1 MB
+    write_events(tmp_path / "day.jsonl", day)
+    conf = tmp_path / "topics.toml"
+    conf.write_text(f'[topics]\nevents = "{events}"\ndead_letters = "{topics.dead_letters}"\n')
+    process = start(kafka_bootstrap, "--conf", conf, "replay", tmp_path / "day.jsonl")
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1, err[-2000:]
+    assert (f"1 events were larger than Kafka or the topic takes: not sent, dead letters in {topics.dead_letters}"
+            " instead") in out, out
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"1 of {len(day) + 1} records were not acknowledged") and "Message size too large" in line
+    assert published(kafka_bootstrap, events) == len(day) - 1, "every valid event sent"
+    (letter,) = dead_letters(kafka_bootstrap, topics.dead_letters, 1)
+    assert letter.original == encode(day[large]) and letter.key == kafka_key(day[large])
+    assert letter.topic == str(tmp_path / "day.jsonl")
+    assert letter.reason.startswith(f"its MessageReceived event of {len(encode(day[large])):,} bytes is larger than"
+                                    f" the events topic {events} takes, its max.message.bytes ("), letter.reason

@@ -644,7 +644,8 @@ def test_ingest_of_an_event_larger_than_the_producer_sends_dead_letters_its_line
     """A delivery to 60,000 recipients makes an event of 1.4 MB, which the producer refuses: the run ended at
     that line ('Unable to produce message: Broker: Message size too large', exit 1), every line after it unread;
     then it was counted as not acknowledged, exit 1, and with --follow the run stopped there and met it again at
-    restart. Now its line is a dead letter saying why, and the run goes on."""
+    restart. Now its line is a dead letter saying why, and the run goes on; it was not sent, so the run ends with
+    exit 1 saying so (it ended with 0, as if all was sent, while an event the events topic refused ended with 1)."""
     from tests.producers.test_kafka_producers import dead_letters
     from tests.producers.test_mtl import EX01, run
 
@@ -657,8 +658,11 @@ def test_ingest_of_an_event_larger_than_the_producer_sends_dead_letters_its_line
     conf = tmp_path / "topics.toml"
     conf.write_text(f'[topics]\nevents = "{topics.events}"\ndead_letters = "{topics.dead_letters}"\n')
     result = shadowtwin("--conf", conf, "ingest", "exchange-mtl", log, "--bootstrap", kafka_bootstrap)
-    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.returncode == 1, result.stderr[-2000:]
     assert f"{len(expected.events) - 1} events, {counts.dead_letters + 1} dead letters" in result.stdout
+    assert "1 events were larger than Kafka or the events topic takes" in result.stdout, result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"1 of {len(expected.events) + counts.dead_letters + 1} records were not acknowledged")
     assert published(kafka_bootstrap, topics.events) == len(expected.events) - 1, "every other event sent"
     letters = dead_letters(kafka_bootstrap, topics.dead_letters, counts.dead_letters + 1)
     (large,) = [d for d in letters if "larger than Kafka takes" in d.reason]
