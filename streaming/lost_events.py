@@ -18,6 +18,14 @@ events said is unknown to the twin, so it says which, as a line and as an EVENTS
   is given (its commit markers): a batch there reads fewer records than its offsets span anyway,
   and a range Kafka deleted just after the batch read it can be said lost.
 
+The events topic deleted and made again (in a moment, while the twin runs or while it is stopped) keeps its
+name: Spark's source, which knows a partition by name and offset only, has the partition's end offset below
+where it read to when the new topic has fewer records, and goes on from that end, the records below it
+unread (it says so only in a WARN, `failOnDataLoss` being off); the twin says which, as a line and an
+EVENTS_LOST alert (`LostEvents.went_back`). A new topic that holds as many records as the twin had read or more
+by its next batch cannot be told from the old one by its offsets: Spark reads it on from the old position,
+the records below it unread, and nothing is said (Spark's offsets and the checkpoint keep no topic id).
+
 Partitions added to the events topic while the twin runs (`kafka-topics --alter --partitions`) are
 read by Spark's source from their start, nothing skipped (a range Kafka deleted there first is said
 lost); the twin names them, as `topics create` names a partition count other than the configured one.
@@ -98,15 +106,37 @@ class LostEvents(StreamingQueryListener):
         self.lost = 0
 
     def at_start(self, checkpoint_dir: Path) -> int:
-        """The events deleted while the twin was stopped, before it read them; how many."""
-        return self.check(checkpoint_positions(checkpoint_dir), at_ms=checkpoint_watermark_ms(checkpoint_dir))
+        """The events deleted while the twin was stopped, before it read them, and those of a partition whose
+        end went below where the twin had read to; how many."""
+        positions, at_ms = checkpoint_positions(checkpoint_dir), checkpoint_watermark_ms(checkpoint_dir)
+        if not positions:
+            return 0
+        return self.went_back(positions, self._offsets(positions, OffsetSpec.latest()), at_ms) + self.check(
+            positions, at_ms=at_ms)
+
+    def went_back(self, positions: Positions, ends: Positions, at_ms: int = 0) -> int:
+        """Say each partition whose end offset in `ends` is below its position in `positions` (the topic deleted
+        and made again, say): Spark's source then goes on from that end, the records below it unread, and says
+        so only in a WARN ("Partition ...'s offset was changed from ... to ..."); how many records it skips."""
+        back = {tp: end for tp, end in ends.items() if end < positions.get(tp, 0)}
+        oldest = self._offsets(back, OffsetSpec.earliest()) if back else {}
+        for (topic, partition), end in sorted(back.items()):
+            first = min(oldest.get((topic, partition), 0), end)
+            self._said[(topic, partition)] = end
+            unread = f", offsets {first} to {end - 1} ({end - first} records) of it as it is now" if end > first else ""
+            line = (f"events lost: {topic} partition {partition}{unread}: its end offset went back from"
+                    f" {positions[(topic, partition)]}, where the twin had read to, to {end} (the topic deleted and"
+                    f" made again, say); it goes on from {end}, and what the partition held before is unknown to it")
+            self._tell(line, topic, partition, first, end, at_ms)
+        self.lost += (lost := sum(end - min(oldest.get(tp, 0), end) for tp, end in back.items()))
+        return lost
 
     def check(self, positions: Positions, ends: Positions | None = None, at_ms: int = 0) -> int:
         """Say, per partition, the records from its position in `positions` up to its oldest offset
         (at most up to its end in `ends`) that were not said yet; how many."""
         if not positions:
             return 0
-        oldest = self._oldest(positions)
+        oldest = self._offsets(positions, OffsetSpec.earliest())
         lost = 0
         for (topic, partition), first in sorted(positions.items()):
             first = max(first, self._said.get((topic, partition), first))
@@ -114,23 +144,23 @@ class LostEvents(StreamingQueryListener):
             if upto > first:
                 lost += upto - first
                 self._said[(topic, partition)] = upto
-                self._tell(topic, partition, first, upto, at_ms)
+                self._tell(f"events lost: {topic} partition {partition}, offsets {first} to {upto - 1}"
+                           f" ({upto - first} records), deleted by Kafka (retention.ms, retention.bytes or"
+                           f" kafka-delete-records) before the twin read them; it goes on from {upto}",
+                           topic, partition, first, upto, at_ms)
         self.lost += lost
         return lost
 
-    def _oldest(self, positions: Positions) -> Positions:
+    def _offsets(self, positions: Positions, spec: OffsetSpec) -> Positions:
         client = admin(self._kafka)
         try:
-            futures = client.list_offsets({TopicPartition(t, p): OffsetSpec.earliest() for t, p in positions},
+            futures = client.list_offsets({TopicPartition(t, p): spec for t, p in positions},
                                           request_timeout=self._timeout_s)
             return {(tp.topic, tp.partition): f.result(self._timeout_s).offset for tp, f in futures.items()}
         except Exception:  # noqa: BLE001 - saying what was lost must not keep the twin from deciding
             return {}
 
-    def _tell(self, topic: str, partition: int, first: int, upto: int, at_ms: int) -> None:
-        line = (f"events lost: {topic} partition {partition}, offsets {first} to {upto - 1} ({upto - first} records),"
-                f" deleted by Kafka (retention.ms, retention.bytes or kafka-delete-records) before the twin read them;"
-                f" it goes on from {upto}")
+    def _tell(self, line: str, topic: str, partition: int, first: int, upto: int, at_ms: int) -> None:
         self._say(line)
         if self._publish_alert is not None:
             self._publish_alert(Alert(
@@ -153,10 +183,11 @@ class LostEvents(StreamingQueryListener):
             if added:
                 self._say_added(added, len(ends))
             starts |= {tp: 0 for tp in added}  # read from their start
+            watermark = _ms((progress.get("eventTime") or {}).get("watermark"))
+            self.went_back(starts, ends, at_ms=watermark)
             spanned = sum(max(0, ends[tp] - starts[tp]) for tp in ends)
             if spanned > int(source.get("numInputRows", 0)):
-                watermark = (progress.get("eventTime") or {}).get("watermark")
-                self.check(starts, ends, at_ms=_ms(watermark))
+                self.check(starts, ends, at_ms=watermark)
 
     def _say_added(self, added: list[tuple[str, int]], partitions: int) -> None:
         self._say(f"events topic {added[0][0]}: partitions {', '.join(str(p) for _, p in added)} added since the"

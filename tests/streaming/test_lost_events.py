@@ -142,3 +142,44 @@ def test_a_twin_reads_next_from_the_end_of_its_last_committed_batch(tmp_path):
         (tmp_path / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     assert checkpoint_positions(tmp_path) == {("ev", 0): 9, ("ev", 1): 4}
     assert checkpoint_positions(tmp_path / "new") == {}
+
+
+def made_again(bootstrap: str, topic: str, partitions: int) -> None:
+    """The topic deleted and created again at once (within tens of milliseconds), under the same name."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(bootstrap)
+    client.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+            return
+        except Exception as exc:  # noqa: BLE001 - still being deleted: again
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_the_events_topic_made_again_while_the_twin_runs_is_said_and_alerted(settings, spark, kafka_bootstrap,
+                                                                            topics, tmp_path):
+    """The events topic deleted and created again between two batches, its new partition 0 holding 1 record
+    where the twin had read 2: Spark's source went on from offset 1, that record unread, and said so only in a
+    WARN ('Partition ...'s offset was changed from 2 to 1'); the twin said nothing."""
+    conf = twin_settings(settings, kafka_bootstrap, topics)
+    conf = dataclasses.replace(conf, spark=dataclasses.replace(conf.spark, trigger_interval=SparkInterval("8 seconds")))
+
+    def make_again() -> None:  # well before the next trigger, 8 s after the last
+        made_again(kafka_bootstrap, topics.events, topics.events_partitions)
+        fill(kafka_bootstrap, topics.events, 0, 1)
+
+    lines = lines_of_a_twin_that(conf, spark, topics, tmp_path / "checkpoint", make_again, reads_up_to=(0, 1),
+                                 says="events lost:")
+    said = (f"events lost: {topics.events} partition 0, offsets 0 to 0 (1 records) of it as it is now: its end offset"
+            f" went back from 2, where the twin had read to, to 1 (the topic deleted and made again, say); it goes on"
+            f" from 1, and what the partition held before is unknown to it")
+    assert said in lines, lines
+    alerts = [a for a, _ in read_topic(kafka_bootstrap, topics.alerts, ReadOutcome(), expected="Alert",
+                                       from_beginning=True, until_end=True) if a.type is AlertType.EVENTS_LOST]
+    assert [a.reason.split(":")[0] for a in alerts] == [said.removeprefix("events lost: ").split(":")[0]]
