@@ -30,7 +30,12 @@
 - a line of the data longer than 998 octets (and its CRLF; RFC 5321 4.5.3.1.6), in the header section or
   the body, gets `500 5.5.2 Line too long` at the end of the data, as a strict MTA answers it (aiosmtpd
   refuses lines longer than 1001 octets only, to allow a transparency dot, and took a 999-octet line);
-  a bare CR or LF ends a line in CRLF first (`handle_DATA`), so each part of the line counts alone;
+- a bare CR or LF in DATA (in the header section or the body) gets `550 5.6.11` at the end of the data, as
+  RFC 5321 2.3.8 and 4.1.1.4 have it (a server MUST NOT take a bare LF as a line end) and as postfix
+  (smtpd_forbid_bare_newline) and Exchange refuse it since the SMTP smuggling advisories (CVE-2023-51764/5/6):
+  the data ends at CRLF.CRLF only, so "<LF>.<LF>MAIL FROM:..." is content, refused with the rest, never a
+  command. In BDAT chunks, counted octets with no end marker to smuggle, a bare CR or LF ends a line in
+  CRLF (as postfix's `normalize`), so that what the node stores and sends on has CRLF line ends only;
 - a message (not a shadow copy) that already has more Received lines than the Receive connector's
   MaxHopCount is refused at the end of DATA with `554 5.4.14 Hop count exceeded - possible mail loop`,
   as Exchange refuses it, before the node sees it;
@@ -68,6 +73,7 @@ TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
 NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that recipient"
 NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
+BARE_LINE_END = "550 5.6.11 Bare CR or LF not allowed in DATA: lines end in CRLF (RFC 5321 2.3.8)"
 LINE_TOO_LONG = "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
 MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), after the transparency dot is removed
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
@@ -367,11 +373,10 @@ class RelayHandler:
         return offered + extensions + responses[-1:]
 
     async def handle_DATA(self, server: RelaySMTP, session: Session, envelope: Envelope) -> str:
-        # A bare LF or CR is no line end to aiosmtpd. A bare LF is one to smtplib's dot-stuffing: "\n.\n" would
-        # reach the shadow and the next hop as "\n..\n"; a bare CR is none, and "\r.\r" would reach them as it
-        # came, the end of the data to a next hop that ends lines at CR (SMTP smuggling). Lines end in CRLF
-        # from here on (RFC 5321 2.3.8), as postfix's smtpd_forbid_bare_newline = normalize has it.
-        envelope.original_content = _BARE_LINE_END.sub(b"\r\n", envelope.original_content)
+        if getattr(envelope, "chunks", None) is None and _BARE_LINE_END.search(envelope.original_content):
+            log.warning("refused a message from %s with a bare CR or LF in its data", _peer(session))
+            return BARE_LINE_END
+        envelope.original_content = _BARE_LINE_END.sub(b"\r\n", envelope.original_content)  # BDAT's chunks
         if any(len(line) > MAX_LINE_OCTETS for line in envelope.original_content.split(b"\r\n")):
             return LINE_TOO_LONG
         request = getattr(session, "shadow_request", None)

@@ -210,3 +210,27 @@ def test_bdat_and_data_do_not_mix_and_a_refused_chunk_is_read_not_taken_for_comm
     finally:
         session.close()
     assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
+
+
+@pytest.mark.parametrize("bare", [b"\n", b"\r"], ids=["LF", "CR"])
+def test_a_bare_lf_or_cr_in_data_is_refused_and_a_smuggled_transaction_is_content_not_commands(server, bare):
+    """SMTP smuggling (CVE-2023-51764/5/6): a sender writes "<LF>.<LF>" (or "<CR>.<CR>") and a second transaction
+    behind it, for a server that ends the data there to run. RFC 5321 4.1.1.4: a server MUST NOT take a bare LF
+    as a line end, nor "<LF>.<LF>" as the end of the data; 2.3.8: no bare CR or LF at all. The node took such a
+    message, its bare line ends made CRLF. Now the data still ends at CRLF.CRLF only, the whole is refused
+    `550 5.6.11` (as postfix's smtpd_forbid_bare_newline and Exchange refuse it), the smuggled MAIL, RCPT and
+    DATA are never answered, and the session goes on; the same in the header section."""
+    controller, backend = server
+    smuggled = b"MAIL FROM:<evil@fabrikam.example>\r\nRCPT TO:<b@contoso.com>\r\nDATA\r\nSubject: smuggled\r\n\r\nx"
+    session = _Session(controller.port)
+    try:
+        answers = session.send(ENVELOPE + b"DATA\r\nSubject: s\r\n\r\nline1" + bare + b"." + bare + smuggled
+                               + b"\r\n.\r\nNOOP\r\n", 5)
+        header = session.send(ENVELOPE + b"DATA\r\nSubject: s" + bare + b"X-Other: y\r\n\r\nhi\r\n.\r\n", 4)
+        assert session.send(ENVELOPE + b"DATA\r\nSubject: s\r\n\r\nfine\r\n.\r\n", 4)[3].startswith("250 2.0.0")
+    finally:
+        session.close()
+    refused = "550 5.6.11 Bare CR or LF not allowed in DATA: lines end in CRLF (RFC 5321 2.3.8)"
+    assert answers == ["250 OK", "250 OK", "354 End data with <CR><LF>.<CR><LF>", refused, "250 OK"]
+    assert header[3] == refused
+    assert backend.contents == [b"Subject: s\r\n\r\nfine\r\n"]
