@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import email
 import re
+from datetime import timedelta
 
 import pytest
 from aiosmtpd.controller import Controller
@@ -14,7 +15,8 @@ from aiosmtpd.smtp import SMTP
 from infra.settings import TopicSettings
 from producers.relay import client, downgrade, protocol, tls
 from producers.relay.lab import Lab
-from producers.relay.topology import load_topology
+from producers.relay.server import RelayController
+from producers.relay.topology import ReceiveConnector, load_topology
 from schemas.events import QueryFailureReason, ShadowFailureReason
 from tests.conftest import free_port
 from tests.producers.relay.conftest import topology_text
@@ -135,6 +137,41 @@ def test_8bit_content_reaches_a_next_hop_without_8bitmime_converted_to_7bit_mime
                            "Subject: caf\u00e9\r\n\r\nx\r\n".encode(), timeout=3)
     assert outcome.failed == {"b@fabrikam.com": downgrade.NOT_CONVERTIBLE} and not outcome.accepted
     assert len(seven_bit_hop.handler.messages) == 2
+
+
+class _ChunksNoted:
+    """A node's backend that notes each message, and whether it came in BDAT chunks (RFC 3030) or with DATA."""
+
+    def __init__(self):
+        self.messages: list[tuple[bytes, bool, list[str]]] = []
+
+    def accept(self, peer, helo, envelope, via) -> str:
+        self.messages.append((envelope.original_content, getattr(envelope, "chunks", None) is not None,
+                              list(envelope.mail_options)))
+        return "250 2.0.0 OK queued"
+
+
+def test_the_content_goes_in_bdat_to_a_next_hop_offering_chunking_and_with_data_to_one_that_does_not(
+        tmp_path, hangs_up_at_quit):
+    """Exchange sends BDAT to a server that offers CHUNKING (RFC 3030), as a node now offers it; the node's client
+    sent DATA always. To a node as next hop, the message now goes in one `BDAT <octets> LAST` chunk, 8-bit with
+    BODY=8BITMIME, its lone-dot and dot-first lines as they are (no stuffing); to a next hop without CHUNKING
+    it goes with DATA, the same octets arriving."""
+    tls.ensure_certificates(tmp_path, ["mx"], "127.0.0.1")
+    backend = _ChunksNoted()
+    node = RelayController(backend, "127.0.0.1", free_port(), "mx", {}, set(), tls.server_context(tmp_path, "mx"),
+                           tls.sender_context(tmp_path, "mx"), ReceiveConnector(timedelta(seconds=5)))
+    node.start()
+    content = "Subject: x\r\n\r\n.\r\n..two\r\nh\u00e9llo\r\n".encode()
+    try:
+        for port in (node.port, hangs_up_at_quit.port):
+            outcome = client.relay("127.0.0.1", port, "ex01", "a@contoso.com", ("b@fabrikam.com",), content,
+                                   timeout=3)
+            assert outcome.accepted == ("b@fabrikam.com",), outcome
+    finally:
+        node.stop()
+    assert backend.messages == [(content, True, ["BODY=8BITMIME", f"SIZE={len(content)}"])]
+    assert hangs_up_at_quit.handler.messages == [content]
 
 
 class _TLSUnavailable(SMTP):
