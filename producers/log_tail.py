@@ -11,7 +11,9 @@ without one keeps its place in its file), so a primary's lines and its shadow's,
 servers' logs, reach the mapper in event-time order.
 
 Without `follow` the tail reads the named files (globs expanded, ignoring case: Exchange writes
-`.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A file
+`.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. It holds
+none of them open between two reads of a chunk (a folder of thousands of small files passed the
+process's limit of open files, EMFILE), reopening each where it was left. A file
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
 every poll also picks up:
 - lines appended to a file since the last poll (an unfinished last line waits for its newline);
@@ -71,8 +73,9 @@ class Line:
 
 
 class TailedFile:
-    def __init__(self, path: Path, new_reader: Callable[[], Any]):
+    def __init__(self, path: Path, new_reader: Callable[[], Any], held: bool = True):
         self.path = path
+        self.held = held  # open from one read to the next (to follow it), else only while a chunk is read
         self.handle = open(path, "rb")
         stat = os.fstat(self.handle.fileno())
         self.identity = (stat.st_dev, stat.st_ino)
@@ -84,9 +87,14 @@ class TailedFile:
         self.seen_size = -1  # its size at the last poll, while it is read to its end
         self.closed_at = 0
         self.prefix = b""  # its first bytes as read (up to HEAD_BYTES)
+        if not held:
+            self.close()
 
     def head(self, size: int) -> bytes:
         """The file's first `size` bytes (fewer if it is shorter)."""
+        if self.handle.closed:
+            with open(self.path, "rb") as handle:
+                return handle.read(size)
         return os.pread(self.handle.fileno(), size, 0)
 
     def rewritten(self) -> bool:
@@ -117,13 +125,29 @@ class TailedFile:
         self.handle = open(self.path, "rb")
         self.handle.seek(self.closed_at)
 
+    def size(self) -> int:
+        return os.fstat(self.handle.fileno()).st_size if not self.handle.closed else os.stat(self.path).st_size
+
+    def _read(self) -> tuple[bytes, int]:
+        """The next chunk, and the offset after it; a file not `held` is open only meanwhile."""
+        if self.handle.closed:
+            self.reopen()
+        chunk = self.handle.read(CHUNK)
+        at = self.handle.tell()
+        if not self.held:
+            self.close()
+        return chunk, at
+
     def lines(self, final: bool) -> Iterator[tuple[int, int, Line]]:
         """(time key, line number, line) for what was written since the last read; `final` takes an
         unfinished last line too."""
-        while chunk := self.handle.read(CHUNK):
+        while True:
+            chunk, at = self._read()
+            if not chunk:
+                break
             if len(self.prefix) < HEAD_BYTES:
                 self.prefix += chunk[:HEAD_BYTES - len(self.prefix)]
-            end = self.handle.tell() - len(chunk) - len(self.partial)  # where the unfinished line starts
+            end = at - len(chunk) - len(self.partial)  # where the unfinished line starts
             if end == 0 and self.number == 0:
                 self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
             *complete, self.partial = _split(self.partial + chunk, self.newline)
@@ -132,7 +156,7 @@ class TailedFile:
                 yield self._line(raw, end)
         if final and self.partial:
             raw, self.partial = self.partial, b""
-            yield self._line(raw, self.handle.tell())
+            yield self._line(raw, at)
 
     def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
@@ -188,7 +212,7 @@ class LogTail:
         try:
             if self.max_age_s is not None and os.stat(path).st_mtime < self.clock() - self.max_age_s:
                 return
-            self.files[path] = TailedFile(path, self.new_reader)
+            self.files[path] = TailedFile(path, self.new_reader, held=self.follow)
         except FileNotFoundError:
             pass  # gone between listing and opening
 

@@ -154,7 +154,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
                 _one(line, mapper, sink, counts, wall_clock, positions, holds)
                 read_to[line.path] = line.end
                 if stop.is_set():  # Ctrl-C: what is left is said, not read
-                    counts.unread = {str(path): max(0, os.fstat(f.handle.fileno()).st_size - read_to.get(path, 0))
+                    counts.unread = {str(path): max(0, f.size() - read_to.get(path, 0))
                                      for path, f in tail.files.items()}
                     break
             for path in sorted(tail.unreadable.keys() - said_unreadable):

@@ -3,6 +3,9 @@ every event id of the table in EXCHANGE_LOGS.md, `.LOG`/`.log`, and Export-Csv i
 
 import csv
 import io
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -410,3 +413,63 @@ def test_export_csv_with_another_delimiter_reads_as_the_comma_export(tmp_path, d
     strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
     assert counts.dead_letters == 0 and strip(sink.events) == strip(run(comma)[0].events)
     assert sink.events[0].recipients[1].address == "bob@contoso.com"
+
+
+UNDER_FEW_FILES = """
+import json, resource, sys
+from pathlib import Path
+from producers.ingest_positions import Positions
+from producers.mtl_ingest import ingest
+from tests.producers.test_mtl import ListSink
+
+class Acknowledging(ListSink):
+    def event(self, event, on_delivery=None, set_aside=None):
+        super().event(event)
+        on_delivery(None)
+
+    def dead(self, letter, on_delivery=None):
+        super().dead(letter)
+        on_delivery(None)
+
+    def poll(self):
+        pass
+
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+sink = Acknowledging()
+ingest([sys.argv[1]], sink, positions=Positions(Path(sys.argv[2])))
+print(json.dumps([(e.message.internal_id, e.event_time_ms) for e in sink.events if e.kind == "MessageReceived"]))
+"""
+
+
+def test_more_logs_than_the_process_may_open_are_read_merged_by_time(tmp_path):
+    """`ingest` (without --follow) opened every file it matched and held them all to the end: a folder of more
+    small logs than the process may have files open (seed 1169) ended in `OSError: [Errno 24] Too many open
+    files`. Under a limit of 64, 200 one-line logs whose times run against their names, and one log of 800 lines
+    (two chunks) between them, now come out as before: every line, merged by time across the files, the
+    positions of what was sent saved, so that a second run sends nothing again."""
+    def at(ms: int) -> str:
+        return f"02:{ms // 60000:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
+
+    def received(ms: int, internal_id: str) -> dict[str, str]:
+        return record(at(ms), "RECEIVE", client_hostname="mail.fabrikam.com", server_hostname="EX01", source="SMTP",
+                      internal_message_id=internal_id, message_id=f"<{internal_id}@fabrikam.com>",
+                      network_message_id=f"a1b2c3d4-0101-4a5b-8c9d-{int(internal_id):012d}",
+                      recipient_address="ann@contoso.com", total_bytes="100")
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    raw_log(logs / "MSGTRK20261122-0.LOG", [received(250 * j + 125, str(j)) for j in range(1, 801)])
+    for k in range(1, 201):
+        raw_log(logs / f"MSGTRK20261122-{k}.LOG", [received(1000 * (201 - k), str(1000 + k))])
+
+    def ingested() -> list:
+        result = subprocess.run([sys.executable, "-c", UNDER_FEW_FILES, str(logs), str(tmp_path / "positions.json")],
+                                capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return json.loads(result.stdout)
+
+    received_ = ingested()
+    assert len(received_) == 1000
+    assert {i for i, _ in received_} == {str(n) for n in [*range(1, 801), *range(1001, 1201)]}
+    assert [ms for _, ms in received_] == sorted(ms for _, ms in received_)
+    assert ingested() == []  # the positions saved: nothing is sent again
