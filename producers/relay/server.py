@@ -10,8 +10,8 @@
   with BDAT gets 503; BINARYMIME is not offered, so the chunks hold a message of lines as DATA does), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
-  else is not), and AUTH LOGIN/PLAIN once the session is encrypted (before that, AUTH gets
-  `538 5.7.11`); the banner names the node, not the implementation;
+  else is not; STARTTLS on an encrypted session gets `554 5.5.1`), and AUTH LOGIN/PLAIN once the session
+  is encrypted (before that, AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
 - AUTH checks the login against the nodes' credentials and against the client certificate
   the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
   logged with the peer's address (never a credential) and answered late: 0.5 s, doubling with
@@ -79,6 +79,7 @@ MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), afte
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 _BDAT_ARGUMENT = re.compile(r"^(?P<size>[0-9]{1,18})(?: +(?P<last>LAST))? *$", re.IGNORECASE)
+TLS_ALREADY_ACTIVE = "554 5.5.1 Error: TLS already active"
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 
 log = logging.getLogger("shadowtwin.relay.server")
@@ -233,7 +234,11 @@ class RelaySMTP(SMTP):
 
     @syntax("STARTTLS", when="tls_context")
     async def smtp_STARTTLS(self, arg: str) -> None:
-        """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check)."""
+        """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check). Once
+        the session is encrypted, STARTTLS is refused as postfix refuses it (RFC 3207 4.2 offers it no more)."""
+        if self._tls_protocol is not None:  # aiosmtpd began a second handshake inside the first, and failed it
+            await self.push(TLS_ALREADY_ACTIVE)
+            return
         named = self.session.host_name if self.session is not None else None
         self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context
         await super().smtp_STARTTLS(arg)

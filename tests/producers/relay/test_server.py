@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import smtplib
 import socket
+import ssl
 import time
 from datetime import timedelta
 
@@ -234,3 +235,20 @@ def test_a_bare_lf_or_cr_in_data_is_refused_and_a_smuggled_transaction_is_conten
     assert answers == ["250 OK", "250 OK", "354 End data with <CR><LF>.<CR><LF>", refused, "250 OK"]
     assert header[3] == refused
     assert backend.contents == [b"Subject: s\r\n\r\nfine\r\n"]
+
+
+def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(server):
+    """RFC 3207 4.2: once TLS is on, STARTTLS is no longer offered; a client that sends it again is refused, as
+    postfix answers it (`554 5.5.1 Error: TLS already active`). The node answered `220 Ready to start TLS` and
+    began a second handshake inside the first: the client's next command, read as a TLS record, failed it, the
+    session ended, and the node logged a traceback."""
+    controller, backend = server
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
+        smtp.starttls(context=context)
+        smtp.ehlo("client.example")
+        assert not smtp.has_extn("starttls")
+        assert smtp.docmd("STARTTLS") == (554, b"5.5.1 Error: TLS already active")
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: s\r\n\r\nhi\r\n") == {}
+    assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
