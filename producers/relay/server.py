@@ -1,9 +1,10 @@
 """A node's SMTP server (aiosmtpd): ordinary mail, plus XSHADOW and XQDISCARD for authenticated peers.
 
-- EHLO advertises SIZE with the Receive connector's MaxMessageSize (RFC 1870; aiosmtpd answers a
-  larger SIZE= at MAIL, or more data, with 552; a shadow copy, which carries the primary's own lines,
-  may be `HEADER_ROOM` larger, as Exchange measures an internal hop by the size the message had when
-  it entered the organisation), PIPELINING (RFC 2920; aiosmtpd answers a batch of
+- EHLO advertises SIZE with the Receive connector's MaxMessageSize (RFC 1870; a larger SIZE= at MAIL, or more
+  data, gets `552 5.3.4 Message size exceeds fixed maximum message size` as Exchange answers it (aiosmtpd said
+  `552 Error: ...`, no status code: a sending postfix reports that 5.0.0); a shadow copy, which carries the
+  primary's own lines, may be `HEADER_ROOM` larger, as Exchange measures an internal hop by the size the
+  message had when it entered the organisation), PIPELINING (RFC 2920; aiosmtpd answers a batch of
   commands in order, and Exchange advertises it, so postfix and swaks --pipeline batch MAIL, RCPT and DATA),
   CHUNKING (RFC 3030, as Exchange offers it and sends BDAT to a server that does: a chunk's octets are read
   whatever the answer, the chunks pass the same size limit as DATA (`552 5.3.4`), DATA in a transaction begun
@@ -68,6 +69,8 @@ from producers.relay.tls import certified_name
 from producers.relay.topology import ReceiveConnector
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
+TOO_LARGE = "552 5.3.4 Message size exceeds fixed maximum message size"
+_LIBRARY_TOO_LARGE = ("552 Error: message size exceeds fixed maximum message size", "552 Error: Too much mail data")
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
@@ -171,6 +174,9 @@ class RelaySMTP(SMTP):
         if getattr(self, "session", None) is not None:
             self.session.shadow_request = None
 
+    async def push(self, status: str) -> None:
+        await super().push(TOO_LARGE if status in _LIBRARY_TOO_LARGE else status)
+
     def data_received(self, data: bytes) -> None:
         """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after
         `timeout` seconds of DATA was cut off. Any bytes from the client are activity."""
@@ -207,7 +213,7 @@ class RelaySMTP(SMTP):
             return
         if not fits:
             self._set_post_data_state()  # the transaction is over: chunks after this one get 503
-            await self.push("552 5.3.4 Message size exceeds fixed maximum message size")
+            await self.push(TOO_LARGE)
             return
         chunks.append(chunk)
         envelope.chunks = chunks

@@ -252,3 +252,22 @@ def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(ser
         assert smtp.docmd("STARTTLS") == (554, b"5.5.1 Error: TLS already active")
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: s\r\n\r\nhi\r\n") == {}
     assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
+
+
+def test_a_message_over_max_message_size_is_refused_552_5_3_4_at_mail_and_at_the_end_of_its_data(server):
+    """RFC 1870: a SIZE= over the declared limit at MAIL, or more data than it, gets 552; Exchange answers
+    `552 5.3.4 Message size exceeds fixed maximum message size` (RFC 3463 X.3.4, message too big), as the node
+    answers BDAT. aiosmtpd answered `552 Error: ...` with no status code, which a sending postfix reports as
+    5.0.0, saying nothing of the size. The session goes on."""
+    controller, backend = server
+    too_large = "552 5.3.4 Message size exceeds fixed maximum message size"
+    big = 1024 * 1024 + 1
+    session = _Session(controller.port)
+    try:
+        assert session.send(b"MAIL FROM:<a@fabrikam.example> SIZE=%d\r\n" % big, 1) == [too_large]
+        data = (b"x" * 998 + b"\r\n") * (big // 1000 + 1)
+        answers = session.send(ENVELOPE + b"DATA\r\n" + data + b".\r\nNOOP\r\n", 5)
+    finally:
+        session.close()
+    assert answers == ["250 OK", "250 OK", "354 End data with <CR><LF>.<CR><LF>", too_large, "250 OK"]
+    assert backend.contents == []
