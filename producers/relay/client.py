@@ -13,7 +13,8 @@
   an 8-bit message goes with BODY=8BITMIME, or, to a next hop that does not offer 8BITMIME, converted to
   7-bit MIME (`downgrade`; one with an 8-bit header fails for good, `554 5.6.3`), never as it is (RFC 6152 3);
   the content goes in one `BDAT <octets> LAST` chunk to a next hop (or peer) that offers CHUNKING, as Exchange
-  sends it between servers (RFC 3030), else with DATA;
+  sends it between servers (RFC 3030), else with DATA; a next hop that refuses EHLO (an old one) gets HELO, and
+  the message with none of the extensions (so 7-bit MIME);
   the next hop's greeting and answers are awaited as long as RFC 5321 has it (5 minutes, 10 for the end of
   the data; connecting takes the node's SMTP timeout);
 - `query_discards`: the XQDISCARD heartbeat (over the same kind of session), returning the
@@ -97,7 +98,8 @@ class _Session(smtplib.SMTP):
 
 
 def _open(host: str, port: int, me: str | None, timeout: float, answer_timeout: float | None = None) -> smtplib.SMTP:
-    """A session after EHLO `me`; None: the address this end of the connection has, as an address literal."""
+    """A session after EHLO `me` (HELO to a server that refuses EHLO); None: the address this end of the connection
+    has, as an address literal."""
     session = _Session(local_hostname=me or "localhost", timeout=timeout)
     session.answer_timeout = answer_timeout
     session._host = host  # what smtplib's constructor would note for STARTTLS (the TLS server name)
@@ -107,6 +109,8 @@ def _open(host: str, port: int, me: str | None, timeout: float, answer_timeout: 
         raise smtplib.SMTPConnectError(code, text)
     session.local_hostname = me or address_literal(session.sock.getsockname()[0])
     code, _ = session.ehlo()
+    if 500 <= code < 600:  # no extensions here (RFC 5321 4.1.4): HELO, as postfix and smtplib.sendmail fall back to it
+        code, _ = session.helo()
     if code != 250:
         session.close()
         raise SessionFailed(ShadowFailureReason.REFUSED, QueryFailureReason.REFUSED, f"EHLO refused: {code}")

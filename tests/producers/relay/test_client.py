@@ -174,6 +174,32 @@ def test_the_content_goes_in_bdat_to_a_next_hop_offering_chunking_and_with_data_
     assert hangs_up_at_quit.handler.messages == [content]
 
 
+class _NoEhlo(SMTP):
+    """An old server with no service extensions: EHLO answered `502`, as RFC 5321 4.1.4 has such a server answer it."""
+
+    async def smtp_EHLO(self, hostname: str) -> None:
+        await self.push("502 5.5.1 Command not implemented")
+
+
+def test_a_next_hop_that_refuses_ehlo_gets_helo_and_the_message_in_7_bits():
+    """RFC 5321 4.1.4: a server without service extensions answers EHLO 500, 501, 502 or 550, and stays as it was;
+    postfix (and smtplib.sendmail) then say HELO. The node gave the session up as failed, at every attempt, until the
+    message expired. Now it says HELO and sends the message with no extension: 8-bit content converted to
+    7-bit MIME (RFC 6152 3), with DATA."""
+    server = serving(_NoEhlo, decode_data=True)
+    content = "Subject: x\r\n\r\nh\u00e9llo\r\n".encode()
+    try:
+        outcome = client.relay("127.0.0.1", server.port, "ex01.contoso.com", "a@contoso.com", ("b@fabrikam.com",),
+                               content, timeout=3)
+    finally:
+        server.stop()
+    assert outcome == client.RelayOutcome(("b@fabrikam.com",), "2.0.0 queued as Q1")
+    (received,) = server.handler.messages
+    assert received.isascii()
+    assert email.message_from_bytes(received).get_payload(decode=True) == "h\u00e9llo\r\n".encode()
+    assert server.handler.mail_options == [[]]
+
+
 class _TLSUnavailable(SMTP):
     """Offers STARTTLS but answers it 454, as postfix does when its certificate cannot be read."""
 
