@@ -19,9 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_names as variables_of, env_overlay, matching, merge, more_than, one_of,
-    port as port_number,
-    positive_duration, readable_file,
+    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_names, env_overlay, matching, merge, more_than, one_of,
+    port as port_number, positive_duration, readable_file,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
 
@@ -248,9 +247,9 @@ class Settings:
     alert_routing: AlertRoutingSettings = field(default_factory=AlertRoutingSettings)
 
 
-def env_names() -> dict[str, tuple[str, ...]]:
+def setting_variables() -> dict[str, tuple[str, ...]]:
     """Every environment variable that sets a key (`SHADOWTWIN_SPARK_TRIGGER_INTERVAL`) -> the key's path."""
-    return variables_of(Settings, ENV_PREFIX, _OWN_TABLES)
+    return env_names(Settings, ENV_PREFIX, _OWN_TABLES)
 
 
 def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, str] | None = None) -> Settings:

@@ -24,7 +24,7 @@ from infra.kafka import NoSuchTopic, bootstrap_of
 from infra.kafka_tools import TOOLS
 from infra.topics import TopicsDiffer
 from infra.config import closest
-from infra.settings import PROJECT_ROOT, ConfigError, Settings, env_names, load_settings, spark_master
+from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings, setting_variables, spark_master
 from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
@@ -421,7 +421,7 @@ def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | Non
     if meant := closest(option, options):
         return f"; did you mean {meant}?"
     word = option[2:].replace("-", "_")
-    variables = env_names()
+    variables = setting_variables()
     named = [(v, path) for v, path in variables.items() if path[-1] == word or path[-1].startswith(f"{word}_")]
     if len(named) != 1:
         return ""
