@@ -385,7 +385,12 @@ def _version() -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Bad arguments: one line naming the argument and the problem, exit status 2."""
+    """Bad arguments: one line naming the argument and the problem, exit status 2. An option is
+    written whole: a misspelt one is named (`--second`: did you mean --seconds?), not taken for the
+    option it begins (argparse's abbreviations), and the commands' parsers are made by this class."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

@@ -59,9 +59,12 @@ def test_replay_of_a_file_that_is_no_recording(tmp_path):
                                         ' option: [spark] trigger_interval = "2 seconds" in the configuration, or'
                                         ' SHADOWTWIN_SPARK_TRIGGER_INTERVAL="5 seconds"'),
     (["whatif", "day.avro", "--sett", "x=1"], "shadowtwin whatif: unrecognized arguments: --sett x=1; did you mean --set?"),
-], ids=["a setting", "a misspelt option"])
+    (["simulate", "--second", "5"], "shadowtwin simulate: unrecognized arguments: --second 5; did you mean --seconds?"),
+    (["whatif", "day.avro", "--se", "x=1"], "shadowtwin whatif: unrecognized arguments: --se x=1; did you mean --set?"),
+], ids=["a setting", "a misspelt option", "the start of an option", "a shortened option"])
 def test_an_argument_the_command_does_not_take_is_named_by_the_command_with_what_was_meant(args, says):
-    """`twin run --trigger 5` said 'shadowtwin: unrecognized arguments: --trigger 5 (see shadowtwin --help)'."""
+    """`twin run --trigger 5` said 'shadowtwin: unrecognized arguments: --trigger 5 (see shadowtwin --help)'; `simulate
+    --second 5` was taken as --seconds (argparse's abbreviations: 'simulate: --seconds is only for --live')."""
     assert one_line_naming(shadowtwin(*args), says).endswith(f"(see shadowtwin {args[0]} --help)")
 
 
