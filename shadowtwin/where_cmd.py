@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
 
 from infra.broker import BrokerError
 from infra.settings import Settings
+from schemas.jsonl import iso_time
 from shadowtwin.arguments import did_you_mean, server_name
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from state.summary import TopologyView
@@ -78,9 +78,11 @@ def _server(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def iso(ms: int | None) -> str:
+    """`2026-11-22T02:00:00.000Z`; a deadline past year 9999 (a span of thousands of years) as its milliseconds."""
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    text = iso_time(ms)
+    return text if isinstance(text, str) else f"{ms} ms (after year 9999)"
 
 
 def describe_message(r: dict) -> str:

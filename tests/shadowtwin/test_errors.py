@@ -2,6 +2,7 @@
 exit status 2, no traceback (unless --debug); a closed pipe ends quietly."""
 
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -129,6 +130,26 @@ def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
 
 def test_simulate_with_a_missing_topology(tmp_path):
     one_line_naming(shadowtwin("simulate", "--topology", tmp_path / "none.toml"), "none.toml")
+
+
+def test_the_longest_span_exchange_takes_runs_whatif_and_where_says_its_deadlines(recording, tmp_path):
+    """ShadowResubmitTimeSpan and MessageExpirationTimeout of "10675199.00:00:00" (TimeSpan's days) put the held
+    messages' deadlines in year 31253: whatif ran, but `where` of such a state record ended in 'ValueError: year
+    31253 is out of range'; now it names the deadline by its milliseconds."""
+    from shadowtwin.where_cmd import describe_message, describe_server
+
+    longest = "10675199.00:00:00"
+    result = shadowtwin("whatif", recording, "--set", f"ShadowResubmitTimeSpan={longest}",
+                        "--set", f"MessageExpirationTimeout={longest}", "--out", tmp_path / "out")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    records = [json.loads(line) for line in (tmp_path / "out" / "state.jsonl").read_text().splitlines()]
+    message = next(r for r in records if r["kind"] == "message")
+    deadline = message["deadlines"][0]["at_ms"]
+    assert f"deadline expire at {deadline} ms (after year 9999)" in describe_message(message)
+    server = next(r for r in records if r["kind"] == "server" and r["server"] == "mbx01")
+    described = describe_server({"server": "mbx01", "summary": server, "holds_shadow_copies_for": {},
+                                 "shadow_pairs_towards": []})
+    assert f"deadlines expire: 3, next {deadline} ms (after year 9999)" in described
 
 
 def test_whatif_of_a_missing_file(tmp_path):
