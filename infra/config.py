@@ -233,13 +233,21 @@ class Secret(str):
 
 
 class SparkInterval(str):
-    """A Spark interval string ("30 seconds", "500 milliseconds", "1 minute"), checked when loaded."""
+    """A Spark interval string ("30 seconds", "500 milliseconds", "1 minute"), checked when loaded; a
+    number (TOML's `= 30`) is seconds, as for the project's other durations."""
 
     _FORM = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s+(?P<unit>millisecond|second|minute|hour|day)s?\s*$", re.I)
     _MS = {"millisecond": 1, "second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
     ALLOWED = 'a Spark interval such as "30 seconds", "500 milliseconds" or "1 minute"'
 
-    def __new__(cls, text: str) -> "SparkInterval":
+    def __new__(cls, text: str | int | float) -> "SparkInterval":
+        if isinstance(text, (int, float)) and not isinstance(text, bool) and 0 <= text < 2**53:
+            if text == int(text):
+                text = f"{int(text)} seconds"
+            elif text * 1000 == int(text * 1000):  # Spark's intervals count whole milliseconds
+                text = f"{int(text * 1000)} milliseconds"
+        if isinstance(text, str) and _NUMBER.match(text.strip()):
+            raise ValueError(f'a number needs a unit: write "{text.strip()} seconds"')
         if not isinstance(text, str) or not cls._FORM.match(text):
             raise ValueError(f"not {cls.ALLOWED}: {text!r}")
         return super().__new__(cls, text.strip())

@@ -81,3 +81,28 @@ def test_an_exchange_duration_written_as_a_bare_toml_number_is_refused_saying_bo
     for text, span in (("60", timedelta(days=60)), ("00:01:00", timedelta(seconds=60))):
         conf.write_text(f'[shadow_redundancy]\nshadow_resubmit_time_span = "{text}"\n')
         assert load_settings(conf, env={}).shadow_redundancy.defaults.shadow_resubmit_time_span == span
+
+
+@pytest.mark.parametrize("written, interval", [
+    ("[twin]\nwatermark_delay = 30", "30 seconds"), ("[spark]\ntrigger_interval = 0.5", "500 milliseconds"),
+])
+def test_a_spark_interval_written_as_a_bare_number_is_seconds_as_the_other_durations_of_the_project(tmp_path, written,
+                                                                                                     interval):
+    """`watermark_delay = 30` was refused while `event_alert_hold = 3600` is 3600 seconds: now both are seconds."""
+    from infra.settings import load_settings
+
+    conf = tmp_path / "shadowtwin.toml"
+    conf.write_text(written + "\n")
+    settings = load_settings(conf, env={})
+    assert interval in (settings.twin.watermark_delay, settings.spark.trigger_interval)
+
+
+def test_a_spark_interval_quoted_without_its_unit_is_refused_saying_how_to_write_it(tmp_path):
+    from infra.settings import ConfigError, load_settings
+
+    conf = tmp_path / "shadowtwin.toml"
+    conf.write_text("")
+    with pytest.raises(ConfigError) as refused:
+        load_settings(conf, env={"SHADOWTWIN_TWIN_WATERMARK_DELAY": "30"})
+    assert str(refused.value).endswith("twin.watermark_delay = '30': expected a Spark interval such as \"30 seconds\","
+                                       ' "500 milliseconds" or "1 minute" (a number needs a unit: write "30 seconds")')
