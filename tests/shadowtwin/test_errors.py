@@ -86,6 +86,11 @@ def test_a_missing_configuration_file(tmp_path):
     one_line_naming(shadowtwin("--conf", tmp_path / "none.toml", "kafka", "status"), tmp_path / "none.toml")
 
 
+def test_an_empty_configuration_file_name_is_refused(recording):
+    """`--conf "$UNSET"` ran with the default settings, as if no --conf were given: whatif said its summary, exit 0."""
+    one_line_naming(shadowtwin("--conf", "", "whatif", recording), "argument --conf: expected a settings file, got ''")
+
+
 def test_record_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("record", "shadowtwin.events", tmp_path / "out.csv"), "out.csv", "a recording ends in")
 
