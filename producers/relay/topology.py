@@ -141,6 +141,8 @@ def load_topology(path: Path | str | None = None) -> LabTopology:
         raw = tomllib.loads(path.read_text())
     except FileNotFoundError as exc:
         raise ConfigError(f"topology file not found: {path}") from exc
+    except (OSError, UnicodeDecodeError) as exc:  # a folder, a file that is not UTF-8
+        raise ConfigError(f"{path}: cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     return topology_from(raw, where=str(path))

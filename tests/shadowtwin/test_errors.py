@@ -128,6 +128,18 @@ def test_twin_run_with_a_master_url_spark_does_not_take_says_so_before_it_starts
                     "--master 'sprak://h:7077'", "expected a Spark master URL")
 
 
+@pytest.mark.parametrize("command", [["twin", "run", "--bootstrap", "127.0.0.1:1", "--lab-topology", "{}"],
+                                     ["lab", "--topology", "{}", "status"]], ids=["twin run", "lab"])
+@pytest.mark.parametrize("kind", ["not UTF-8", "a folder"])
+def test_a_lab_topology_that_cannot_be_read_is_named(tmp_path, command, kind):
+    """A lab topology not in UTF-8 (or a folder) ended twin run and lab in a UnicodeDecodeError (IsADirectoryError)
+    traceback, exit 1; the settings file and the simulator's topology said 'cannot be read'."""
+    topology = tmp_path / "lab.toml"
+    topology.write_bytes(b"\xff\xfe") if kind == "not UTF-8" else topology.mkdir()
+    one_line_naming(shadowtwin(*(str(topology) if arg == "{}" else arg for arg in command)),
+                    f"{topology}: cannot be read (")
+
+
 def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
     assert not (tmp_path / "x.txt").exists()
