@@ -43,7 +43,8 @@ from schemas.events import AlertType, Event, MessageRef, Recipient
 from schemas.wire import HEADER_SIZE, MAGIC
 from state.parameters import model_config_from
 from state.replay import replay
-from streaming.app import TwinApplication
+from streaming.app import Ending, TwinApplication
+from streaming.progress import first_line
 from streaming.session import build_spark
 
 FUZZ = "fuzz"  # every fuzzed record names servers fuzz01, fuzz02: never the valid stream's
@@ -193,8 +194,7 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
                            say=lambda line: None).start()
     memory = MemorySampler(spark)
     try:
-        while twin.progress.batches == 0:
-            time.sleep(0.2)
+        first_batch(twin)
         start_ms = int(time.time() * 1000)
         valid = [e for e in generate(Workload(
             servers=len(VALID_SERVERS), messages_per_second=10, start_ms=start_ms, duration_ms=seconds * 1000, heartbeat_ms=1_000,
@@ -234,6 +234,17 @@ def fuzz(settings: Settings, spark, records: int, seconds: int, seed: int,
         report.memory_mb = memory.stop()
         twin.stop()
     return report
+
+
+def first_batch(twin: TwinApplication, limit_s: float = 600) -> None:
+    """Wait for the twin's first batch; a query that fails first (a Python worker slow to start on a loaded
+    machine) is started again, as the twin does. SystemExit, saying why, when no batch comes."""
+    started = time.monotonic()
+    while twin.progress.batches == 0:
+        if twin.wait(1) in (Ending.QUERY_FAILED, Ending.QUERY_STOPPED) or time.monotonic() - started > limit_s:
+            failure = twin.query.exception()
+            raise SystemExit(f"the twin made no batch: {first_line(failure)}" if failure
+                             else f"the twin made no batch in {limit_s:.0f} s")
 
 
 def send_interleaved(bootstrap: str, topic: str, rng: random.Random, records: int, seconds: int,

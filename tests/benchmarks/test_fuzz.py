@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from benchmarks.fuzz import MUTATIONS, bad_records, fuzz, fuzz_samples, impossible_events
+import pytest
+
+from benchmarks.fuzz import MUTATIONS, bad_records, first_batch, fuzz, fuzz_samples, impossible_events
 from schemas.codec import default_codec, encode
 
 
@@ -25,6 +27,20 @@ def test_every_derived_bad_record_is_refused_by_the_contracts_decoder():
 def test_impossible_events_are_well_formed():
     for event in impossible_events(1_795_312_800_000, random.Random(3)):
         assert default_codec().decode(encode(event)) == event
+
+
+def test_a_twin_whose_query_fails_before_its_first_batch_ends_the_fuzz_saying_why():
+    """The fuzz waited for the twin's first batch forever when its query had died before it ('Python worker failed
+    to connect back', on a loaded machine): ten minutes with nothing said. Now the twin's own wait starts the
+    query again, and a query that stays failed ends the fuzz naming its failure."""
+    from types import SimpleNamespace
+
+    from streaming.app import Ending
+
+    twin = SimpleNamespace(progress=SimpleNamespace(batches=0), wait=lambda seconds: Ending.QUERY_FAILED,
+                           query=SimpleNamespace(exception=lambda: "Python worker failed to connect back.\n\tat ..."))
+    with pytest.raises(SystemExit, match=r"^the twin made no batch: Python worker failed to connect back\.$"):
+        first_batch(twin)
 
 
 def test_the_twin_survives_the_fuzz_and_its_valid_stream_decides_as_the_reference(settings, spark, kafka_bootstrap):
