@@ -69,5 +69,8 @@ def with_kafka_options(settings: Settings, args: argparse.Namespace) -> Settings
 
 
 def _first_line(path: str) -> str:
-    with open(path, encoding="utf-8") as file:
-        return file.readline().rstrip("\r\n")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--sasl-password-file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None

@@ -36,6 +36,14 @@ def test_a_missing_password_file_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "nope" in err
 
 
+def test_a_password_file_that_is_not_utf8_is_one_line_naming_it(tmp_path, capsys):
+    """It ended in a UnicodeDecodeError traceback, exit 1."""
+    (tmp_path / "pw").write_bytes(b"\xffs3cret\n")
+    assert main(["topics", "create", "--sasl-password-file", str(tmp_path / "pw")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"shadowtwin topics: --sasl-password-file {tmp_path / 'pw'}: not UTF-8 text (invalid start byte at byte 0)"
+
+
 def test_a_tls_file_that_does_not_exist_is_one_line_naming_it(tmp_path, capsys):
     assert main(["topics", "create", "--security-protocol", "SSL", "--ssl-key-file", str(tmp_path / "key.pem")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
