@@ -37,7 +37,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, duration_option, number, speed_option
+from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -226,8 +226,7 @@ def parser() -> argparse.ArgumentParser:
         prog="shadowtwin",
         description="A live digital twin of a shadow-redundant mail-transport topology.",
     )
-    top.add_argument("--conf", type=number(str, str.strip, "a settings file"),  # "" would be the default's
-                     help="settings file (default: $SHADOWTWIN_CONF or conf/shadowtwin.toml)")
+    top.add_argument("--conf", help="settings file (default: $SHADOWTWIN_CONF or conf/shadowtwin.toml)")
     top.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its line")
     top.add_argument("--version", action="version", version=f"shadowtwin {_version()}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -392,6 +391,12 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+    def _get_value(self, action: argparse.Action, text: str):
+        """An empty value (`--out "$UNSET"`) is refused: it was taken as not given, or as the current folder."""
+        if not text.strip() and action.nargs not in (argparse.PARSER, argparse.REMAINDER):  # a command's, a tool's
+            raise argparse.ArgumentError(action, f"expected a value, got {text!r}")
+        return super()._get_value(action, text)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")

@@ -88,7 +88,23 @@ def test_a_missing_configuration_file(tmp_path):
 
 def test_an_empty_configuration_file_name_is_refused(recording):
     """`--conf "$UNSET"` ran with the default settings, as if no --conf were given: whatif said its summary, exit 0."""
-    one_line_naming(shadowtwin("--conf", "", "whatif", recording), "argument --conf: expected a settings file, got ''")
+    one_line_naming(shadowtwin("--conf", "", "whatif", recording), "shadowtwin: argument --conf: expected a value, got ''")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["whatif", "{recording}", "--out", ""], "shadowtwin whatif: argument --out: expected a value, got ''"),
+    (["simulate", "--out", ""], "shadowtwin simulate: argument --out: expected a value, got ''"),
+    (["replay", ""], "shadowtwin replay: argument file: expected a value, got ''"),
+    (["ingest", "exchange-mtl", " "], "shadowtwin ingest: argument PATH: expected a value, got ' '"),
+], ids=["whatif --out", "simulate --out", "replay FILE", "ingest PATH"])
+def test_an_empty_argument_is_refused_naming_it(recording, tmp_path, args, says):
+    """An empty value was taken as not given (whatif --out "" wrote nothing, exit 0; simulate --out "" wrote
+    simulation-7.avro; twin run --master "" ran on the configured master) or as the current folder ('replay: .:
+    a recording ends in .jsonl, ...')."""
+    (tmp_path / "cwd").mkdir()
+    result = shadowtwin(*(str(recording) if arg == "{recording}" else arg for arg in args), cwd=tmp_path / "cwd")
+    one_line_naming(result, says)
+    assert not any((tmp_path / "cwd").iterdir())
 
 
 def test_record_to_a_file_that_is_no_recording(tmp_path):

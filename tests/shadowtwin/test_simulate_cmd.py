@@ -85,7 +85,7 @@ def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_the_run(opt
     assert not list(tmp_path.iterdir()), "nothing written, no folder made"
 
 
-@pytest.mark.parametrize("value", ["abc", "1y", "", "0s", "0.5ms"])
+@pytest.mark.parametrize("value", ["abc", "1y", "0s", "0.5ms"])  # "": any empty argument (test_errors.py)
 def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
     assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
