@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 from infra.settings import Settings
@@ -14,8 +15,10 @@ from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.arguments import SECONDS, duration_option, speed_option
+from schemas.jsonl import iso_time
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
+from state.clock_guard import out_of_range
 
 
 def add_parser(commands) -> None:
@@ -57,6 +60,8 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     if args.duration is not None:
         seconds = duration_option(args.duration, "--duration", whole_ms=True)
         topology = dataclasses.replace(topology, duration_ms=int(seconds * 1000))
+    if not args.live:  # a live run starts now
+        _refuse_times_out_of_range(topology, args.topology or DEFAULT_TOPOLOGY)
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
     truth = writable_file(Path(args.truth)) if args.truth else None  # known now, not after the run
@@ -83,6 +88,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     return stop.exit_status()
 
+
+
+def _refuse_times_out_of_range(topology, path) -> None:
+    """A start and duration whose event times the twin and whatif would leave out (state.clock_guard) is refused."""
+    for ms in (topology.start_ms, topology.start_ms + topology.duration_ms):
+        if out_of_range(ms):
+            raise UsageError(f"{path}: organisation.start {iso_time(topology.start_ms)} and duration"
+                             f" {timedelta(milliseconds=topology.duration_ms)}: {out_of_range(ms)}")
 
 
 def _refuse_unused_options(args: argparse.Namespace) -> None:

@@ -156,6 +156,26 @@ def test_a_lab_topology_that_cannot_be_read_is_named(tmp_path, command, kind):
                     f"{topology}: cannot be read (")
 
 
+@pytest.mark.parametrize("start, duration, says", [
+    ("9999-12-31T23:00:00Z", "2h", "253402297200000 ms (9999-12-31T23:00:00.000Z) is not between"),
+    ("2026-01-05T00:00:00Z", "10675199.00:00:00", "is not between 1970-01-01T00:00:00.000Z and 2262-04-11T23:47:16.854Z"),
+], ids=["year 9999", "the longest duration"])
+@pytest.mark.parametrize("form", ["events", "exchange-mtl"])
+def test_simulate_refuses_a_start_and_duration_whose_event_times_the_twin_leaves_out(tmp_path, start, duration, says,
+                                                                                  form):
+    """Events from 9999-12-31T23:00 were written (all of them dead letters to whatif and the twin), or, as
+    message-tracking logs, ended in 'ValueError: year 10000 is out of range'; the longest duration ran for ever."""
+    from infra.settings import CONF_DIR
+
+    topology = tmp_path / "topology.toml"
+    topology.write_text((CONF_DIR / "topology.toml").read_text().replace('start = "2026-01-05T00:00:00Z"',
+                                                                          f'start = "{start}"'))
+    out = tmp_path / ("sim.jsonl" if form == "events" else "logs")
+    line = one_line_naming(shadowtwin("simulate", "--topology", topology, "--duration", duration, "--format", form,
+                                      "--out", out), f"{topology}: organisation.start", "event time out of range", says)
+    assert not out.exists(), line
+
+
 def test_simulate_out_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("simulate", "--out", tmp_path / "x.txt"), "x.txt", "a recording ends in")
     assert not (tmp_path / "x.txt").exists()
