@@ -32,14 +32,14 @@ def test_the_twin_runs_shadowtwin_as_a_user_of_its_own(docker_engine):
 
 def test_the_twin_reads_a_mounted_settings_file_and_the_broker_from_the_environment(docker_engine, tmp_path):
     conf = tmp_path / "twin.toml"
-    conf.write_text('[topics]\nevents = "mounted.events"\n[twin]\nwatermark_delay = 5\n')
+    conf.write_text('[topics]\nevents = "mounted.events"\n[twin]\nwatermark_delay = "soon"\n')
     conf.chmod(0o644)
     tmp_path.chmod(0o755)
     run = ["run", "--rm", "--network", "host", "-v", f"{conf}:/conf/twin.toml:ro", "-e", "SHADOWTWIN_CONF=/conf/twin.toml",
            "-e", "KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:1"]
     refused = docker(*run, TWIN_IMAGE, "topics", "create")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-    assert "/conf/twin.toml: twin.watermark_delay = 5: expected a Spark interval" in refused.stderr
+    assert "/conf/twin.toml: twin.watermark_delay = 'soon': expected a Spark interval" in refused.stderr
     conf.write_text('[topics]\nevents = "mounted.events"\n')
     shown = docker(*run, "--entrypoint", "python", TWIN_IMAGE, "-c",
                    "from infra.settings import load_settings as l; s = l(); "

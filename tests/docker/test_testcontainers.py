@@ -69,7 +69,7 @@ def test_a_missing_image_or_a_twin_that_exits_is_a_clear_error_and_leaves_nothin
     with pytest.raises(ContainerError, match="shadowtwin/kafka:0-never-built is not on this machine: build it with"
                                              " docker/build"):
         KafkaContainer(image="shadowtwin/kafka:0-never-built").start()
-    twin = TwinContainer(shadowtwin_kafka.bootstrap_servers, shadowtwin_topics, {"twin": {"watermark_delay": 5}})
-    with pytest.raises(ContainerError, match="exited before it was ready(.|\n)*twin.watermark_delay = 5: expected a Spark"):
+    twin = TwinContainer(shadowtwin_kafka.bootstrap_servers, shadowtwin_topics, {"twin": {"watermark_delay": "soon"}})
+    with pytest.raises(ContainerError, match="exited before it was ready(.|\n)*twin.watermark_delay = 'soon': expected a Spark"):
         twin.start()
     assert labelled_containers() == before
