@@ -612,13 +612,23 @@ def test_ingest_follow_skips_a_file_that_comes_later_and_is_no_tracking_log_and_
 
 
 def published(bootstrap: str, topic: str) -> int:
+    """The records on `topic`; asked again while a new topic's partition has no leader yet (a moment after it was
+    made, on a loaded machine: NOT_LEADER_FOR_PARTITION)."""
     from infra.kafka import consumer, partitions_of
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     client = consumer(bootstrap, "test-published")
+    deadline = time.monotonic() + 30
     try:
-        return sum(client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                   for p in partitions_of(client, topic))
+        while True:
+            try:
+                return sum(client.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                           for p in partitions_of(client, topic))
+            except KafkaException as exc:
+                if exc.args[0].code() not in (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE) \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         client.close()
 
