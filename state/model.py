@@ -610,7 +610,7 @@ class _Transition:
                 # acknowledged (a SEND line is both); a pending fork's others wait.
                 fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *e.recipients)))
                                          if fork.done else e.recipients)
-                fork.done = False
+                fork.done = fork.notified = False  # a notification it had was of the fork as it was
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -634,7 +634,10 @@ class _Transition:
         elif served and fork.recipients and fork.recipients != served:
             # Another delivery to the same hop (a mailbox server's other database): it serves its own
             # recipients, and those of the fork's earlier delivery stay served; a pending fork's others wait.
-            fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *served)) if fork.done else served))
+            merged = shared(tuple(dict.fromkeys((*fork.recipients, *served)) if fork.done else served))
+            if fork.notified and merged != fork.recipients:
+                fork.notified = False  # the notification the shadow had did not cover the recipients served now
+            fork.recipients = merged
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 

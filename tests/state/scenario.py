@@ -72,9 +72,9 @@ class Org:
         """Sent to a next hop and acknowledged at once."""
         return [*self.sent(primary, mid, hop, at, fork), *self.acked(primary, mid, hop, at, fork)]
 
-    def delivered_to_mailbox(self, primary, mid, mailbox, at, recipients=("alice@contoso.com",)):
+    def delivered_to_mailbox(self, primary, mid, mailbox, at, recipients=("alice@contoso.com",), fork=None):
         """Delivered to the mailboxes of `recipients` on `mailbox` (one DELIVER line per mailbox database)."""
-        return [ev.DeliveredToMailbox(**self._header(primary, primary, at, mid), mailbox_server=mailbox,
+        return [ev.DeliveredToMailbox(**self._header(primary, primary, at, mid, fork), mailbox_server=mailbox,
                                       recipients=tuple(recipients))]
 
     def deferred(self, primary, mid, hop, at, fork=None, recipients=("alice@contoso.com",)):
