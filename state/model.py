@@ -964,16 +964,18 @@ class _Transition:
         next hops' shadow queues still hold the copy, which the shadow resubmits on its own when it promotes
         ("each next hop for the primary message requires separate shadow queues", 003), so they get it twice.
         A notification comes with the shadow's first answered query after the fork's acknowledgement (or names the
-        fork). Only forks a notification can name (a fork id, not a hop's name) and only with the shadow's discard
-        queries in the feed: otherwise the twin cannot tell whether one came."""
+        fork). Only with the shadow's discard queries in the feed: otherwise the twin cannot tell whether one came.
+        A fork known by its hop alone (no fork id) may be the part of that next hop's fork that was served, its
+        others still waiting (a DEFER line names no hop): no notification came then, and the twin cannot tell, so it
+        counts as unnotified, as in `served_before_expiry`."""
         if pair is None or not pair.heartbeats:
             return ()
         unnotified: set[str] = set()
         notified: set[str] = set()
         for key, fork in m.forks.items():
-            if fork.notified:
+            if fork.notified and key != fork.next_hop:
                 notified.update(r.lower() for r in fork.recipients)
-            elif fork.done and fork.next_hop is not None and key != fork.next_hop:
+            elif fork.done and fork.next_hop is not None:
                 unnotified.update(r.lower() for r in fork.recipients)
         unnotified -= notified
         return tuple(r for r in m.recipients if r.address.lower() in unnotified) if unnotified else ()
