@@ -658,6 +658,8 @@ class _Transition:
             fork = m.forks.get(fork_id)
             if fork is None:
                 fork = m.forks_of()[fork_id] = Fork("", ())
+            elif not fork.done:
+                fork.next_hop = ""  # its recipients had a non-delivery report: no next hop has it
             fork.done = True
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
@@ -706,14 +708,16 @@ class _Transition:
         it: every recipient (() if not known); of a message it expired, only those an acknowledged fork served
         before (None: nobody), the others had a non-delivery report and get the resubmitted copy once. Nor those of a
         fork whose discard notification reached the shadow: that next hop's shadow queue is empty (003). Only a fork a
-        notification can name (a fork id, as `resubmitted_unnotified`): of a hop's, the twin cannot tell."""
-        notified = {r.lower() for key, f in m.forks.items() if f.notified and key != f.next_hop for r in f.recipients}
-        if m.expired_ms is None and not (notified and m.recipients):
+        notification can name (a fork id, as `resubmitted_unnotified`): of a hop's, the twin cannot tell. Nor those of
+        a fork that failed for good (its next hop's refusal, a non-delivery report): the resubmitted copy is their first."""
+        once = {r.lower() for key, f in m.forks.items()
+                if (f.notified and key != f.next_hop) or (f.done and f.next_hop == "") for r in f.recipients}
+        if m.expired_ms is None and not (once and m.recipients):
             return m.recipients
         if not m.recipients:
             return () if any(f.done and f.next_hop and not f.recipients for f in m.forks.values()) else None
         pending = self.pending_recipients(m) if m.expired_ms is not None else ()
-        return tuple(r for r in m.recipients if r not in pending and r.address.lower() not in notified) or None
+        return tuple(r for r in m.recipients if r not in pending and r.address.lower() not in once) or None
 
     def side_effect_generated(self, e: ev.SideEffectGenerated) -> None:
         if e.message is None or e.node != self.s.primary:
@@ -975,7 +979,7 @@ class _Transition:
         for key, fork in m.forks.items():
             if fork.notified and key != fork.next_hop:
                 notified.update(r.lower() for r in fork.recipients)
-            elif fork.done and fork.next_hop is not None:
+            elif fork.done and fork.next_hop:
                 unnotified.update(r.lower() for r in fork.recipients)
         unnotified -= notified
         return tuple(r for r in m.recipients if r.address.lower() in unnotified) if unnotified else ()

@@ -84,7 +84,8 @@ _REDUNDANT = Redundancy.REDUNDANT  # a global: an enum's member read through its
 
 @dataclass(slots=True)
 class Fork:
-    next_hop: str | None  # None: a fork known from its discard notification alone, not yet from the primary
+    next_hop: str | None  # None: a fork known from its discard notification alone, not yet from the primary;
+    # "": one that failed for good (the primary expired it): no next hop has it
     recipients: tuple[str, ...]
     done: bool = False
     notified: bool = False  # its discard notification reached the shadow: its next hop's shadow queue is empty

@@ -249,3 +249,37 @@ def test_a_processed_message_promoted_by_its_shadow_is_delivered_twice_only_to_t
     org = Org()
     result = replay([*_forked(org, expire=False), *org.started("mbx01", "dbP2", 6)])
     assert _duplicates(result) == [(at(6), [("m1", ("bob@tailspin.com",))])]
+
+
+def _fork_failed_for_good(org, processed: bool):
+    """m1 for a@fabrikam.com (f1, by gw-fabrikam) and bob@tailspin.com (f2, by gw-tailspin, which refuses it for
+    good at 3: mbx01 expires that fork, bob gets a non-delivery report); f1 acknowledged at 2 (`processed`: m1 is
+    fully processed at 3) or still pending; mbx02's query fails at 5 and mbx01 is back with a new queue database at
+    6: mbx02 promotes m1."""
+    events = [*org.started("mbx01", "dbP1", 0),
+              *org.received("mbx01", "m1", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 2, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.sent("mbx01", "m1", "gw-tailspin", 2, fork="f2", recipients=("bob@tailspin.com",), outside=True),
+              *org.expired("mbx01", "m1", 3, fork="f2")]
+    if processed:
+        events += org.acked("mbx01", "m1", "gw-fabrikam", 2, fork="f1")
+    return events + [*org.query_failed("mbx02", "mbx01", 5), *org.started("mbx01", "dbP2", 6)]
+
+
+def test_a_fork_that_failed_for_good_is_no_duplicate_when_the_shadow_resubmits_a_processed_message():
+    """The fork to gw-tailspin failed for good at 3: bob had a non-delivery report and never m1. mbx02's
+    resubmission of m1 reaches a@fabrikam.com twice, bob once (as the recipients of a message the primary expired,
+    who "get the resubmitted copy once"). Before, the twin named bob a duplicate too."""
+    org = Org()
+    assert _duplicates(replay(_fork_failed_for_good(org, processed=True))) == [(at(6), [("m1", ("a@fabrikam.com",))])]
+
+
+def test_a_fork_that_failed_for_good_is_no_duplicate_when_the_shadow_resubmits_an_unprocessed_message():
+    """f1 still pending: mbx02's promotion resends f1 (a@, once) and f2's copy reaches bob once, after his
+    non-delivery report: no duplicate at all. Before, the twin forecast bob one, as a fork processed without a
+    discard notification."""
+    org = Org()
+    result = replay(_fork_failed_for_good(org, processed=False))
+    assert _duplicates(result) == []
+    assert [(c.message.fork_id, c.recipients) for c in result.commands] == [("f1", ("a@fabrikam.com",))]
