@@ -22,7 +22,7 @@ import time
 from typing import Any, Iterable, Union
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from infra.config import ConfigError
 from infra.settings import KafkaSettings
@@ -161,6 +161,18 @@ def check_topics(client: Producer, kafka: Kafka, topics: Iterable[str], timeout:
             partitions_of(client, topic, timeout, kafka=kafka)
         except KafkaException:
             return
+
+
+def max_message_bytes(kafka: Kafka, topic: str, timeout: float = TOPIC_CHECK_SECONDS) -> int | None:
+    """The largest record batch `topic` takes (its max.message.bytes), or None when the brokers do not say
+    within `timeout` (no such topic, no answer, a user not allowed to describe it)."""
+    client = admin(kafka, log_level=2, error_cb=lambda error: None)  # held until answered: one let go ends its requests
+    try:
+        futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)], request_timeout=timeout)
+        entry = next(iter(futures.values())).result(timeout=timeout).get("max.message.bytes")
+        return int(entry.value) if entry is not None else None
+    except (KafkaException, ValueError, TimeoutError):
+        return None
 
 
 class KafkaAccessRefused(ConfigError):

@@ -263,3 +263,21 @@ def test_replay_sends_the_events_batched_with_one_the_events_topic_refuses_and_d
     assert letter.topic == str(tmp_path / "day.jsonl")
     assert letter.reason.startswith(f"its MessageReceived event of {len(encode(day[large])):,} bytes is larger than"
                                     f" the events topic {events} takes, its max.message.bytes ("), letter.reason
+
+
+def test_publishing_to_a_topic_that_takes_small_batches_sends_none_too_large(kafka_bootstrap, topics):
+    """An events topic whose max.message.bytes (3,000) is far below the producer's batch.size (1 MB): the broker
+    refused nearly every batch, and every event of it was sent again alone, a replay more than twice as slow. Now the
+    producer's batches are no larger than the topic takes: each goes once, and each event is acknowledged."""
+    from producers.publisher import Publisher
+
+    events = f"{topics.events}.small-batches"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(events, 1, 1, config={"max.message.bytes": "3000"})])[events].result(30)
+    wait_for(lambda: admin.list_topics(events, timeout=5).topics[events].error is None, seconds=30)  # a leader
+    day = list(generate(Workload(servers=4, duration_ms=2 * 60_000)))
+    publisher = Publisher(kafka_bootstrap, events, day)
+    publisher.start()
+    publisher.join(60)
+    assert publisher.deliveries.acknowledged == len(day) and publisher.deliveries.unacknowledged == 0
+    assert publisher.oversized.sent_alone == 0, f"{publisher.oversized.sent_alone} of {len(day)} sent again alone"
