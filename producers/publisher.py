@@ -146,8 +146,13 @@ class Oversized:
     def refused(self, event: Event, error: KafkaError, set_aside: SetAside | None,
                 on_delivery: Callable | None = None) -> None:
         """`event`, which the client refused to produce: set aside if it is too large, else counted with its reason."""
+        self.refused_record(kafka_key(event) or None, encode(event), error, set_aside, on_delivery)
+
+    def refused_record(self, key: bytes | None, value: bytes, error: KafkaError, set_aside: SetAside | None,
+                       on_delivery: Callable | None = None) -> None:
+        """An event's record (`key`, encoded `value`) the client refused to produce, as `refused`."""
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-            self._set_aside(kafka_key(event) or None, encode(event), error, set_aside, on_delivery, "Kafka takes")
+            self._set_aside(key, value, error, set_aside, on_delivery, "Kafka takes")
             return
         self.deliveries.refuse(error)
         if on_delivery is not None:

@@ -8,8 +8,10 @@ them in batches to a forked child, which encodes each (the Avro body `schemas.bi
 writes behind the Event schema's single-object header: the bytes `schemas.codec.encode` makes of
 the event), keys it by its primary server and produces it. On two cores the encoding, the
 producer's calls and its delivery reports cost the simulation nothing. The child counts a record
-as published as the publisher does (handed to the producer), stops producing at the first record
-the broker did not acknowledge, and waits for every delivery report before it answers; a stop or
+as published as the publisher does (handed to the producer), sends again alone the events of a batch the
+events topic refused as too large and counts the one too large alone as not acknowledged, as the publisher
+does (`producers.publisher.Oversized`), stops producing at the first record the broker did not acknowledge
+otherwise, and waits for every delivery report before it answers; a stop or
 an error in the simulation closes the pipe after a whole batch, and what was sent is published
 and acknowledged before the outcome is told.
 """
@@ -24,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 from confluent_kafka import KafkaException
 
 from infra.kafka import Kafka
-from producers.publisher import POLL_EVERY, Deliveries, reporting_producer
+from producers.publisher import POLL_EVERY, Deliveries, Oversized, batches_for, reporting_producer
 from producers.replayer import ProgressLines, ReplayOutcome
 from producers.simulator import writer
 from schemas import container, wire
@@ -67,8 +69,11 @@ def _publish(bootstrap: Kafka, topic: str, header: bytes, timeout_s: float, prog
     # Only a failure is reported (a report per record cost a sixth of this process); what the producer
     # no longer holds after the flush, neither failed nor refused, the broker acknowledged. Batches
     # that wait up to LINGER_MS fill fuller: fewer requests for this process and the broker to serve.
-    client = reporting_producer(bootstrap, deliveries, (topic,), on_delivery=deliveries.delivered,
-                                **{"delivery.report.only.error": True, "linger.ms": LINGER_MS})
+    client = reporting_producer(bootstrap, deliveries, (topic,), on_delivery=lambda *report: delivered(*report),
+                                **{"delivery.report.only.error": True, "linger.ms": LINGER_MS},
+                                **batches_for(bootstrap, topic, timeout_s))
+    oversized = Oversized(deliveries, None, client)
+    delivered = oversized.report(topic, None)
     writers, produce = container.flat_writers(), client.produce
     sent, last_ms = 0, None
     try:
@@ -86,16 +91,18 @@ def _publish(bootstrap: Kafka, topic: str, header: bytes, timeout_s: float, prog
                             client.poll(0.1)
                             tell()
                 except KafkaException as exc:  # this record only (too large, say): counted, and on to the next
-                    deliveries.refuse(exc.args[0])
+                    oversized.refused_record(key, bytes(value), exc.args[0], None)
                 deliveries.produced += 1
                 sent += 1
                 last_ms = flat[EVENT_TIME]
             client.poll(0)
+            oversized.poll()
             tell()
     finally:
         deadline = time.monotonic() + timeout_s + 5
         while len(client) and (left := deadline - time.monotonic()) > 0:  # the delivery reports, said as they come
             client.flush(min(left, every))
             tell()
+        oversized.flush()  # and those of the events sent again alone
         deliveries.acknowledged = deliveries.produced - deliveries.refused - deliveries.failed - len(client)
     return sent, last_ms, deliveries

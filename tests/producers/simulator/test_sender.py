@@ -78,3 +78,30 @@ def test_what_the_publishing_process_cannot_do_is_raised_in_the_caller(kafka_boo
     missing = f"no.such.events.{uuid.uuid4().hex}"
     with pytest.raises(NoSuchTopic, match=rf"{missing}: no such topic at {kafka_bootstrap}"):
         run.to_kafka(TOPOLOGY, 5, kafka_bootstrap, missing, speed=None)
+
+
+def test_an_event_the_events_topic_refuses_is_not_sent_and_the_rest_are_as_the_publisher_does(kafka_bootstrap, topics,
+                                                                                             monkeypatch):
+    """An events topic whose max.message.bytes (2,000) is below some events: the second process stopped at the first
+    batch the broker refused, every valid event of it and after it unsent. Now, as the publisher does, each event of a
+    refused batch is sent again alone, and only those too large alone are not sent, counted in the one line."""
+    from confluent_kafka.admin import NewTopic
+
+    from tests.producers.test_mtl import wait_for
+
+    admin = kafka_clients.admin(kafka_bootstrap)
+    small = [f"{topics.events}.small-{n}" for n in (1, 2)]
+    for name, future in admin.create_topics([NewTopic(n, 1, 1, config={"max.message.bytes": "2000"})
+                                             for n in small]).items():
+        future.result(30)
+        wait_for(lambda: admin.list_topics(name, timeout=5).topics[name].error is None, seconds=30)  # a leader
+    forked = run.to_kafka(TOPOLOGY, 5, kafka_bootstrap, small[0], speed=None)
+    monkeypatch.setattr(writer, "available", lambda: False)
+    alone = run.to_kafka(TOPOLOGY, 5, kafka_bootstrap, small[1], speed=None)
+    events = list(Simulation(TOPOLOGY, 5).events())
+    assert forked.events == alone.events == len(events)
+    not_sent = int(alone.failure.split(" of ")[0])
+    assert 0 < not_sent < len(events) // 10 and "Message size too large" in alone.failure
+    assert forked.failure == alone.failure
+    assert records(kafka_bootstrap, small[0], len(events) - not_sent) == records(kafka_bootstrap, small[1],
+                                                                                 len(events) - not_sent)
