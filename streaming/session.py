@@ -9,7 +9,8 @@ On a cluster: the connector jars go to the executors with `spark.jars` (the driv
 them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
 `spark.executor_python`; and under `spark-submit` every property it was given (`--conf`,
 `--master`, `--driver-memory` ...) wins over the project's settings, which only fill in what
-it did not say.
+it did not say; but the JVM options it was given (`spark.driver.extraJavaOptions`,
+`spark.executor.extraJavaOptions`) come after the project's own, which they may override.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ GARBAGE_COLLECTOR = "-XX:+UseParallelGC"
 # that `from_avro` fails, and the record is a dead letter (corrupt body).
 AVRO_LIMITS = " ".join(f"-Dorg.apache.avro.limits.{kind}.maxLength={OUTPUT_MAX_BYTES}"
                        for kind in ("string", "bytes", "collectionItems"))
+
+# A JVM's options given to spark-submit (--conf) are added to the twin's, not put in their place (the Avro limits above).
+JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
 def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> SparkSession:
@@ -78,7 +82,9 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
     if spark_settings.executor_python:
         ours["spark.pyspark.python"] = spark_settings.executor_python
     for key, value in ours.items():
-        if key not in submitted:
+        if key in JAVA_OPTIONS and key in submitted:  # the user's after ours: where they say otherwise, theirs win
+            builder = builder.config(key, f"{value} {submitted[key]}")
+        elif key not in submitted:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(spark_settings.log_level)

@@ -109,3 +109,29 @@ def test_the_twin_on_a_standalone_cluster_survives_a_worker_killed_mid_stream(se
     offsets = sorted((checkpoint / "offsets").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
     conf = json.loads(offsets[-1].read_text().splitlines()[1])["conf"]
     assert conf["spark.sql.shuffle.partitions"] == "2", "spark-submit's --conf won over the settings"
+
+
+PROBE = """
+from infra.settings import load_settings
+from streaming.session import build_spark
+spark = build_spark(load_settings())
+row = spark.range(1).selectExpr(*(f"reflect('java.lang.System', 'getProperty', '{p}')" for p in (
+    "shadowtwin.test.user", "org.apache.avro.limits.string.maxLength"))).first()
+print("executor:", *row)
+spark.stop()
+"""
+
+
+def test_the_jvm_options_given_to_spark_submit_are_added_to_the_twins(tmp_path):
+    """spark-submit --conf spark.executor.extraJavaOptions=...: the user's options took the place of the twin's, and
+    the executors ran without the Avro limits that make a record claiming a gigabyte-long string a dead letter (the
+    JVM ran out of heap). Now the executor (its own JVM, local-cluster) runs with both, the user's after ours."""
+    from infra.topics import OUTPUT_MAX_BYTES
+
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYTHONPATH=str(ENTRY.parents[1]))
+    done = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local-cluster[1,1,1024]",
+                           "--conf", "spark.executor.extraJavaOptions=-Dshadowtwin.test.user=yes",
+                           str(tmp_path / "probe.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert f"executor: yes {OUTPUT_MAX_BYTES}\n" in done.stdout, done.stderr[-3000:]
