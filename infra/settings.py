@@ -47,7 +47,9 @@ ENV_PREFIX = "SHADOWTWIN"
 OWN_VARIABLES = ("SHADOWTWIN_CONF", "SHADOWTWIN_HOME")  # the prefix's variables that are not settings
 _OWN_TABLES = {"shadow_redundancy": table_keys}  # tables read by their own function: their keys
 _MEMORY = matching(r"\d+[kKmMgG]?", 'a JVM memory size such as "512m" or "2g"')
-_TOPIC = matching(r"[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')")
+# The names Kafka takes: at most 249 of these characters, and neither '.' nor '..'.
+TOPIC_NAME, TOPIC_NAME_EXPECTED = r"(?!\.\.?$)[A-Za-z0-9._-]{1,249}", "a Kafka topic name (letters, digits, '.', '_', '-')"
+_TOPIC = matching(TOPIC_NAME, TOPIC_NAME_EXPECTED)
 _LOG_LEVELS = one_of("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 # The master URLs Spark 4 takes (SparkContext: local forms, standalone; yarn and k8s:// by their
 # cluster managers): another fails Spark's start with a Java gateway stack trace.

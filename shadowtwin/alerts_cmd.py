@@ -8,7 +8,7 @@ import urllib.parse
 
 from infra.settings import Settings
 from infra.signals import stop_on_signals
-from shadowtwin.arguments import SECONDS
+from shadowtwin.arguments import SECONDS, topic
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from shadowtwin.tail_cmd import add_tail_parser
@@ -33,7 +33,7 @@ def add_route_parser(actions) -> None:
                                            " acknowledged it. Runs until Ctrl-C or SIGTERM (exit 130 or 143).")
     route.add_argument("--alertmanager", metavar="URL", help="Alertmanager's address (e.g. http://127.0.0.1:9093)")
     route.add_argument("--webhook", metavar="URL", help="a generic webhook: one JSON object per notification")
-    route.add_argument("--topic", help="the topic to read (default: the alerts topic)")
+    route.add_argument("--topic", type=topic, help="the topic to read (default: the alerts topic)")
     route.add_argument("--seconds", type=SECONDS, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
     route.set_defaults(run=run_route)
 

@@ -3,6 +3,7 @@ a duration when the command reads them.
 
     record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
     tail.add_argument("-n", type=ZERO_OR_MORE)      # -3: `argument --lines/-n: expected ...`, exit 2
+    replay.add_argument("--to", type=topic)         # 'a b': `argument --to: expected a Kafka topic name ...`
     seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
     server_name("EX01", {"ex01", "ex02"})           # 'ex01': Exchange's server names are read in any case
 
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Callable, Iterable, TypeVar
 
 from infra.config import closest
+from infra.settings import TOPIC_NAME, TOPIC_NAME_EXPECTED
 
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
@@ -45,6 +48,13 @@ COUNT = number(int, lambda n: n >= 1, "a whole number >= 1")
 ZERO_OR_MORE = number(int, lambda n: n >= 0, "a whole number >= 0")  # a count where none means something (-n 0)
 SECONDS = number(float, lambda s: 0 < s < math.inf, "a number of seconds > 0")  # how long to run
 INTERVAL = number(float, lambda s: 0 <= s < math.inf, "a number of seconds >= 0")  # a pause between two acts
+
+
+def topic(text: str) -> str:
+    """An argparse `type`: a name Kafka takes for a topic (`--to 'a b'` was refused by the broker, as no such topic)."""
+    if re.fullmatch(TOPIC_NAME, text) is None:
+        raise argparse.ArgumentTypeError(f"expected {TOPIC_NAME_EXPECTED} of at most 249 characters, got {text!r}")
+    return text
 
 
 def speed_option(text: str) -> float | None:

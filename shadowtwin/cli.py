@@ -37,7 +37,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option
+from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option, topic
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -329,7 +329,7 @@ def parser() -> argparse.ArgumentParser:
     replay.add_argument("--speed", default="max",
                         help="seconds of event time per second: 1 real time, 60 a minute a second, max as fast as"
                              " possible (default: max)")
-    replay.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
+    replay.add_argument("--to", metavar="TOPIC", type=topic, help="the topic to publish to (default: the events topic)")
     replay.set_defaults(run=_replay)
 
     ingest = commands.add_parser("ingest", help="turn server logs into events", parents=[KAFKA_OPTIONS],
@@ -347,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
                              " .run/ingest/positions.json); a restart sends nothing it acknowledged before")
     ingest.add_argument("--max-age", metavar="DURATION",
                         help="leave out files last written longer ago than this (e.g. 7d, 12h, 2.00:00:00)")
-    ingest.add_argument("--to", metavar="TOPIC", help="the topic to publish events to (default: the events topic)")
+    ingest.add_argument("--to", metavar="TOPIC", type=topic, help="the topic to publish events to (default: the events topic)")
     ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
                         help="an accepted domain of the organisation: its recipients are internal mailboxes"
                              " (repeatable)")

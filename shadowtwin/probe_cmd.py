@@ -12,7 +12,7 @@ from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Deliveries, flush, produce, reporting_producer
 from producers.smtp_probe import Prober, load_targets, parse_target, unresolved
-from shadowtwin.arguments import COUNT, duration_option
+from shadowtwin.arguments import COUNT, duration_option, topic
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
@@ -35,7 +35,7 @@ def add_parser(commands) -> None:
                        help=f"how long one probe may take (default: {DEFAULT_TIMEOUT_S:g}s, or --every if shorter)")
     probe.add_argument("--rounds", type=COUNT, metavar="N", help="stop after N rounds (default: until Ctrl-C or SIGTERM)")
     probe.add_argument("--name", help="the prober's name: the node of a failed probe (default: probe@<host name>)")
-    probe.add_argument("--to", metavar="TOPIC", help="the topic to publish to (default: the events topic)")
+    probe.add_argument("--to", metavar="TOPIC", type=topic, help="the topic to publish to (default: the events topic)")
     probe.set_defaults(run=run)
 
 

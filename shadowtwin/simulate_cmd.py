@@ -14,7 +14,7 @@ from producers.recording import check_writable, writable_file
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
-from shadowtwin.arguments import SECONDS, duration_option, speed_option
+from shadowtwin.arguments import SECONDS, duration_option, speed_option, topic
 from schemas.jsonl import iso_time
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
@@ -41,7 +41,7 @@ def add_parser(commands) -> None:
                                                           " NAME.truth.jsonl)")
     simulate.add_argument("--duration", help="override the topology's duration (e.g. 02:00:00, 90m)")
     simulate.add_argument("--to-kafka", action="store_true", help="publish to the events topic instead of a file")
-    simulate.add_argument("--to", "--topic", dest="topic", metavar="TOPIC",
+    simulate.add_argument("--to", "--topic", dest="topic", metavar="TOPIC", type=topic,
                           help="with --to-kafka or --live: the topic to publish to, as replay's, ingest's and"
                                " probe's --to (default: the events topic)")
     simulate.add_argument("--speed", default=None,

@@ -19,7 +19,7 @@ from infra.signals import stop_on_signals
 from producers.readable import line
 from producers.topic_reader import ReadOutcome, read_topic
 from schemas import jsonl
-from shadowtwin.arguments import ZERO_OR_MORE
+from shadowtwin.arguments import ZERO_OR_MORE, topic
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
 # what is tailed: its topic in the settings ([topics]) and the contract's schema of its records
@@ -37,7 +37,7 @@ def add_tail_parser(actions, what: str) -> None:
     tail.add_argument("--lines", "-n", type=ZERO_OR_MORE, default=10, metavar="N",
                       help="without --from-beginning: the last N records of each partition (default 10)")
     tail.add_argument("--follow", "-f", action="store_true", help="go on printing new records until Ctrl-C or SIGTERM")
-    tail.add_argument("--topic", help=f"the topic to read (default: the {what} topic)")
+    tail.add_argument("--topic", type=topic, help=f"the topic to read (default: the {what} topic)")
     tail.set_defaults(run=run_tail, what=what)
 
 

@@ -128,6 +128,7 @@ def test_whole_numbers_pass_for_floats_but_booleans_are_not_numbers(tmp_path):
     ("[topics]\nevents_partitions = -1\n", "topics.events_partitions = -1: expected a number >= 1"),
     ("[kafka.embedded]\nport = 70000\n", "kafka.embedded.port = 70000: expected a port number"),
     ('[topics]\nalerts = "no spaces allowed"\n', "topics.alerts = 'no spaces allowed': expected a Kafka topic name"),
+    ('[topics]\nevents = ".."\n', "topics.events = '..': expected a Kafka topic name"),  # Kafka refuses '.', '..'
     ('[spark]\nlog_level = "LOUD"\n', "spark.log_level = 'LOUD': expected one of"),
     ('[shadow_redundancy]\nmode = "EXCHANGE_2007"\n', "mode = 'EXCHANGE_2007': expected one of UNKNOWN, EXCHANGE_2013"),
     ("[shadow_redundancy]\nshadow_silence_heartbeats = -1\n", "shadow_silence_heartbeats = -1: expected a number >= 0"),

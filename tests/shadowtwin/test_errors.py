@@ -78,6 +78,20 @@ def test_replay_with_a_speed_too_slow_to_use(recording):
                     "--speed 1e-300: too slow to use")
 
 
+@pytest.mark.parametrize("args, option", [
+    (["replay", "{recording}", "--to", "a b"], "--to"),
+    (["simulate", "--to-kafka", "--to", "x" * 250], "--to/--topic"),
+    (["dead-letters", "tail", "--topic", ".."], "--topic"),
+], ids=["a space", "250 characters", "dot dot"])
+def test_a_topic_name_kafka_refuses_is_refused_naming_the_option_before_any_broker_is_asked(recording, args, option):
+    """`replay --to 'a b'` asked the brokers first: 'a b: no such topic at ... (Broker: Invalid topic)', or, with
+    none answering, waited for them; `tail --topic ..` read nothing, waiting."""
+    args = [a.format(recording=recording) for a in args]
+    line = one_line_naming(shadowtwin(*args, "--bootstrap", "127.0.0.1:1"), f"argument {option}: expected a Kafka"
+                           " topic name")
+    assert f"got {args[-1]!r} (see shadowtwin {args[0]}" in line, line
+
+
 def test_a_missing_argument():
     one_line_naming(shadowtwin("replay"), "shadowtwin replay", "file")
 
