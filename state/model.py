@@ -287,7 +287,7 @@ class _Transition:
         self.predict_duplicates([r for r in s.promoted.values() if r.primary_db_id == db_id], t,
                                 "came back with the same queue database and will deliver its queue")
         for record in [r for r in s.promoted.values() if r.primary_db_id != db_id]:
-            self.forget_promoted(record.ref.internal_id)  # its queue is gone: nothing twice
+            self.promoted_from_a_gone_queue(record.ref.internal_id, t)
         for pair in list(s.pairs.values()):
             for i in pair.held:  # back with the database they were in: they are in its queue again
                 if (m := s.messages.get(i)) is not None and m.at_risk and self.copy_db(m, pair) in (None, db_id):
@@ -1135,6 +1135,9 @@ class _Transition:
         # A 2010 shadow is the previous hop: it resubmits over an alternate route ("Los mensajes reenviados llegan
         # a otro servidor Transporte perimetral", 002), not to the failed primary's own next hop.
         previous_hop = _EXCHANGE_2010 in (self.mode_of(pair.shadow), self.mode_of(s.primary))
+        # Else the primary's queue is gone already, but what it delivered before it failed may come yet: known by
+        # its database id, the record is kept for that (`promoted_from_a_gone_queue`).
+        remember = reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT or s.queue_db_id is not None
         for m in routed:
             routes = self.pending_routes(m)
             for ref, next_hop, recipients in routes:
@@ -1143,7 +1146,7 @@ class _Transition:
                     holder=pair.shadow, primary_server=s.primary, message=ref, next_hop=None if previous_hop else next_hop,
                     reason=reason, decided_at_ms=t, recipients=recipients,
                 ))
-            if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:  # else the primary's queue is gone already
+            if remember:
                 # Should the primary return with its queue, it delivers what was pending: those
                 # recipients get it twice, and only those.
                 everyone = any(not rc for ref, _, rc in routes if ref.internal_id == m.ref.internal_id)
@@ -1153,7 +1156,7 @@ class _Transition:
                     self.remember_promoted(m, pair.shadow, t, self.copy_db(m, pair), recipients)
             for ref, _, _ in routes:  # pending side-effect messages are the new owner's now too
                 if ref.internal_id != m.ref.internal_id and (child := s.messages.get(ref.internal_id)) is not None:
-                    if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT:
+                    if remember:
                         self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair))
                     self.close(child, t, "promoted")
             self.close(m, t, "promoted")
@@ -1191,6 +1194,20 @@ class _Transition:
                           primary_db_id or s.queue_db_id, t)
         s.promoted[m.ref.internal_id] = record
         s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id, expires)
+        if s.queue_db_id is not None and record.primary_db_id != s.queue_db_id:
+            self.promoted_from_a_gone_queue(m.ref.internal_id, t)
+
+    def promoted_from_a_gone_queue(self, internal_id: str, t: int) -> None:
+        """The primary is up with another queue database than the promoted message's: that queue is gone and
+        nothing of it is delivered from now on. But its deliveries from it before it failed may still come,
+        stamped by a clock up to the clock-skew allowance ahead of the one that showed the new database (hunt
+        seed 1440): those arrive twice. The record is kept that long, no longer."""
+        until = t + self.config.clock_skew_allowance_ms
+        due = self.s.deadlines.get(DeadlineKind.FORGET_PROMOTED, internal_id)
+        if until <= t:
+            self.forget_promoted(internal_id)
+        elif due is None or until < due:
+            self.s.deadlines.set(DeadlineKind.FORGET_PROMOTED, internal_id, until)
 
     def predict_duplicates(self, records: list[Promoted], t: int, why: str) -> None:
         if not records:

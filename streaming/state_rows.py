@@ -19,23 +19,24 @@ import pandas as pd
 
 from schemas.events import Event
 from state.model import Output
-from state.records import PrimaryState
+from state.records import DeadlineKind, PrimaryState
 from state.summary import (NAMING_OTHERS, due_message_deadlines, state_records, summary_records, to_json,
                            touched_messages)
 
 
 class StateWatch:
     """One operator call's view of its group, taken before the call changes the state: the promoted
-    messages it held (a promoted record may be forgotten without a decision, and its record must go),
-    whether a deadline is due and which messages' own deadlines are (a deadline may change the state
-    without a decision: an expiry moved on to Safety Net's hold, say), and which messages the call's
-    events name that the group does not hold yet."""
+    messages it held and when each is forgotten (a promoted record may be forgotten, or its forgetting
+    moved, without a decision, in a call only facts reach: its record must go or follow), whether a
+    deadline is due and which messages' own deadlines are (a deadline may change the state without a
+    decision: an expiry moved on to Safety Net's hold, say), and which messages the call's events name
+    that the group does not hold yet."""
 
     __slots__ = ("promoted", "fires", "due", "named", "new")
 
     def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int,
                  own_events: list[Event] = ()):
-        self.promoted = set(state.promoted)
+        self.promoted = dict(state.deadlines.by_kind[DeadlineKind.FORGET_PROMOTED])  # every record has one
         self.fires = next_deadline is not None and next_deadline < watermark_ms
         self.due = due_message_deadlines(state, watermark_ms) if self.fires else set()
         # the events are walked once for the messages they name (`rows` takes them from here)
@@ -44,9 +45,11 @@ class StateWatch:
 
     def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
         """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
-        if not (own_events or self.fires or output.alerts or output.commands or output.outcomes):
+        forgotten = state.deadlines.by_kind[DeadlineKind.FORGET_PROMOTED]
+        if not (own_events or self.fires or output.alerts or output.commands or output.outcomes
+                or forgotten != self.promoted):
             return None
-        gone = self.promoted.difference(state.promoted)
+        gone = [i for i, at_ms in self.promoted.items() if forgotten.get(i) != at_ms]  # or forgotten at another time
         touched = touched_messages([e for e in own_events if e.__class__ in NAMING_OTHERS], output.alerts,
                                    output.commands, [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
         touched |= self.named

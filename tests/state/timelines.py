@@ -1448,6 +1448,57 @@ def a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promote
                     events, config, alerts=(Expected(AlertType.SHADOW_EXPIRED, at(31), ("m1",)),))
 
 
+# ---- behaviours a hunt found decided otherwise ---------------------------------------------
+
+def _delivered_by_a_fast_clock_then_back_with_a_new_database(org: Org, promoted_first: bool) -> list[ev.Event]:
+    """mbx01's clock is 4 minutes ahead of mbx02's. By mbx02's clock: mbx01 takes m1 (for alice, inside, and
+    bob@fabrikam.com) at 9.4, the copy on mbx02, and delivers it at 9.5; it fails at 10, before mbx02's next query
+    collects the discard notification (that query fails); it is back at 11.5 with a new, empty queue database,
+    which mbx02's query at 12 sees: mbx02 promotes its copy of m1 on its own. mbx01's receipt and delivery of
+    m1 are stamped 13.4 and 13.5 by its clock, after the promotion and the answer naming dbP2."""
+    shadowed = [dataclasses.replace(e, event_time_ms=at(9.4)) if isinstance(e, ev.ShadowCopyStored) else e
+                for e in org.shadowed("mbx01", "mbx02", "m1", 13.4)]
+    promoted = org.promoted("mbx02", "mbx01", "m1", 12)
+    answered = org.query_ok("mbx02", "mbx01", 12, db="dbP2")
+    return [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+            *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+            *org.received("mbx01", "m1", 13.4, external=("bob@fabrikam.com",)), *shadowed,
+            *org.sent("mbx01", "m1", "mbx09", 13.5, recipients=("alice@contoso.com", "bob@fabrikam.com")),
+            *org.acked("mbx01", "m1", "mbx09", 13.5),
+            *org.query_failed("mbx02", "mbx01", 10),
+            *(promoted + answered if promoted_first else answered + promoted),
+            *org.started("mbx01", "dbP2", 15.5), *_heartbeats_ok(org, "mbx02", "mbx01", 14, 20, db="dbP2")]
+
+
+def a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database() -> Timeline:
+    """As processed_then_back_with_a_new_database_before_the_discard_was_collected, with mbx01's clock 4 minutes
+    ahead (hunt seed 1440: ex02's, 240 s): mbx02's RESUBMIT and the answer naming dbP2 are stamped 12, mbx01's
+    delivery of m1 13.5 (_delivered_by_a_fast_clock_then_back_with_a_new_database). m1 arrives twice: the
+    shadow "promotes the shadow messages" it held for mbx01 when "the queue database ID of the primary server
+    has changed" (003), and mbx01 had delivered it from the database it lost. The delivery names m1 of dbP1,
+    whose copy mbx02 resubmitted: DUPLICATE_DELIVERY_EXPECTED at 13.5 (the promotion knew m1 by its copy
+    alone, so no recipient outside). Before, the answer naming dbP2 made the twin forget the promotion ("its
+    queue is gone: nothing twice") and the delivery, by the event time a fast clock stamped, came after."""
+    org = Org()
+    return Timeline("a primary whose clock is ahead delivered before its shadow promoted on its new database",
+                    _delivered_by_a_fast_clock_then_back_with_a_new_database(org, promoted_first=True),
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(13.5), ("m1",), ((),)),))
+
+
+def a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database() -> Timeline:
+    """The same, but the answer naming dbP2 comes before mbx02's RESUBMIT, both stamped 12: the twin forecasts
+    the promotion itself (an alert and a command) and must remember it as well, for mbx01's delivery of m1
+    stamped 13.5. Before, a promotion for a new queue database kept nothing ("the primary's queue is gone
+    already")."""
+    org = Org()
+    return Timeline("a primary whose clock is ahead delivered before the twin saw its new database",
+                    _delivered_by_a_fast_clock_then_back_with_a_new_database(org, promoted_first=False), alerts=(
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(12), ("m1",)),
+                        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(13.5), ("m1",), ((),))),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(12),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1498,6 +1549,8 @@ ALL = (
     a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
     a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
     a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
+    a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
+    a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1525,5 +1578,7 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_discard_notification_stamped_before_the_primary_names_its_fork_still_counts,
            a_processed_fork_whose_discard_never_reached_the_shadow_is_resubmitted_with_the_rest,
            a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
-           a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody)
+           a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
+           a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
+           a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database)
 
