@@ -120,7 +120,8 @@ def main() -> None:
     ratio = statistics.median(figures["dump"]) / statistics.median(figures["log"])
     print(f"log is {ratio:.2f}x faster than dump at {len(state.messages):,} messages held")
     started = time.perf_counter()
-    held_state.rebuild(store, lambda: model.new_state(primary), lambda s, call: replay_call(model, s, call))
+    held_state.rebuild(store, lambda: model.new_state(primary), lambda s, call: replay_call(model, s, call),
+                       model.loaded)
     print(f"  cold start (base + log replayed): {time.perf_counter() - started:.3f}s")
 
 

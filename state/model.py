@@ -135,6 +135,18 @@ class ShadowRedundancyModel:
     def new_state(self, primary: str) -> PrimaryState:
         return PrimaryState(primary=primary)
 
+    def loaded(self, state: PrimaryState) -> PrimaryState:
+        """`state` as a snapshot written by an earlier twin held it, with what that twin failed to keep: a
+        message it holds with no expiry deadline (before a0ca9e6, one its primary expired while a silent shadow
+        kept its copy), which nothing would ever call again, expires with its copy's Safety Net hold."""
+        deadlines = state.deadlines
+        run = None
+        for key, m in state.messages.items():
+            if deadlines.get(_EXPIRE, key) is None:
+                run = run or _Transition(self, state)
+                deadlines.set(_EXPIRE, key, run.copy_expires_ms(m))
+        return state
+
     @property
     def liveness_bucket_ms(self) -> int:
         """The grain of `NodeSeen` facts (state.facts): a minute, or a heartbeat if that is shorter."""

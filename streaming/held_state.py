@@ -133,6 +133,7 @@ class MemoryGroupStore:
 # One call as logged: its watermark and its events, each (fact, event time, node, bytes).
 Call = tuple[int, list[tuple[str | None, int, str | None, bytes | None]]]
 Replay = Callable[[PrimaryState, Call], None]
+Loaded = Callable[[PrimaryState], PrimaryState]
 
 
 @dataclass
@@ -145,7 +146,7 @@ _held: dict[str, Held] = {}
 
 
 def restore(primary: str, store: GroupStore, new_state: Callable[[], PrimaryState],
-            replay: Replay) -> tuple[PrimaryState, Version | None]:
+            replay: Replay, loaded: Loaded) -> tuple[PrimaryState, Version | None]:
     """The group's stored state and its version: the one this worker holds, brought up to date
     with the entries other workers logged since if they follow it, else rebuilt."""
     version = store.version()
@@ -161,7 +162,7 @@ def restore(primary: str, store: GroupStore, new_state: Callable[[], PrimaryStat
             for entry in entries:
                 replay(held.state, call_of(entry))
             return held.state, version
-    return rebuild(store, new_state, replay), version
+    return rebuild(store, new_state, replay, loaded), version
 
 
 def hold(primary: str, state: PrimaryState, version: Version | None) -> None:
@@ -178,11 +179,13 @@ def drop(primary: str, store: GroupStore, version: Version, expired: bool) -> No
         store.delete_timer(version.timer_ms)
 
 
-def rebuild(store: GroupStore, new_state: Callable[[], PrimaryState], replay: Replay) -> PrimaryState:
-    """The stored state as the base (or a new state) with the logged calls applied again."""
+def rebuild(store: GroupStore, new_state: Callable[[], PrimaryState], replay: Replay,
+            loaded: Loaded) -> PrimaryState:
+    """The stored state as the base (or a new state), as `loaded` (the model) mends it, with the logged
+    calls applied again."""
     version = store.version()
     base = store.base()
-    state = snapshot.load(base) if base is not None else new_state()
+    state = loaded(snapshot.load(base)) if base is not None else new_state()
     for slot in range(version.log_entries if version is not None else 0):
         replay(state, call_of(store.entry(slot)))
     return state

@@ -324,7 +324,7 @@ def advance_group(model: ShadowRedundancyModel, primary: str, batches: Iterator[
     apply and no deadline due stores nothing (with declared servers every group is called in
     every batch, for the NodeSeen rows of the others' events)."""
     state, version = restore(primary, store, lambda: model.new_state(primary),
-                             lambda s, call: replay_call(model, s, call))
+                             lambda s, call: replay_call(model, s, call), model.loaded)
     if expired and version is not None:
         version = replace(version, timer_ms=-1)
     due = model.next_deadline(state)
@@ -439,7 +439,7 @@ def retire_group(model: ShadowRedundancyModel, group: str, spelled: str, store: 
     what that one hears of: it is forgotten (no state, no timer left), with a tombstone on the state topic
     for each of its records, and one line on stderr that says what was dropped."""
     state, version = restore(group, store, lambda: model.new_state(group),
-                             lambda s, call: replay_call(model, s, call))
+                             lambda s, call: replay_call(model, s, call), model.loaded)
     if version is None:
         return None
     drop(group, store, version, expired)

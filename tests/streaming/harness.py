@@ -139,7 +139,7 @@ class OperatorHarness:
     def state_of(self, key: str) -> PrimaryState:
         """A group's stored state, rebuilt from its base and log as a worker that holds nothing would."""
         return rebuild(self.stores[key], lambda: self.model.new_state(key),
-                       lambda state, call: replay_call(self.model, state, call))
+                       lambda state, call: replay_call(self.model, state, call), self.model.loaded)
 
     def _call(self, key: str, frames: list[pd.DataFrame], timed_out: bool) -> None:
         self.processor.store = self.stores.setdefault(key, MemoryGroupStore())

@@ -9,9 +9,12 @@ import pickle
 
 import pytest
 
+from schemas.events import AlertType
 from state import snapshot
+from state.records import DeadlineKind
 from streaming import held_state
-from tests.state.scenario import Org
+from tests.state.scenario import DAY, HOUR, Org, at
+from tests.state.timelines import at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver
 from tests.streaming.harness import OperatorHarness
 from tests.streaming.test_operator import FAST, SERVERS, stranded
 
@@ -173,3 +176,31 @@ def test_a_snapshot_of_the_previous_format_is_still_loaded():
     previous = pickle.dumps(((3, *header[2:-2]), messages, counted, *rest))
     assert snapshot.token_of(previous) is None
     assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None)
+
+
+def test_a_message_an_earlier_twin_left_with_no_deadline_expires_with_its_copy_once_its_group_is_loaded():
+    """A checkpoint of a twin before a0ca9e6 holds m1 stuck: mbx01 expired it (MESSAGE_EXPIRED) while mbx02, silent,
+    kept its copy, and its expiry deadline was spent on that with none after (nor a Spark timer). Loaded by this twin,
+    it expires with its copy at receipt + SafetyNetHoldTime + MessageExpirationTimeout (SHADOW_EXPIRED), as this twin
+    decides from the start, and nothing of it is held after."""
+    timeline = at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver()
+    events = sorted(timeline.events, key=lambda e: e.event_time_ms)
+    copy_expires = at(1) + 4 * DAY
+    harness = OperatorHarness(servers=("mbx01", "mbx02", "mbx03"))
+    harness.events([e for e in events if e.event_time_ms < copy_expires - HOUR])
+    harness.advance(copy_expires - HOUR)
+    assert {a.type for a in harness.alerts} >= {AlertType.MESSAGE_EXPIRED, AlertType.DISCARD_EVENTS_DROPPED}
+    store = harness.stores["mbx01"]
+    state = harness.state_of("mbx01")
+    m1 = next(key for key, m in state.messages.items() if m.ref.message_id.startswith("<m1"))
+    assert state.deadlines.get(DeadlineKind.EXPIRE, m1) == copy_expires
+    state.deadlines.clear(DeadlineKind.EXPIRE, m1)  # as the earlier twin stored it: no deadline, no timer
+    store.put_base(snapshot.dump(state))
+    for at_ms in list(store.timers):
+        store.delete_timer(at_ms)
+    store.set_version(held_state.Version(b"old", b"old", 0, 0, -1))
+    held_state._held.clear()  # a twin started again holds nothing
+    harness.events(Org().busy("mbx03", 4 * 24 * 60 - 50, 4 * 24 * 60 - 40))  # mbx01's group is called again
+    harness.advance(copy_expires + DAY)
+    assert [a.type for a in harness.alerts if a.decided_at_ms >= copy_expires - HOUR] == [AlertType.SHADOW_EXPIRED]
+    assert harness.state_of("mbx01").messages == {}
