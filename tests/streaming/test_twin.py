@@ -26,6 +26,7 @@ from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived, MessageRef, ServerProbed
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
+from state.summary import message_key
 from streaming.app import Ending, TwinApplication
 from streaming.views import read_state
 from tests.state.scenario import Org
@@ -477,6 +478,92 @@ def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
         log.close()
     assert {a.alert_id for a in got[topics.alerts]} == alerts, (tmp_path / "twin.log").read_text()[-3000:]
     assert {c.command_id for c in got[topics.commands]} == commands
+
+
+# Run by every Python process of a twin started with it on its PYTHONPATH (the driver, PySpark's daemon, whose
+# forked workers inherit it): the CRASH_CALL-th call of CRASH_AT, across the workers, kills the twin's process group
+# (its session's: started in a new session) and the daemon's own with SIGKILL, as a machine that crashes then.
+CRASH_HOOK = """
+import importlib, os, signal
+module_name, _, name = os.environ["CRASH_AT"].partition(":")
+owner_name, _, method = name.partition(".")
+owner = getattr(importlib.import_module(module_name), owner_name) if method else importlib.import_module(module_name)
+real = getattr(owner, method or name)
+
+def crashing(*args, **kwargs):
+    calls = len(os.listdir(os.environ["CRASH_DIR"])) + 1
+    open(os.path.join(os.environ["CRASH_DIR"], f"{os.getpid()}-{calls}"), "w").close()
+    if calls == int(os.environ["CRASH_CALL"]):
+        os.killpg(os.getsid(0), signal.SIGKILL)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    return real(*args, **kwargs)
+
+setattr(owner, method or name, crashing)
+"""
+
+
+@pytest.mark.parametrize("crash_at", ["state.snapshot:dump", "streaming.state_rows:StateWatch.rows"],
+                         ids=["writing a base", "writing the state topic"])
+def test_a_twin_killed_while_writing_its_state_decides_as_one_pass_once_started_again(
+        kafka_bootstrap, topics, tmp_path, crash_at):
+    """The twin's processes die (SIGKILL, as in a machine crash) in its first batch, as a group writes its base
+    snapshot (streaming.held_state) or its records for the state topic, after another group wrote its own.
+    Started again on the same checkpoint, it runs that batch again and goes on: the alerts and redelivery commands
+    are the reference's, none lost; what a batch run again publishes again (Spark's Kafka sink writes at least
+    once; consumers skip a repeated `alert_id` or `command_id`, producers/relay/commands.py) is the same record;
+    the state topic holds what the reference still holds."""
+    events = world_events()
+    end = final_tick(events)
+    reference = replay(events, until_ms=end.event_time_ms - DELAY_MS)
+    alerts, commands = {a.alert_id for a in reference.alerts}, {c.command_id for c in reference.commands}
+    hook, crashes = tmp_path / "hook", tmp_path / "crashes"
+    hook.mkdir()
+    crashes.mkdir()
+    (hook / "sitecustomize.py").write_text(CRASH_HOOK)
+    env = twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints", servers=world_servers())
+    crashing = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")])),
+                    CRASH_AT=crash_at, CRASH_DIR=str(crashes), CRASH_CALL="2")
+    command = [sys.executable, "-m", "shadowtwin", "twin", "run", "--no-ticks"]
+    middle = events[len(events) // 2].event_time_ms
+    publish(kafka_bootstrap, topics.events, [e for e in events if e.event_time_ms < middle])
+    with open(tmp_path / "twin.log", "w") as log:
+        first = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=crashing)
+        try:
+            first.wait(240)  # Spark's first batch is slow on a busy machine
+        finally:
+            if first.poll() is None:
+                os.killpg(first.pid, signal.SIGKILL)
+        assert first.returncode == -signal.SIGKILL, (tmp_path / "twin.log").read_text()[-3000:]
+        assert len(list(crashes.iterdir())) == 2, "killed at the second call, then nothing ran"
+        partial = collect(kafka_bootstrap, [topics.alerts, topics.commands], lambda g: False, timeout_s=5)
+        assert {a.alert_id for a in partial[topics.alerts]} < alerts, "killed before it had finished"
+        publish(kafka_bootstrap, topics.events, [*(e for e in events if e.event_time_ms >= middle), end])
+        second = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        try:
+            got = collect(kafka_bootstrap, [topics.alerts, topics.commands],
+                          lambda g: {a.alert_id for a in g[topics.alerts]} >= alerts
+                          and {c.command_id for c in g[topics.commands]} >= commands, timeout_s=240)
+            deadline = time.monotonic() + 60  # the last batch's state records may come after its alerts
+            while read_state(kafka_bootstrap, topics.state).messages.keys() != held_keys(reference) \
+                    and time.monotonic() < deadline:
+                time.sleep(1)
+        finally:
+            os.killpg(second.pid, signal.SIGTERM)
+            second.wait(60)
+    text = (tmp_path / "twin.log").read_text()[-3000:]
+    assert {a.alert_id for a in got[topics.alerts]} == alerts, text
+    assert {c.command_id for c in got[topics.commands]} == commands, text
+    for records, id_of in ((got[topics.alerts], lambda a: a.alert_id), (got[topics.commands], lambda c: c.command_id)):
+        by_id = {}
+        for record in records:
+            assert by_id.setdefault(id_of(record), record) == record, "a repeat is the same record"
+    assert read_state(kafka_bootstrap, topics.state).messages.keys() == held_keys(reference)
+
+
+def held_keys(reference) -> set:
+    """The state topic's keys of the messages the reference still holds."""
+    return {message_key(primary, internal_id) for primary, state in reference.states.items()
+            for internal_id in state.messages}
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
