@@ -11,7 +11,7 @@
   with BDAT gets 503; BINARYMIME is not offered, so the chunks hold a message of lines as DATA does), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
-  else is not; STARTTLS on an encrypted session gets `554 5.5.1`), and AUTH LOGIN/PLAIN once the session
+  else is not; STARTTLS before EHLO gets `503 5.5.1`, on an encrypted session `554 5.5.1`), and AUTH LOGIN/PLAIN once the session
   is encrypted (before that, AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
 - AUTH checks the login against the nodes' credentials and against the client certificate
   the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
@@ -83,6 +83,7 @@ FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 _BDAT_ARGUMENT = re.compile(r"^(?P<size>[0-9]{1,18})(?: +(?P<last>LAST))? *$", re.IGNORECASE)
 TLS_ALREADY_ACTIVE = "554 5.5.1 Error: TLS already active"
+SEND_HELLO_FIRST = "503 5.5.1 Error: send {verb} first"
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 
 log = logging.getLogger("shadowtwin.relay.server")
@@ -177,6 +178,13 @@ class RelaySMTP(SMTP):
     async def push(self, status: str) -> None:
         await super().push(TOO_LARGE if status in _LIBRARY_TOO_LARGE else status)
 
+    async def check_helo_needed(self, helo: str = "HELO") -> bool:
+        """aiosmtpd's check, answered with an enhanced status code (RFC 2034) as postfix answers it."""
+        if self.session.host_name:
+            return False
+        await self.push(SEND_HELLO_FIRST.format(verb=helo))
+        return True
+
     def data_received(self, data: bytes) -> None:
         """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after
         `timeout` seconds of DATA was cut off. Any bytes from the client are activity."""
@@ -241,9 +249,13 @@ class RelaySMTP(SMTP):
     @syntax("STARTTLS", when="tls_context")
     async def smtp_STARTTLS(self, arg: str) -> None:
         """A peer is asked for its lab certificate; a sender is not (its own would fail the lab CA's check). Once
-        the session is encrypted, STARTTLS is refused as postfix refuses it (RFC 3207 4.2 offers it no more)."""
+        the session is encrypted, STARTTLS is refused as postfix refuses it (RFC 3207 4.2 offers it no more); before
+        EHLO it is refused too: the extension is offered in EHLO's answer, and the certificate asked for depends on
+        the name the client gave there."""
         if self._tls_protocol is not None:  # aiosmtpd began a second handshake inside the first, and failed it
             await self.push(TLS_ALREADY_ACTIVE)
+            return
+        if await self.check_helo_needed("EHLO"):
             return
         named = self.session.host_name if self.session is not None else None
         self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context

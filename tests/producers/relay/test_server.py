@@ -254,6 +254,24 @@ def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(ser
     assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
 
 
+def test_starttls_before_ehlo_is_refused_503_5_5_1_and_the_session_goes_on(server):
+    """RFC 3207 offers STARTTLS in EHLO's answer, and the node asks a peer for its certificate by the name its EHLO
+    gave: STARTTLS before EHLO is refused `503 5.5.1` as postfix refuses a command that needs EHLO first. The
+    node answered `220 Ready to start TLS` and began a handshake with a client that had said nothing of itself."""
+    controller, backend = server
+    with socket.create_connection(("127.0.0.1", controller.port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        replies.readline()
+        sock.sendall(b"STARTTLS\r\nMAIL FROM:<a@fabrikam.example>\r\nEHLO client.example\r\n")
+        answers = [replies.readline().decode().strip() for _ in range(2)]
+        while replies.readline()[3:4] == b"-":
+            pass
+        sock.sendall(b"STARTTLS\r\n")
+        answers.append(replies.readline().decode().strip())
+    assert answers == ["503 5.5.1 Error: send EHLO first", "503 5.5.1 Error: send HELO first",
+                       "220 Ready to start TLS"]
+
+
 def test_a_message_over_max_message_size_is_refused_552_5_3_4_at_mail_and_at_the_end_of_its_data(server):
     """RFC 1870: a SIZE= over the declared limit at MAIL, or more data than it, gets 552; Exchange answers
     `552 5.3.4 Message size exceeds fixed maximum message size` (RFC 3463 X.3.4, message too big), as the node
