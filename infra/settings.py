@@ -20,7 +20,7 @@ from pathlib import Path
 
 from infra.config import (
     ConfigError, Secret, SparkInterval, allowed, at_least, build, env_names, env_overlay, matching, merge, more_than, one_of,
-    port as port_number, positive_duration, readable_file,
+    port as port_number, positive_duration, readable_file, timespan,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
 
@@ -205,8 +205,8 @@ class DemoSettings:
     crash_for_seconds: int = field(default=40, metadata=at_least(1))
     backlog_seconds: int = field(default=10, metadata=at_least(0))
     new_database: bool = False
-    shadow_heartbeat_frequency: timedelta = field(default=timedelta(seconds=2), metadata=positive_duration())
-    shadow_resubmit_time_span: timedelta = field(default=timedelta(seconds=15), metadata=positive_duration())
+    shadow_heartbeat_frequency: timedelta = field(default=timedelta(seconds=2), metadata=timespan(positive_duration()))
+    shadow_resubmit_time_span: timedelta = field(default=timedelta(seconds=15), metadata=timespan(positive_duration()))
     watermark_delay: SparkInterval = SparkInterval("2 seconds")
     run_seconds: int = field(default=150, metadata=at_least(1))
 

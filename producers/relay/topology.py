@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from infra.config import ConfigError, at_least, build, port as port_number, positive_duration
+from infra.config import ConfigError, at_least, build, port as port_number, positive_duration, timespan
 from infra.settings import CONF_DIR, PROJECT_ROOT
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from
 
 DEFAULT_TOPOLOGY = CONF_DIR / "lab.toml"
+_SPAN = timespan(positive_duration())  # an Exchange parameter's duration, read as in conf/shadowtwin.toml
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,8 @@ class TransportService:
     parameter): then it expires."""
 
     transient_failure_retry_count: int = field(default=6, metadata=at_least(0))
-    transient_failure_retry_interval: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
-    outbound_connection_failure_retry_interval: timedelta = field(default=timedelta(minutes=10),
-                                                                  metadata=positive_duration())
+    transient_failure_retry_interval: timedelta = field(default=timedelta(minutes=5), metadata=_SPAN)
+    outbound_connection_failure_retry_interval: timedelta = field(default=timedelta(minutes=10), metadata=_SPAN)
     # Sessions a node holds open to its next hop at once: a next hop that never answers one message
     # holds that session only (Exchange's MaxPerDomainOutboundConnections, default 20).
     max_per_domain_outbound_connections: int = field(default=20, metadata=at_least(1))
@@ -88,7 +88,7 @@ class ReceiveConnector:
     452 4.5.3 (Exchange's MaxRecipientsPerMessage, "A valid value is from 1 to 512000. The default value is
     200.", Set-ReceiveConnector)."""
 
-    connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=positive_duration())
+    connection_inactivity_timeout: timedelta = field(default=timedelta(minutes=5), metadata=_SPAN)
     max_message_size: int = field(default=36 * 1024 * 1024, metadata=at_least(65536))
     max_hop_count: int = field(default=30, metadata=at_least(1))
     max_recipients_per_message: int = field(default=200, metadata=at_least(1))

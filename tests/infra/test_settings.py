@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import pickle
+from datetime import timedelta
 
 import pytest
 
@@ -141,6 +142,18 @@ def test_whole_numbers_pass_for_floats_but_booleans_are_not_numbers(tmp_path):
 ])
 def test_values_outside_what_is_allowed_are_refused_in_one_line(tmp_path, text, named):
     assert named in refusal(tmp_path, text)
+
+
+def test_the_demo_s_exchange_durations_refuse_a_bare_number_as_shadow_redundancy_does(tmp_path):
+    """[demo]'s shadow_heartbeat_frequency and shadow_resubmit_time_span replace [shadow_redundancy]'s for the demo,
+    in the same notation; `= 60` was 60 seconds there while [shadow_redundancy] refuses it (Exchange reads "60" as
+    60 days), and a quoted "2" was refused there while it is 2 days in [shadow_redundancy]."""
+    for key in ("shadow_heartbeat_frequency", "shadow_resubmit_time_span"):
+        assert (f'demo.{key} = 60: expected a duration such as "03:00:00", "2.00:00:00", "3h" or'
+                f' "90s" (a bare number is ambiguous here: write "00:01:00" (60 seconds) or "60.00:00:00"'
+                in refusal(tmp_path, f"[demo]\n{key} = 60\n"))
+        demo = load_settings(write(tmp_path, f'[demo]\n{key} = "2"\n'), env={}).demo
+        assert getattr(demo, key) == timedelta(days=2)
 
 
 @pytest.mark.parametrize("key", ["ssl_ca_file", "ssl_certificate_file", "ssl_key_file"])

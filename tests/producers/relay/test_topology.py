@@ -33,6 +33,12 @@ def test_a_node_waits_five_minutes_for_a_client_s_next_command():
     ({"nodes": [{"name": "a", "port": 1}], "shadow_redundancy": {"nodes": {"b": {"shadow_resubmit_time_span": "1h"}}}},
      "nodes.b: no such server; known: a"),
     ({"nodes": [{"name": "a", "port": 0}]}, r"nodes\[0\]: port = 0: expected a port number"),
+    ({"nodes": [{"name": "a", "port": 1}], "transport_service": {"transient_failure_retry_interval": 60}},
+     r'transport_service.transient_failure_retry_interval = 60: .* write "00:01:00" \(60 seconds\) or "60.00:00:00"'),
+    ({"nodes": [{"name": "a", "port": 1}], "transport_service": {"outbound_connection_failure_retry_interval": 600}},
+     "outbound_connection_failure_retry_interval = 600: .*a bare number is ambiguous"),
+    ({"nodes": [{"name": "a", "port": 1}], "receive_connector": {"connection_inactivity_timeout": 300}},
+     "receive_connector.connection_inactivity_timeout = 300: .*a bare number is ambiguous"),
 ])
 def test_mistakes_are_refused(raw, message):
     with pytest.raises(ConfigError, match=message):
