@@ -44,7 +44,7 @@ from typing import Callable, Protocol
 from confluent_kafka import KafkaException
 
 from producers.ingest_positions import Positions
-from producers.log_tail import Line, LogTail, TailedFile, head_lines
+from producers.log_tail import CHUNK, Line, LogTail, TailedFile, head_lines
 from producers.mtl_events import Held, MtlMapper, Skip, Unmappable
 from producers.mtl_log import REQUIRED_FIELDS, BadLine, MtlReader, not_a_tracking_log
 from schemas.events import DeadLetter, Event
@@ -112,16 +112,38 @@ def line_id(raw: bytes) -> str:
 
 
 def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None = None,
-              wall_clock: Callable[[], float] = time.time) -> LogTail:
+              wall_clock: Callable[[], float] = time.time, say: Callable[[str], None] = print) -> LogTail:
     """The files to ingest, opened: a FileNotFoundError for one that is not there (without `follow`) or a
-    pattern that matches none, NotATrackingLog for one that is something else."""
+    pattern that matches none, NotATrackingLog for one that is something else. Without `follow`, a file with
+    nothing in it (no header, no record: not even a quiet server's log, which has its header) is said through `say`,
+    and when every file is such, NotATrackingLog: there is nothing to publish."""
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
+    empty = []
     for path in tail.open_paths():
         why = not_a_tracking_log(head_lines(path))
         if why is not None:
             tail.close()
             raise NotATrackingLog(_not_a_log(path, "nothing published", why))
+        if not follow and _holds_nothing(path):
+            empty.append(path)
+    if empty and len(empty) == len(tail.open_paths()):
+        tail.close()
+        others = f" (and {len(empty) - 1} other file{'s' if len(empty) > 2 else ''})" if len(empty) > 1 else ""
+        raise NotATrackingLog(f"{_nothing(empty[0])}{others}, nothing published")
+    for path in empty:
+        say(f"{_nothing(path)}, nothing in it to publish; the other files are read")
     return tail
+
+
+def _holds_nothing(path: Path) -> bool:
+    """No header and no record: no byte, or blank lines only."""
+    with open(path, "rb") as handle:
+        return not handle.read(CHUNK).strip() and not handle.read(1)
+
+
+def _nothing(path: Path) -> str:
+    size = path.stat().st_size
+    return f"{path}: empty ({size} bytes{', blank lines only' if size else ''}: no #Fields: line, no record)"
 
 
 def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,

@@ -591,6 +591,43 @@ def test_ingest_of_a_file_that_is_no_tracking_log_says_so_and_publishes_nothing(
         "the real log beside it is not half sent: given again alone, nothing of it is lost"
 
 
+@pytest.mark.parametrize("bodies, says", [
+    ([b""], "empty (0 bytes: no #Fields: line, no record), nothing published"),
+    ([b"\r\n\r\n"], "empty (4 bytes, blank lines only: no #Fields: line, no record), nothing published"),
+    ([b"", b""], "empty (0 bytes: no #Fields: line, no record) (and 1 other file), nothing published"),
+], ids=["0 bytes", "blank lines", "two empty files"])
+def test_ingest_of_files_that_hold_nothing_says_so_before_the_broker(tmp_path, bodies, says):
+    """Before: '0 lines: 0 events, 0 dead letters, 0 skipped', exit 0, as for a quiet server's log, which has its
+    header: a copy that went wrong looked like a server that handled no mail."""
+    paths = [tmp_path / f"MSGTRK20261122-{n}.LOG" for n in range(1, len(bodies) + 1)]
+    for path, body in zip(paths, bodies):
+        path.write_bytes(body)
+    result = shadowtwin("ingest", "exchange-mtl", *paths, "--bootstrap", "127.0.0.1:1")
+    one_line_naming(result, f"shadowtwin ingest: {paths[0]}: {says}")
+    assert result.stdout == ""
+
+
+def test_ingest_of_an_empty_file_beside_logs_says_so_and_reads_the_others_and_a_header_alone_is_a_quiet_log(
+        kafka_bootstrap, topics, tmp_path, monkeypatch):
+    """An empty file among logs (a glob, a folder) is said, one line, and the others are published; a log with its
+    header and no record is a quiet server's, read without a word."""
+    from tests.producers.test_mtl import EX01
+
+    empty, quiet = tmp_path / "MSGTRK20261122-2.LOG", tmp_path / "MSGTRK20261122-3.LOG"
+    empty.write_bytes(b"")
+    quiet.write_bytes(b"".join(line for line in EX01.read_bytes().splitlines(keepends=True) if line.startswith(b"#")))
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_EVENTS", topics.events)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", topics.dead_letters)
+    result = shadowtwin("ingest", "exchange-mtl", EX01, empty, quiet, "--bootstrap", kafka_bootstrap)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"{empty}: empty (0 bytes: no #Fields: line, no record), nothing in it to"
+                                          " publish; the other files are read"]
+    assert published(kafka_bootstrap, topics.events) > 0
+    quiet_alone = shadowtwin("ingest", "exchange-mtl", quiet, "--bootstrap", kafka_bootstrap)
+    assert (quiet_alone.returncode, quiet_alone.stderr) == (0, "")
+    assert quiet_alone.stdout.startswith("0 lines: 0 events")
+
+
 def test_ingest_follow_skips_a_file_that_comes_later_and_is_no_tracking_log_and_follows_on(kafka_bootstrap,
                                                                                            topics, tmp_path):
     """Before: only the files there at start were judged; a later one sent its lines to the dead letters."""
