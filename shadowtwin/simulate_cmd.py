@@ -76,10 +76,10 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                                 speed=speed, truth_path=truth, progress=progress, stop=stop,
                                 delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.format == "exchange-mtl":
-        return _to_logs(topology, args, truth)
+        return _to_logs(topology, args, _apart(truth, Path(args.out or f"simulation-{args.seed}-logs")))
     else:
         out = check_writable(Path(args.out or f"simulation-{args.seed}.avro"))
-        truth = truth or writable_file(runs.truth_path_for(out))
+        truth = _apart(truth, out) or writable_file(runs.truth_path_for(out))
         outcome = runs.to_file(topology, args.seed, out, truth, stop=stop)
         print(f"events: {out}")
     print(outcome.describe())
@@ -88,6 +88,14 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     return stop.exit_status()
 
+
+
+def _apart(truth: Path | None, out: Path) -> Path | None:
+    """--truth, refused when it names the events' own file or folder: the truth would overwrite the events."""
+    if truth is not None and truth.resolve() == out.resolve():
+        raise UsageError(f"--truth {truth}: the same path as the events (--out {out}): the ground truth would"
+                         " overwrite them; name another file, or leave --truth out for NAME.truth.jsonl beside them")
+    return truth
 
 
 def _refuse_times_out_of_range(topology, path) -> None:

@@ -85,6 +85,23 @@ def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_the_run(opt
     assert not list(tmp_path.iterdir()), "nothing written, no folder made"
 
 
+@pytest.mark.parametrize("options, truth, out", [
+    (["--out", "day.avro", "--truth", "./day.avro"], "day.avro", "day.avro"),
+    (["--format", "exchange-mtl", "--out", "logs", "--truth", "logs"], "logs", "logs"),
+], ids=["events file", "logs folder"])
+def test_a_truth_file_that_is_the_events_output_is_refused_before_the_run(options, truth, out, tmp_path, monkeypatch,
+                                                                         capsys):
+    """Before: `--out day.avro --truth day.avro` wrote the events, then the truth over them, exit 0 (day.avro held
+    JSON Lines of the truth); `--format exchange-mtl --out logs --truth logs` wrote the logs, then said 'logs: Is a
+    directory', exit 2."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--duration", "00:05:00", *options]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"shadowtwin simulate: --truth {truth}: the same path as the events (--out {out}): the ground truth"
+        " would overwrite them; name another file, or leave --truth out for NAME.truth.jsonl beside them"]
+    assert not list(tmp_path.iterdir()), "nothing simulated"
+
+
 @pytest.mark.parametrize("value", ["abc", "1y", "0s", "0.5ms"])  # "": any empty argument (test_errors.py)
 def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
     assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
