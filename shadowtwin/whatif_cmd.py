@@ -37,7 +37,7 @@ from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state import collector
 from state.clock_guard import OUT_OF_RANGE, Verdict, guard
-from state.parameters import ModelConfig
+from state.parameters import ModelConfig, parameter_name
 from state.replay import replay
 from state.summary import state_records
 from state.scoring import score
@@ -46,9 +46,14 @@ from shadowtwin.whatif_report import write_report
 
 
 def apply_assignments(config: ModelConfig, assignments: list[str]) -> ModelConfig:
-    """`name=value` changes every node; `node:name=value` changes one node."""
+    """`name=value` changes every node; `node:name=value` changes one node. A parameter given twice for the same
+    nodes is refused: one run takes one value (the last one was taken, and the run named after both)."""
+    given: dict[tuple[str | None, str], str] = {}
     for assignment in assignments:
         node, name, value = parse_assignment(assignment)
+        if (first := given.setdefault((node and node.lower(), parameter_name(name)), assignment)) != assignment:
+            raise ValueError(f"{first!r} and {assignment!r} set the same parameter: a run takes one value (to compare"
+                             " two, --set one and --compare the other)")
         config = config.with_overrides({name: value}, node=node)
     return config
 

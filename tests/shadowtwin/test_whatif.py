@@ -70,6 +70,22 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("option", ["--set", "--compare"])
+def test_a_parameter_set_twice_in_one_run_is_refused(option, tmp_path):
+    """Before: `--compare ShadowResubmitTimeSpan=1h --compare shadow_resubmit_time_span=2h` ran with 2h only, exit 0,
+    under a column headed with both values. The same parameter for another node, or in the other run, is taken."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    twice = whatif(recording, option, "ShadowResubmitTimeSpan=1h", option, "MBX02:shadowresubmittimespan=3h",
+                   option, "shadow_resubmit_time_span=2h")
+    assert twice.returncode == 2 and twice.stderr.splitlines() == [
+        f"shadowtwin whatif: {option}: 'ShadowResubmitTimeSpan=1h' and 'shadow_resubmit_time_span=2h' set the same"
+        " parameter: a run takes one value (to compare two, --set one and --compare the other)"], twice.stderr
+    assert twice.stdout == ""
+    other_run = whatif(recording, "--set", "ShadowResubmitTimeSpan=1h", "--compare", "ShadowResubmitTimeSpan=2h")
+    assert other_run.returncode == 0, other_run.stderr
+
+
 def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_line(tmp_path):
     """Before: "1:00" was refused; "100000000000000000000d" ended in an OverflowError's traceback."""
     recording = tmp_path / "outage.avro"
