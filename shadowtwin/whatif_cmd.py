@@ -66,6 +66,8 @@ def parse_assignment(assignment: str) -> tuple[str | None, str, str]:
     node, colon, name = name.rpartition(":")
     if colon and not node.strip():
         raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
+    if not name.strip():
+        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before the =)")
     return node.strip() or None, name.strip(), value.strip()
 
 

@@ -86,6 +86,16 @@ def test_a_parameter_set_twice_in_one_run_is_refused(option, tmp_path):
     assert other_run.returncode == 0, other_run.stderr
 
 
+@pytest.mark.parametrize("assignment", ["=1h", "mbx02:=1h", " =1h"])
+def test_an_assignment_with_no_name_says_so(assignment, tmp_path):
+    """Before: 'parameters: : unknown key; known: max_acknowledgement_delay, ...', as if a parameter had been named."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    result = whatif(recording, "--set", assignment)
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"shadowtwin whatif: --set: expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before the =)"]
+
+
 def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_line(tmp_path):
     """Before: "1:00" was refused; "100000000000000000000d" ended in an OverflowError's traceback."""
     recording = tmp_path / "outage.avro"
