@@ -31,6 +31,7 @@ from schemas.validate import ValidationError, check
 KINDS: dict[str, type] = {**EVENT_TYPES, **OUTPUT_TYPES}
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MILLISECOND = datetime.timedelta(milliseconds=1)
+_TRUTH_KINDS = ("summary", "message")  # the lines of the simulator's truth (producers/simulator/truth.py)
 
 
 class JsonlError(ValueError):
@@ -177,6 +178,10 @@ def from_json(obj: Any) -> Any:
     if "kind" not in obj:
         raise ValidationError("kind", "missing: every line names its record kind")
     kind = obj["kind"]
+    if kind in _TRUTH_KINDS:  # the file beside a simulated recording, given in its place
+        raise ValidationError("kind", f"{kind!r}: this is the simulator's ground truth (NAME.truth.jsonl), not a"
+                                      " recording: the events are beside it (NAME.avro or NAME.jsonl); whatif reads"
+                                      " the truth with --truth")
     if not isinstance(kind, str) or kind not in KINDS:
         raise ValidationError("kind", f"{kind!r} is no record kind (known: {', '.join(KINDS)})")
     return _record_from_json(KINDS[kind], {key: value for key, value in obj.items() if key != "kind"}, kind)

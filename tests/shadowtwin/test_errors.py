@@ -336,6 +336,19 @@ def test_an_empty_recording_holds_no_events(tmp_path, command, suffix, content):
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("command", ["whatif", "replay"])
+def test_the_simulator_s_truth_given_for_its_events_says_where_the_events_are(tmp_path, command):
+    """The truth is written beside the events (day.truth.jsonl beside day.avro); given in their place it was
+    answered "kind: 'summary' is no record kind (known: NodeStarted, NodeStopping, ...)", 29 kinds long."""
+    assert shadowtwin("simulate", "--duration", "5m", "--out", tmp_path / "day.avro").returncode == 0
+    truth = tmp_path / "day.truth.jsonl"
+    result = shadowtwin(command, truth, *(["--bootstrap", "127.0.0.1:1"] if command == "replay" else []))
+    one_line_naming(result, f"{truth}:1: kind: 'summary': this is the simulator's ground truth (NAME.truth.jsonl),"
+                            " not a recording: the events are beside it (NAME.avro or NAME.jsonl); whatif reads the"
+                            " truth with --truth")
+    assert result.stdout == ""
+
+
 def test_whatif_of_a_file_garbled_from_its_first_line_prints_no_summary(tmp_path):
     garbled = tmp_path / "garbled.jsonl"
     garbled.write_text('{"a": 1}\n')
