@@ -43,7 +43,7 @@ from streaming.lost_events import LostEvents, checkpoint_positions
 from streaming.progress import ProgressReporter, first_line
 from streaming.session import build_spark
 from streaming.ticker import Ticker
-from streaming.twin import refuse_checkpoint_in_a_file, start_query, stop_between_batches, twin_output
+from streaming.twin import made_checkpoint, start_query, stop_between_batches, twin_output
 
 
 class Ending(enum.Enum):
@@ -88,7 +88,7 @@ class TwinApplication:
 
     def start(self) -> "TwinApplication":
         settings = self.settings
-        refuse_checkpoint_in_a_file(self.checkpoint_dir)
+        made_checkpoint(self.checkpoint_dir)
         try:
             self._broker = start_if_needed(settings, self._say)
             self._create_topics()

@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -172,6 +173,18 @@ def refuse_checkpoint_in_a_file(checkpoint_dir: Path) -> None:
             if not place.is_dir():
                 raise ConfigError(f"checkpoint {checkpoint_dir}: {place} is a file, not a folder")
             return
+
+
+def made_checkpoint(checkpoint_dir: Path) -> None:
+    """The checkpoint folder, made now (Spark makes it when the query starts): one that cannot be made or written
+    (`--checkpoint /proc/x`, a folder of another user's) is said in one line, not by Spark's stack trace."""
+    refuse_checkpoint_in_a_file(checkpoint_dir)
+    try:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"checkpoint {checkpoint_dir}: cannot be made ({exc.strerror})") from None
+    if not os.access(checkpoint_dir, os.W_OK | os.X_OK):
+        raise ConfigError(f"checkpoint {checkpoint_dir}: cannot be written (Permission denied)")
 
 
 def refuse_previous_operator(checkpoint_dir: Path) -> None:

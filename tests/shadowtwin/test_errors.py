@@ -152,6 +152,13 @@ def test_twin_run_with_a_checkpoint_that_is_a_file_says_so_before_it_starts_anyt
                     tmp_path / "twin.ckpt", "not a folder")
 
 
+def test_twin_run_with_a_checkpoint_that_cannot_be_made_says_so_before_it_starts_anything():
+    """`--checkpoint /proc/x` started the topics and Spark, whose query's start failed: 'Py4JJavaError: ...
+    java.io.IOException: mkdir of file:/proc/x failed' and a Java stack trace, exit 1."""
+    one_line_naming(shadowtwin("twin", "run", "--checkpoint", "/proc/x", "--bootstrap", "127.0.0.1:1"),
+                    "shadowtwin twin: checkpoint /proc/x: cannot be made (No such file or directory)")
+
+
 def test_twin_run_with_a_master_url_spark_does_not_take_says_so_before_it_starts_anything():
     """It used to start the broker's topics and Spark, whose Java gateway died: a Python stack trace, exit 1."""
     one_line_naming(shadowtwin("twin", "run", "--master", "sprak://h:7077", "--bootstrap", "127.0.0.1:1"),
