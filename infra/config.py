@@ -56,6 +56,19 @@ def port() -> dict[str, Any]:
     return allowed("a port number from 1 to 65535", lambda v: 1 <= v <= 65535)
 
 
+_BOOTSTRAP_SERVER = re.compile(r"(?:[A-Za-z_]+://)?(?:\[[0-9A-Fa-f:.]+\]|[^\s:/,\[\]]+)(?::(?P<port>[0-9]{1,5}))?")
+
+
+def bootstrap_servers() -> dict[str, Any]:
+    """Kafka's bootstrap.servers: HOST:PORT (or HOST, the client's default port) separated by commas; a port that is
+    no number from 1 to 65535 is refused here, not answered by the clients' 'Broker transport failure'."""
+    def valid(text: str) -> bool:
+        entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+        matches = [_BOOTSTRAP_SERVER.fullmatch(entry) for entry in entries]
+        return bool(entries) and all(m and (m["port"] is None or 1 <= int(m["port"]) <= 65535) for m in matches)
+    return allowed("HOST:PORT,... (a port from 1 to 65535)", valid)
+
+
 def readable_file() -> dict[str, Any]:
     return allowed("a file that exists and can be read",
                    lambda v: v is None or (v.is_file() and os.access(v, os.R_OK)))

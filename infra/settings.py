@@ -19,8 +19,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, Secret, SparkInterval, allowed, at_least, build, env_names, env_overlay, matching, merge, more_than, one_of,
-    port as port_number, positive_duration, readable_file, timespan,
+    ConfigError, Secret, SparkInterval, allowed, at_least, bootstrap_servers, build, env_names, env_overlay, matching,
+    merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan,
 )
 from state.parameters import ModelConfig, model_config_from, table_keys
 
@@ -101,7 +101,7 @@ class KafkaSecuritySettings:
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    bootstrap_servers: str = "127.0.0.1:19092"
+    bootstrap_servers: str = field(default="127.0.0.1:19092", metadata=bootstrap_servers())
     embedded: EmbeddedKafkaSettings = field(default_factory=EmbeddedKafkaSettings)
     # A record a producer cannot get acknowledged in this long has failed (librdkafka's message.timeout.ms).
     delivery_timeout_seconds: float = field(

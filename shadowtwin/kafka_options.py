@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 
 from infra.config import ConfigError, build
-from infra.settings import KafkaSecuritySettings, Settings
+from infra.settings import KafkaSecuritySettings, KafkaSettings, Settings
 from shadowtwin.errors import UsageError
 
 # option destination -> [kafka.security] key
@@ -64,7 +64,10 @@ def with_kafka_options(settings: Settings, args: argparse.Namespace) -> Settings
             raise UsageError(str(exc)) from None
         kafka = dataclasses.replace(kafka, security=security)
     if args.bootstrap:
-        kafka = dataclasses.replace(kafka, bootstrap_servers=args.bootstrap)
+        try:
+            kafka = build(KafkaSettings, {"bootstrap_servers": args.bootstrap}, "--bootstrap", base=kafka)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
     return dataclasses.replace(settings, kafka=kafka)
 
 

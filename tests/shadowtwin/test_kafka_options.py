@@ -49,3 +49,21 @@ def test_a_tls_file_that_does_not_exist_is_one_line_naming_it(tmp_path, capsys):
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (f"shadowtwin topics: the command line: ssl_key_file = '{tmp_path / 'key.pem'}': expected a file"
                     " that exists and can be read")
+
+
+@pytest.mark.parametrize("servers", ["127.0.0.1:abc", "kafka1:99999", "kafka1:0", "kafka 1:9092", ","])
+def test_a_bootstrap_address_with_no_port_number_is_refused_before_the_broker_is_asked(servers, tmp_path, capsys):
+    """`--bootstrap 127.0.0.1:abc` (or KAFKA_BOOTSTRAP_SERVERS, or [kafka] bootstrap_servers) was handed to the client,
+    which answered 'Kafka at 127.0.0.1:abc: Failed to get metadata: Local: Broker transport failure', exit 1: the
+    broker's fault, it seemed. Host names, IPv6 literals, a listener's name and no port at all are taken as before."""
+    assert main(["topics", "create", "--bootstrap", servers]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"shadowtwin topics: --bootstrap: bootstrap_servers = {servers!r}: expected HOST:PORT,... (a port from 1 to"
+        " 65535)"]
+    conf = tmp_path / "conf.toml"
+    conf.write_text(f'[kafka]\nbootstrap_servers = "{servers}"\n')
+    assert main(["--conf", str(conf), "topics", "create"]) == 2
+    assert f"kafka.bootstrap_servers = {servers!r}: expected HOST:PORT" in capsys.readouterr().err
+    for taken in ("kafka1:9092,kafka2:9092,", "[::1]:9092", "PLAINTEXT://k1:9092", "k1"):
+        args = parser().parse_args(["topics", "create", "--bootstrap", taken])
+        assert with_kafka_options(Settings(), args).kafka.bootstrap_servers == taken
