@@ -57,6 +57,15 @@ def topic(text: str) -> str:
     return text
 
 
+def domain(text: str) -> str:
+    """An argparse `type`: a mail domain (`contoso.com`; `@contoso.com` is taken for it). An address or a text with
+    spaces is refused: no recipient's domain would ever equal it, and every recipient would count as external."""
+    name = text.strip().removeprefix("@")
+    if not name or "@" in name or any(c.isspace() for c in name):
+        raise argparse.ArgumentTypeError(f"expected a domain such as contoso.com, got {text!r}")
+    return name
+
+
 def speed_option(text: str) -> float | None:
     """`--speed`: None for `max`, else seconds of event time per second (producers.replayer.parse_speed);
     a UsageError naming the value otherwise."""

@@ -37,7 +37,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, duration_option, speed_option, topic
+from shadowtwin.arguments import COUNT, SECONDS, domain, duration_option, speed_option, topic
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -349,7 +349,7 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--max-age", metavar="DURATION",
                         help="leave out files last written longer ago than this (e.g. 7d, 12h, 2.00:00:00)")
     ingest.add_argument("--to", metavar="TOPIC", type=topic, help="the topic to publish events to (default: the events topic)")
-    ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN",
+    ingest.add_argument("--internal-domain", action="append", default=[], metavar="DOMAIN", type=domain,
                         help="an accepted domain of the organisation: its recipients are internal mailboxes"
                              " (repeatable)")
     probe_cmd.add_agent_options(ingest)

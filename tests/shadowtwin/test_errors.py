@@ -439,6 +439,17 @@ def test_ingest_of_a_folder_without_logs_names_the_folder_and_says_its_subfolder
     assert "matches this pattern" not in line
 
 
+@pytest.mark.parametrize("value", ["ann@contoso.com", "contoso .com", "@"])
+def test_ingest_with_an_internal_domain_that_is_no_domain_is_refused(value, tmp_path):
+    """`--internal-domain ann@contoso.com` was taken: no recipient's domain equals it, so every recipient was an
+    external one, silently, and the twin's forecasts of which messages reach an internal mailbox were all off."""
+    from tests.producers.test_mtl import EX01
+
+    result = shadowtwin("ingest", "exchange-mtl", EX01, "--internal-domain", value, "--bootstrap", "127.0.0.1:1")
+    one_line_naming(result, f"shadowtwin ingest: argument --internal-domain: expected a domain such as contoso.com,"
+                            f" got {value!r}")
+
+
 def test_ingest_with_a_state_file_that_cannot_be_written_publishes_nothing(tmp_path):
     from tests.producers.test_mtl import EX01
 
