@@ -399,6 +399,23 @@ class _Parser(argparse.ArgumentParser):
             raise argparse.ArgumentError(action, f"expected a value, got {text!r}")
         return super()._get_value(action, text)
 
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        """An option before the action (`commands --bootstrap B tail`) left its value to be taken for the action:
+        'invalid choice: B' named the address as the action; now the option is said to come after the action."""
+        given = getattr(self, "_given", [])
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices and value in given:
+            before = given[given.index(value) - 1] if given.index(value) else ""
+            if before.startswith("-"):
+                choices = list(action.choices)
+                after = choices[0] if len(choices) == 1 else "ACTION"
+                raise argparse.ArgumentError(action, f"{before} {value}: an option comes after the action"
+                                                     f" ({self.prog} {after} {before} {value})")
+        super()._check_value(action, value)
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 

@@ -69,6 +69,21 @@ def test_an_argument_the_command_does_not_take_is_named_by_the_command_with_what
     assert one_line_naming(shadowtwin(*args), says).endswith(f"(see shadowtwin {args[0]} --help)")
 
 
+@pytest.mark.parametrize("args, says", [
+    (["commands", "--bootstrap", "127.0.0.1:1", "tail"],
+     "shadowtwin commands: argument ACTION: --bootstrap 127.0.0.1:1: an option comes after the action (shadowtwin"
+     " commands tail --bootstrap 127.0.0.1:1)"),
+    (["alerts", "--bootstrap", "127.0.0.1:1", "tail"],
+     "shadowtwin alerts: argument ACTION: --bootstrap 127.0.0.1:1: an option comes after the action (shadowtwin"
+     " alerts ACTION --bootstrap 127.0.0.1:1)"),
+], ids=["one action", "several actions"])
+def test_an_option_before_the_action_is_said_to_come_after_it(args, says):
+    """`commands --bootstrap 127.0.0.1:1 tail` said "argument ACTION: invalid choice: '127.0.0.1:1' (choose from
+    'tail')": the address was taken for the action, and the message named it so."""
+    one_line_naming(shadowtwin(*args), f"{says} (see shadowtwin {args[0]} --help)")
+    one_line_naming(shadowtwin(args[0], "bogus"), "invalid choice: 'bogus'")
+
+
 def test_replay_with_a_bad_speed(recording):
     one_line_naming(shadowtwin("replay", recording, "--speed", "0"), "--speed 0")
 
