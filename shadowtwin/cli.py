@@ -428,7 +428,7 @@ def _parsed(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         command = _command_parser(top, args)
         command.error(f"unrecognized argument{'s' if len(unknown) > 1 else ''}: {' '.join(unknown)}"
-                      f"{_meant(command, unknown, args.conf)}")
+                      f"{_meant(command, unknown, args.conf, top)}")
     return args
 
 
@@ -441,14 +441,17 @@ def _command_parser(top: argparse.ArgumentParser, args: argparse.Namespace) -> a
     return parser
 
 
-def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | None) -> str:
-    """`; did you mean --seconds?`, or where the setting an option names is set, with its form; else ""."""
+def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | None, top: argparse.ArgumentParser) -> str:
+    """`; did you mean --seconds?`, the commands that take the option, or where the setting an option names is set,
+    with its form; else ""."""
     option, _, value = unknown[0].partition("=")
     if not option.startswith("--"):
         return ""
     options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
     if meant := closest(option, options):
         return f"; did you mean {meant}?"
+    if others := _commands_taking(top, option):  # `jars --json`: not the setting json_topics
+        return f"; it is an option of {', '.join(others)}"
     word = option[2:].replace("-", "_")
     variables = setting_variables()
     named = [(v, path) for v, path in variables.items() if path[-1] == word or path[-1].startswith(f"{word}_")]
@@ -465,6 +468,16 @@ def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | Non
         else str(now)
     return (f"; it is a setting, not an option: [{'.'.join(path[:-1])}] {path[-1]} = \"{now}\" in the configuration,"
             f" or {variable}=\"{example}\"")
+
+
+def _commands_taking(parser: argparse.ArgumentParser, option: str) -> list[str]:
+    """The commands (`whatif`, `alerts tail`) whose parser takes `option`."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        takes = any(option in a.option_strings for a in parser._actions)
+        return [parser.prog.removeprefix("shadowtwin ")] if takes else []
+    children = dict.fromkeys(child for sub in subs for child in sub.choices.values())  # an alias names one parser
+    return [name for child in children for name in _commands_taking(child, option)]
 
 
 def main(argv: list[str] | None = None) -> int:

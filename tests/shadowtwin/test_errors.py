@@ -84,6 +84,15 @@ def test_an_option_before_the_action_is_said_to_come_after_it(args, says):
     one_line_naming(shadowtwin(args[0], "bogus"), "invalid choice: 'bogus'")
 
 
+def test_an_option_of_other_commands_is_said_to_be_theirs_not_taken_for_a_setting():
+    """`jars --json list` said "it is a setting, not an option: [twin] json_topics = "False" in the configuration, or
+    SHADOWTWIN_TWIN_JSON_TOPICS="False"": --json, the print-as-JSON option of eight commands, was read as the start of
+    a setting's name."""
+    line = one_line_naming(shadowtwin("jars", "--json", "list"), "shadowtwin jars: unrecognized argument: --json; it is"
+                                                                 " an option of kafka status, whatif, lab status, where,")
+    assert "setting" not in line and "alerts tail" in line
+
+
 def test_replay_with_a_bad_speed(recording):
     one_line_naming(shadowtwin("replay", recording, "--speed", "0"), "--speed 0")
 
