@@ -538,6 +538,12 @@ class _Transition:
         m = self.message(e.message, e.event_time_ms)
         if m is None:
             return
+        if m.forks:
+            # Stored now by the shadow's own clock: a notification of the message it seemed to have before (its
+            # answer stamped earlier, by the same clock, while that clock is ahead of the primary's) came before
+            # the copy did, and emptied none of its next hops' shadow queues.
+            for fork in m.forks.values():
+                fork.notified = False
         self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route, db_reported=True)
 
     def attach_shadow(self, m: Message, shadow: str, t: int, primary_db: str | None,

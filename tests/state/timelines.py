@@ -1499,6 +1499,27 @@ def a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_databas
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification() -> Timeline:
+    """mbx02's clock is 15 s ahead of mbx01's (hunt seed 1617: ex02's, 10 s). mbx01 takes m1 (for alice, inside,
+    and bob@fabrikam.com) at 1 and delivers it at 1.1; mbx02's query, answered at 1.2 by its clock (0.95 by
+    mbx01's), came before the copy it stores at 1.25 by its clock (1 by mbx01's): that answer could not bring the
+    copy's discard notification, and no query reaches mbx01 after (it fails at 2). At ShadowResubmitTimeSpan mbx02
+    "promotes the shadow messages as primary messages" (003): m1 arrives twice. Before, the answer stamped after the
+    delivery counted as the notification, and nothing was forecast."""
+    org = Org()
+    stored = [dataclasses.replace(e, event_time_ms=at(1.25)) if isinstance(e, ev.ShadowCopyStored) else e
+              for e in org.shadowed("mbx01", "mbx02", "m1", 1)]
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.query_ok("mbx02", "mbx01", 0.5),
+              *org.received("mbx01", "m1", 1, external=("bob@fabrikam.com",)), *stored,
+              *org.sent("mbx01", "m1", "mbx09", 1.1, fork="f1",
+                        recipients=("alice@contoso.com", "bob@fabrikam.com")),
+              *org.acked("mbx01", "m1", "mbx09", 1.1, fork="f1"), *org.query_ok("mbx02", "mbx01", 1.2),
+              *org.heartbeats_failing("mbx02", "mbx01", 2, 4 * 60), *org.tick(3 * 24 * 60)]
+    return Timeline("a copy a fast shadow stored after its answer had no discard notification", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(1.25) + 3 * HOUR, ("m1",), (("bob@fabrikam.com",),)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1551,6 +1572,7 @@ ALL = (
     a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
     a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
     a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
+    a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1580,5 +1602,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_shadow_that_promotes_on_its_own_resubmits_the_forks_it_had_no_discard_for,
            a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
            a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
-           a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database)
+           a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
+           a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification)
 
