@@ -7,8 +7,9 @@ The same simulation is replayed through the model twice (`state.replay`, the ref
 from its native events, and from what `producers.mtl_ingest` makes of the logs that
 `mtl_writer` wrote for it. A promotion of the truth (a shadow took over a message) is found
 when the log-fed twin decides it: an alert of a promotion naming the message, or the
-message's promotion seen (`ShadowPromoted`, from RESUBMIT); its delay is the decision's event
-time minus the promotion's true time. A false alert is one the log-fed twin raises that the
+message's promotion seen (`ShadowPromoted`, from RESUBMIT), or, of a message its primary had
+processed, the duplicate forecast naming it (the promotion delivers it again); its delay is the
+decision's event time minus the promotion's true time. A false alert is one the log-fed twin raises that the
 native twin does not: one of its messages (by Message-ID), or of its servers when it names no
 message, is not in a native alert of the same type.
 """
@@ -93,7 +94,7 @@ def _decided(result: ReplayResult) -> dict[str, int]:
         out[message_id] = min(out.get(message_id, at_ms), at_ms)
 
     for alert in result.alerts:
-        if alert.type in PROMOTION_ALERTS:
+        if alert.type in PROMOTION_ALERTS or alert.type is AlertType.DUPLICATE_DELIVERY_EXPECTED:
             for m in alert.messages:
                 note(m.message.message_id, alert.decided_at_ms)
     for outcome in result.outcomes:

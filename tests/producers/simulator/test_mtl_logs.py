@@ -22,6 +22,19 @@ def test_every_promotion_of_a_primary_crash_is_forecast_from_the_logs_as_from_th
     assert check.logs.commands and {c.holder for c in check.logs.commands} == {c.holder for c in check.native.commands}
 
 
+def test_a_shadow_promoting_messages_its_primary_had_delivered_is_found_at_its_duplicate_forecast(tmp_path):
+    # mbx01 comes back with a new queue database: its shadows promote the copies whose discard never reached them,
+    # of messages mbx01 had delivered. The twins forecast them delivered twice (no promotion alert): before, the
+    # check counted them not found, or found at a later promotion of the message (hunt seed 1692: 181 minutes late).
+    check = check_logs(topology([crash("mbx01", at="00:20:00", duration="00:08:00", restart="new_database",
+                                       backlog="00:00:00")], duration="00:40:00", rate=0.2), 7, tmp_path)
+    duplicates = {m.message.message_id for a in check.logs.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED
+                  for m in a.messages}
+    assert set(check.expected) & duplicates
+    assert set(check.found) == set(check.native_found) == set(check.expected)
+    assert check.delay_ms(check.found) <= 0, "found at the shadow's own RESUBMIT line, or before"
+
+
 def test_simulate_writes_the_logs_per_server_with_the_four_prefixes_and_the_truth(tmp_path, capsys):
     folder = tmp_path / "logs"
     assert main(["simulate", "--format", "exchange-mtl", "--duration", "01:10:00", "--out", str(folder)]) == 0
