@@ -531,6 +531,7 @@ class _Transition:
         waiting.append(m.ref)
 
     def shadow_copy_stored(self, e: ev.ShadowCopyStored) -> None:
+        s = self.s
         if e.message is None:
             return
         if not self.redundancy_on:  # disabled (a what-if): no copy is made
@@ -538,13 +539,31 @@ class _Transition:
         m = self.message(e.message, e.event_time_ms)
         if m is None:
             return
+        db, t = e.primary_queue_db_id, e.event_time_ms
+        # The shadow stores the copy with its primary's queue database id (a log line names none): one the twin never
+        # saw the primary with is a restart the feed did not show, as an answer naming it is (discard_query_answered).
+        new_db = bool(db) and s.queue_db_id is not None and db != s.queue_db_id \
+            and not self.named_before_the_restart(t, db) \
+            and not self.an_older_database(db)
         if m.forks:
             # Stored now by the shadow's own clock: a notification of the message it seemed to have before (its
             # answer stamped earlier, by the same clock, while that clock is ahead of the primary's) came before
             # the copy did, and emptied none of its next hops' shadow queues.
             for fork in m.forks.values():
                 fork.notified = False
-        self.attach_shadow(m, e.node, e.event_time_ms, e.primary_queue_db_id, e.alternate_route, db_reported=True)
+        self.attach_shadow(m, e.node, t, db, e.alternate_route, db_reported=True)
+        if new_db:
+            previous, s.queue_db_id = s.queue_db_id, db
+            self.primary_seen_with_db(db, t, previous_db=previous, back_after=s.unreachable_ms)
+            s.unreachable_ms = None
+
+    def an_older_database(self, db: str) -> bool:
+        """Whether a copy held, or promoted, names `db`: a database the primary had before (a copy made before
+        its restart, reported late)."""
+        s = self.s
+        return any(p.primary_db_seen == db for p in s.pairs.values()) \
+            or any(m.primary_db == db for m in s.messages.values()) \
+            or any(r.primary_db_id == db for r in s.promoted.values())
 
     def attach_shadow(self, m: Message, shadow: str, t: int, primary_db: str | None,
                       alternate_route: bool | None, db_reported: bool) -> None:
@@ -929,7 +948,7 @@ class _Transition:
                 if held.primary_db_seen is None and held.held:
                     held.primary_db_seen = shared(e.primary_queue_db_id)
         if e.primary_queue_db_id != s.queue_db_id:
-            if not self.answered_before_the_restart(e):
+            if not self.named_before_the_restart(e.event_time_ms, e.primary_queue_db_id):
                 previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
                 self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous,
                                           back_after=s.unreachable_ms)
@@ -943,16 +962,17 @@ class _Transition:
             self.back_with_the_copies(pair, t)
             self.schedule_pair(pair)
 
-    def answered_before_the_restart(self, e: ev.DiscardQueryAnswered) -> bool:
-        """Whether an answer naming another queue database than the primary's latest NodeStarted was given
+    def named_before_the_restart(self, t: int, db: str) -> bool:
+        """Whether an answer (or a stored copy) at `t` naming queue database `db`, another than the primary's latest
+        NodeStarted, was given
         before that restart: stamped before it (a late event) or less than the clock-skew allowance after it
         (a shadow's clock ahead of the primary's). The primary's own NodeStarted says its database, so the
         answer's is stale (the rest of it counts); a change seen later, or after a query that failed to reach
         it since that NodeStarted, is a restart the feed did not show."""
         s = self.s
         started, fact = s.primary_started_ms, s.nodes.get(s.primary)
-        return started is not None and fact is not None and fact.queue_db_id != e.primary_queue_db_id \
-            and e.event_time_ms - started < self.config.clock_skew_allowance_ms \
+        return started is not None and fact is not None and fact.queue_db_id != db \
+            and t - started < self.config.clock_skew_allowance_ms \
             and (s.unreachable_ms is None or s.unreachable_ms <= started)
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:

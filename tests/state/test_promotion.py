@@ -84,9 +84,9 @@ def test_new_queue_database_promotes_at_once():
 
 
 def test_a_copy_made_by_the_new_database_stays_held_and_is_promoted_only_if_the_primary_fails_again():
-    """The shadow keeps the primary's original database ID per message: back with dbP2 (seen only
-    through heartbeats), mbx01 shadows m5 on mbx02 before mbx02's next query; that query sees
-    dbP2 and promotes m1, the copy of dbP1, not m5, which mbx01 still has in its queue."""
+    """The shadow keeps the primary's original database ID per message: back with dbP2 (no NodeStarted),
+    mbx01 shadows m5 on mbx02, which stores it with dbP2 and promotes m1, the copy of dbP1, not m5, which
+    mbx01 still has in its queue."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0),
@@ -98,12 +98,12 @@ def test_a_copy_made_by_the_new_database_stays_held_and_is_promoted_only_if_the_
     ]
     result = replay(events, until_ms=at(62))
     assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
-        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(61))]
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(60.2))]
     assert set(result.states["mbx01"].pairs["mbx02"].held) == {"m5"}
     # mbx01 dies again: m5 is promoted a ShadowResubmitTimeSpan after mbx02's last answer
     again = replay([*events, *org.heartbeats_failing("mbx02", "mbx01", 63, 5 * 60)])
     assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in again.commands] == [
-        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(61)),
+        ("m1", CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED, at(60.2)),
         ("m5", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(61) + 3 * HOUR)]
     # should mbx01 come back with dbP2, it delivers m5 again: the promoted record names m5's database
     assert again.states["mbx01"].promoted["m5"].primary_db_id == "dbP2"

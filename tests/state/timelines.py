@@ -825,9 +825,9 @@ def primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_t
     nothing more, stops querying. mbx01 comes back with its SAME queue database (the feed has no NodeStarted)
     and delivers m1 from its queue at 200, as "After Mailbox01 comes back online, it will deliver the messages
     in its queues" (003) says of a primary back with the same database. It takes m5 alone (no peer) at 210,
-    then restarts with a new database, learned only from mbx03's answer naming dbP2 at 232: m5 was in the
-    database "unrecoverable due to data corruption or hardware failure" (003) and had no shadow copy: it is
-    MESSAGE_LOST at 232 (not MESSAGE_EXPIRED two days later "in mbx01's queue", as if mbx01 had come back
+    then restarts with a new database, learned only from the copy of m6 mbx03 stores with dbP2 at 230: m5 was in
+    the database "unrecoverable due to data corruption or hardware failure" (003) and had no shadow copy: it is
+    MESSAGE_LOST at 230 (not MESSAGE_EXPIRED two days later "in mbx01's queue", as if mbx01 had come back
     with dbP2 right after mbx02's last failed query of 181: its delivery of m1 at 200 shows dbP1)."""
     org = Org()
     events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
@@ -844,7 +844,7 @@ def primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_t
                         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(181), ("m1",)),
                         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(200), ("m1",)),
                         Expected(AlertType.NOT_REDUNDANT, at(210.1), ("m5",)),
-                        Expected(AlertType.MESSAGE_LOST, at(232), ("m5",))),
+                        Expected(AlertType.MESSAGE_LOST, at(230), ("m5",))),
                     commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(181)),))
 
 
@@ -1520,6 +1520,27 @@ def a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification() -
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(1.25) + 3 * HOUR, ("m1",), (("bob@fabrikam.com",),)),))
 
 
+def a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one() -> Timeline:
+    """mbx01 restarts at 5 with a new, empty queue database, which the feed does not show (no NodeStarted);
+    at 10 it takes m2 and makes its copy on mbx02, which stores it with mbx01's queue database id: dbP2, not
+    the dbP1 of its copy of m1. The shadow keeps "the original database ID and the current database ID" per
+    message, and "whenever the shadow server detects that the queue database ID of the primary server has
+    changed, the shadow server also promotes itself" (003): m1 at 10. mbx01 fails again at 11 and mbx02's
+    queries fail from 12: m2 (of dbP2) waits for ShadowResubmitTimeSpan after that contact. Before, nothing
+    but an answer or a NodeStarted named the new database, so m1 waited with m2 for the span (190)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 5),
+              *org.received("mbx01", "m2", 10), *org.shadowed("mbx01", "mbx02", "m2", 10, db="dbP2"),
+              *org.heartbeats_failing("mbx02", "mbx01", 12, 4 * 60)]
+    return Timeline("a copy naming the primary's new database promotes the copies of the old one", events, alerts=(
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(10), ("m1",)),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(10) + 3 * HOUR, ("m2",))), commands=(
+        Command("mbx02", "mbx01", "m1", None, None, (), at(10), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),
+        Command("mbx02", "mbx01", "m2", None, None, (), at(10) + 3 * HOUR)))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1573,6 +1594,7 @@ ALL = (
     a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
     a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
     a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
+    a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
