@@ -19,7 +19,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from infra.config import SparkInterval
 from infra.kafka import admin, consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
-from infra.topics import KAFKA_DEFAULT_MAX_BYTES
+from infra.topics import KAFKA_DEFAULT_MAX_BYTES, create_topics
 from schemas import wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
@@ -502,27 +502,40 @@ setattr(owner, method or name, crashing)
 """
 
 
-@pytest.mark.parametrize("crash_at", ["state.snapshot:dump", "streaming.state_rows:StateWatch.rows"],
-                         ids=["writing a base", "writing the state topic"])
+# A base is written at a group's first call and again once its log's slots are full (streaming.held_state): with
+# 100 records a batch each of the world's groups is called in each of the first half's batches, and its second base
+# is written in the tenth.
+REWRITE_BATCH = 100
+
+
+@pytest.mark.parametrize("crash_at, crash_call, batch", [
+    ("state.snapshot:dump", 2, 0), ("streaming.state_rows:StateWatch.rows", 2, 0),
+    ("state.snapshot:dump", len(world_servers()) + 2, REWRITE_BATCH)],
+    ids=["writing a base", "writing the state topic", "writing a later base"])
 def test_a_twin_killed_while_writing_its_state_decides_as_one_pass_once_started_again(
-        kafka_bootstrap, topics, tmp_path, crash_at):
+        kafka_bootstrap, topics, tmp_path, crash_at, crash_call, batch):
     """The twin's processes die (SIGKILL, as in a machine crash) in its first batch, as a group writes its base
-    snapshot (streaming.held_state) or its records for the state topic, after another group wrote its own.
-    Started again on the same checkpoint, it runs that batch again and goes on: the alerts and redelivery commands
-    are the reference's, none lost; what a batch run again publishes again (Spark's Kafka sink writes at least
-    once; consumers skip a repeated `alert_id` or `command_id`, producers/relay/commands.py) is the same record;
-    the state topic holds what the reference still holds."""
+    snapshot (streaming.held_state) or its records for the state topic, after another group wrote its own; or,
+    reading `batch` records a batch, as a group writes its base again over its first once its log is full, after
+    another group wrote its second. Started again on the same checkpoint, it runs that batch again and goes on: the
+    alerts and redelivery commands are the reference's, none lost; what a batch run again publishes again (Spark's
+    Kafka sink writes at least once; consumers skip a repeated `alert_id` or `command_id`,
+    producers/relay/commands.py) is the same record; the state topic holds what the reference still holds."""
     events = world_events()
     end = final_tick(events)
     reference = replay(events, until_ms=end.event_time_ms - DELAY_MS)
     alerts, commands = {a.alert_id for a in reference.alerts}, {c.command_id for c in reference.commands}
+    if batch:  # one partition, in event-time order: a batch's share of two could run ahead of the other's, and late
+        topics = dataclasses.replace(topics, events=f"{topics.events}.one", events_partitions=1)
+        create_topics(kafka_bootstrap, topics)
     hook, crashes = tmp_path / "hook", tmp_path / "crashes"
     hook.mkdir()
     crashes.mkdir()
     (hook / "sitecustomize.py").write_text(CRASH_HOOK)
-    env = twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints", servers=world_servers())
+    env = dict(twin_env(kafka_bootstrap, topics, tmp_path / "checkpoints", servers=world_servers()),
+               SHADOWTWIN_TWIN_MAX_OFFSETS_PER_TRIGGER=str(batch))
     crashing = dict(env, PYTHONPATH=os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")])),
-                    CRASH_AT=crash_at, CRASH_DIR=str(crashes), CRASH_CALL="2")
+                    CRASH_AT=crash_at, CRASH_DIR=str(crashes), CRASH_CALL=str(crash_call))
     command = [sys.executable, "-m", "shadowtwin", "twin", "run", "--no-ticks"]
     middle = events[len(events) // 2].event_time_ms
     publish(kafka_bootstrap, topics.events, [e for e in events if e.event_time_ms < middle])
@@ -534,7 +547,7 @@ def test_a_twin_killed_while_writing_its_state_decides_as_one_pass_once_started_
             if first.poll() is None:
                 os.killpg(first.pid, signal.SIGKILL)
         assert first.returncode == -signal.SIGKILL, (tmp_path / "twin.log").read_text()[-3000:]
-        assert len(list(crashes.iterdir())) == 2, "killed at the second call, then nothing ran"
+        assert len(list(crashes.iterdir())) == crash_call, "killed at that call, then nothing ran"
         partial = collect(kafka_bootstrap, [topics.alerts, topics.commands], lambda g: False, timeout_s=5)
         assert {a.alert_id for a in partial[topics.alerts]} < alerts, "killed before it had finished"
         publish(kafka_bootstrap, topics.events, [*(e for e in events if e.event_time_ms >= middle), end])
