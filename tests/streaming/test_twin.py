@@ -20,7 +20,7 @@ from infra.config import SparkInterval
 from infra.kafka import admin, consumer as kafka_consumer, producer
 from infra.settings import Settings, TopicSettings
 from infra.topics import KAFKA_DEFAULT_MAX_BYTES, create_topics
-from schemas import wire
+from schemas import jsonl, wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
 from schemas.events import AlertType, ClockTick, Event, MessageReceived, MessageRef, ServerProbed
@@ -29,6 +29,7 @@ from state.replay import replay
 from state.summary import message_key
 from streaming.app import Ending, TwinApplication
 from streaming.views import read_state
+from tests.schemas.samples import sample_outputs
 from tests.state.scenario import Org
 from tests.state.world import Crash, Mail, simulate, spelled_apart
 
@@ -272,18 +273,95 @@ def test_lengths_claiming_gigabytes_a_tombstone_and_a_keyless_event_leave_the_tw
     keyless.produce(topics.events, key=None, value=encode(events[half]))
     assert keyless.flush(30) == 0
     publish(kafka_bootstrap, topics.events, [*events[half + 1:], final_tick(events)])
-    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
-                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
-        got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
-                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands)
-                      and len(g[topics.dead_letters]) >= len(hostile) or twin.restarts > 0)
-        assert twin.restarts == 0 and twin.query.isActive and twin.query.exception() is None
+    got = run_to_the_end(settings, spark, kafka_bootstrap, topics, tmp_path, alerts, commands, len(hostile))
     letters = sorted((d.original, d.key, d.reason.split(":")[0]) for d in got[topics.dead_letters])
     assert letters == sorted([*((value, b"mbx01", wire.CORRUPT_BODY) for value in hostile[:-1]),
                               (b"", b"mbx01", wire.BAD_MAGIC)])
     assert wire.TOMBSTONE in next(d.reason for d in got[topics.dead_letters] if d.original == b"")
     assert {a.alert_id for a in got[topics.alerts]} == alerts
     assert {c.command_id for c in got[topics.commands]} == commands
+
+
+def run_to_the_end(settings, spark, kafka_bootstrap: str, topics: TopicSettings, tmp_path, alerts: set[str],
+                   commands: set[str], letters: int) -> dict[str, list]:
+    """The twin on the world's servers until it published `alerts`, `commands` and `letters` dead letters:
+    what it published; it never had to start its query again."""
+    with TwinApplication(twin_settings(settings, kafka_bootstrap, topics, servers=world_servers()), spark=spark,
+                         ticks=False, checkpoint_dir=tmp_path / "checkpoint", say=lambda line: None) as twin:
+        got = collect(kafka_bootstrap, [topics.alerts, topics.commands, topics.dead_letters],
+                      lambda g: len(g[topics.alerts]) >= len(alerts) and len(g[topics.commands]) >= len(commands)
+                      and len(g[topics.dead_letters]) >= letters or twin.restarts > 0)
+        assert twin.restarts == 0 and twin.query.isActive and twin.query.exception() is None
+    return got
+
+
+def console_producer(bootstrap: str, topic: str, lines: list[bytes]) -> None:
+    """`lines` sent by Apache Kafka's own kafka-console-producer (`shadowtwin kafka tool`), each line
+    `headers<TAB>key<TAB>value`, NULL for a null key or value. The tool reads its input as UTF-8 text."""
+    env = dict(os.environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=bootstrap)
+    sent = subprocess.run(
+        [sys.executable, "-m", "shadowtwin", "kafka", "tool", "console-producer", "--topic", topic,
+         "--reader-property", "parse.key=true", "--reader-property", "parse.headers=true",
+         "--reader-property", "null.marker=NULL", "--producer-property", "max.request.size=2000000"],
+        input=b"".join(line + b"\n" for line in lines), capture_output=True, env=env, timeout=180)
+    assert sent.returncode == 0, sent.stderr.decode(errors="replace")[-3000:]
+
+
+def test_what_kafkas_console_producer_and_other_clients_send_by_mistake_are_dead_letters_and_the_query_runs_on(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """Between the valid events, records an operator sends by mistake: with kafka-console-producer an empty
+    value, a tombstone with a key, one with neither key nor value (headers only), an event as JSON text (a line
+    of `record events FILE.jsonl`), a huge JSON line, Avro records pasted as text (the tool re-encodes them as
+    UTF-8: truncated, with another magic, in Confluent's framing); with a binary client a valid Avro record of
+    another schema (an alert), one with another magic byte and one in Confluent's framing. Each is a dead letter
+    with its bytes, place and the reason the contract's decoder gives; the query runs on and the valid events
+    decide as the reference does."""
+    events = world_events()
+    alerts, commands = expected_ids(events)
+    good = encode(events[0])
+    pasted = [good[:20], b"\xc3\x02" + good[2:], b"\x00\x00\x00\x01\x2c" + good[10:]]
+    as_text = [b"source:console\tmbx01\t", b"source:console\tmbx01\tNULL", b"source:console\tNULL\tNULL",
+               b"source:console\tmbx01\t" + jsonl.dumps(events[1]).encode(),
+               b"source:console\tmbx01\t" + json.dumps({"padding": "x" * 1_000_000}).encode(),
+               *(b"source:console\tmbx01\t" + value.replace(b"\n", b" ").replace(b"\t", b" ") for value in pasted)]
+    binary = [encode(sample_outputs()["Alert"]), b"\xc3\x02" + good[2:], b"\x00\x00\x00\x01\x2c" + good[10:]]
+    half = len(events) // 2
+    publish(kafka_bootstrap, topics.events, events[:half], raw=binary)
+    console_producer(kafka_bootstrap, topics.events, as_text)
+    publish(kafka_bootstrap, topics.events, [*events[half:], final_tick(events)])
+    bad = {(m.partition(), m.offset()): m.value() for m in read_topic(kafka_bootstrap, topics.events)
+           if m.value() not in {encode(e) for e in events} | {encode(final_tick(events))}}
+    assert len(bad) == len(as_text) + len(binary)
+    got = run_to_the_end(settings, spark, kafka_bootstrap, topics, tmp_path, alerts, commands, len(bad))
+    assert {a.alert_id for a in got[topics.alerts]} == alerts
+    assert {c.command_id for c in got[topics.commands]} == commands
+    letters = {(d.partition, d.offset): d for d in got[topics.dead_letters]}
+    assert set(letters) == set(bad) and len(got[topics.dead_letters]) == len(bad), "each bad record once"
+    for place, value in bad.items():
+        letter = letters[place]
+        assert (letter.original, letter.topic) == (value or b"", topics.events)
+        with pytest.raises(wire.DecodeError) as caught:
+            default_codec().decode(value, "Event")
+        assert letter.reason and str(caught.value).startswith(letter.reason), (value[:40], letter.reason)
+    reasons = [d.reason for d in letters.values()]
+    assert sum(wire.TOMBSTONE in r for r in reasons) == 2 and sum(wire.JSON_TEXT in r for r in reasons) == 2
+    assert sum("Confluent's framing" in r for r in reasons) == 2
+    assert any(r.startswith(wire.WRONG_SCHEMA) for r in reasons), reasons
+
+
+def read_topic(bootstrap: str, topic: str) -> list:
+    """Every record on `topic` now."""
+    consumer = kafka_consumer(bootstrap, uuid.uuid4().hex, [topic])
+    got, idle = [], time.monotonic() + 10
+    try:
+        while time.monotonic() < idle:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message)
+                idle = time.monotonic() + 3
+    finally:
+        consumer.close()
+    return got
 
 
 def test_an_alert_larger_than_kafkas_default_limit_is_published_and_the_query_runs_on(settings, spark,
