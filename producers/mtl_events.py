@@ -33,7 +33,8 @@ Servers' clocks differ, so a shadow's HARECEIVE (or a DELIVER) can come before, 
 time order, the primary's line that names the message. Such a line is held (`Held`) until a
 line of the primary names the message, or until the lines read have gone `join_window_ms`
 past it; it is then mapped (joined, or unjoined as above) and handed back by `released()`
-with the token it was given. `flush()` maps every line still held.
+with the token it was given. `flush()` maps every line still held. A shadow's HADISCARD logged after its
+HARECEIVE of the copy but stamped before it (its clock set back in between) takes the HARECEIVE's time.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class MtlMapper:
         self._forks: dict[tuple[str, str], tuple[str, str]] = {}  # (primary, fork's own id) -> (parent id, fork id)
         self._primary_of: dict[tuple[str, str], str] = {}  # (shadow, n:/m: key) -> primary, from HARECEIVE
         self._discarded: set[tuple[str, str]] = set()  # (shadow, primary's internal id) its HADISCARD named
+        self._stored_ms: dict[tuple[str, str], int] = {}  # (shadow, primary's internal id) -> its HARECEIVE's time
         self._attempts: dict[tuple[str, str], int] = {}  # (primary, internal id) -> shadow attempts so far
         self._aliases: dict[tuple[str, str], str] = {}  # (server, a second receipt's id) -> the first's
         self._line_id = ""  # the id of the line being mapped
@@ -241,13 +243,19 @@ class MtlMapper:
                 self._primary_of[(shadow, key)] = primary
         ref = self._ref(row, primary, shadow)
         event_id = row.get("event-id").upper()
+        header = self._header(row, shadow, primary, ref)
         if event_id == "HADISCARD":
             self._discarded.add((shadow, ref.internal_id))
-        elif event_id == "HARECEIVE" and (shadow, ref.internal_id) in self._discarded and self._holding:
-            # The shadow discarded its copy of that one: this copy is of the message received on the primary
-            # again (promoted back to it), whose RECEIVE a shadow's clock behind the primary's puts later
-            raise _Unjoined([(primary, key) for key in self._keys(row)])
-        return shadow, primary, ref, self._header(row, shadow, primary, ref)
+            # Logged after the copy's HARECEIVE but stamped before it: the shadow's clock was set back in between.
+            # The copy was discarded once stored, so no earlier than that stamp.
+            header["event_time_ms"] = max(row.time_ms, self._stored_ms.pop((shadow, ref.internal_id), 0))
+        elif event_id == "HARECEIVE":
+            if (shadow, ref.internal_id) in self._discarded and self._holding:
+                # The shadow discarded its copy of that one: this copy is of the message received on the primary
+                # again (promoted back to it), whose RECEIVE a shadow's clock behind the primary's puts later
+                raise _Unjoined([(primary, key) for key in self._keys(row)])
+            self._stored_ms[(shadow, ref.internal_id)] = row.time_ms
+        return shadow, primary, ref, header
 
     def _size(self, row: Row) -> int:
         text = row.get("total-bytes") or "0"

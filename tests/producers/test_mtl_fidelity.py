@@ -305,6 +305,26 @@ def test_a_shadow_copy_of_a_message_back_on_its_primary_waits_for_that_receipt_n
     assert not sink.dead_letters
 
 
+def test_a_discard_logged_after_the_copy_but_stamped_before_it_comes_after_it(tmp_path):
+    # Seed 1575 of the log hunt: EX02's clock was set back a minute between storing EX01's message and discarding
+    # it, so its HADISCARD, written after its HARECEIVE, was stamped before it. In time order the discard came
+    # first and released nothing: the twin kept the copy held, and when the logs went quiet it forecast the
+    # message delivered twice.
+    ex01 = [RECEIVED, record("02:00:02.000", "SEND", client_hostname="EX01", server_hostname="EX03", source="SMTP",
+                             connector_id="Intra-Organization SMTP Send Connector", internal_message_id="500",
+                             recipient_address="ann@contoso.com;bob@contoso.com")]
+    ex02 = [SHADOWED[1], record("01:59:03.000", "HADISCARD", client_hostname="EX01", server_hostname="EX02",
+                                source="REDUNDANCY", internal_message_id="77")]
+    (tmp_path / "EX01").mkdir()
+    (tmp_path / "EX02").mkdir()
+    sink, _ = run(raw_log(tmp_path / "EX01" / "MSGTRK2026112202-1.LOG", ex01),
+                  raw_log(tmp_path / "EX02" / "MSGTRK2026112202-1.LOG", ex02))
+    shadow = [(e.kind, e.event_time_ms % 86_400_000) for e in sink.events if e.node == "ex02"]
+    assert shadow == [("ShadowCopyStored", 7_200_090), ("ShadowDiscarded", 7_200_090)]
+    result = replay(sink.events)
+    assert result.settles("ex01")
+
+
 def test_a_peers_acknowledged_send_to_a_server_that_logs_is_its_sign_of_life_once_a_minute(tmp_path):
     sends = [record(f"02:0{minute}:{second:02d}.000", "SEND", client_hostname="EX01", server_hostname=hop,
                     source="SMTP", internal_message_id="500", connector_id="Intra-Organization SMTP Send Connector")
