@@ -648,6 +648,13 @@ class _Transition:
                 fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *e.recipients)))
                                          if fork.done else e.recipients)
                 fork.done = fork.notified = False  # a notification it had was of the fork as it was
+            elif fork.done and type(e) is ev.DeliveryDeferred \
+                    and (deferred := tuple(r for r in e.recipients if r not in fork.recipients)):
+                # Served in part, its other recipients deferred: that next hop's fork is not fully processed, and no
+                # discard notification of it comes until they are served ("after all expected discard notifications
+                # are received", 003).
+                fork.waiting = shared(tuple(dict.fromkeys((*fork.waiting, *deferred))))
+                fork.notified = False
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -671,10 +678,19 @@ class _Transition:
         elif served and fork.recipients and fork.recipients != served:
             # Another delivery to the same hop (a mailbox server's other database): it serves its own
             # recipients, and those of the fork's earlier delivery stay served; a pending fork's others wait.
-            merged = shared(tuple(dict.fromkeys((*fork.recipients, *served)) if fork.done else served))
+            if fork.done:
+                merged = shared(tuple(dict.fromkeys((*fork.recipients, *served))))
+            else:
+                merged, fork.waiting = shared(served), shared(tuple(r for r in fork.recipients if r not in served))
             if fork.notified and merged != fork.recipients:
                 fork.notified = False  # the notification the shadow had did not cover the recipients served now
             fork.recipients = merged
+        if served:  # whichever fork served them (a deferred recipient may go another way), they wait no more
+            for other in m.forks.values():
+                if other.waiting:
+                    other.waiting = shared(tuple(r for r in other.waiting if r not in served))
+        else:  # the fork's whole acknowledgement
+            fork.waiting = ()
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
 
@@ -697,7 +713,7 @@ class _Transition:
                 fork = m.forks_of()[fork_id] = Fork("", ())
             elif not fork.done:
                 fork.next_hop = ""  # its recipients had a non-delivery report: no next hop has it
-            fork.done = True
+            fork.done, fork.waiting = True, ()
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
             self.expired_in_queue(m, t)
@@ -935,7 +951,7 @@ class _Transition:
                     # the answer brings the notification of each fork processed by now (not from a new, empty
                     # queue database: it has no discard status of the copy's)
                     for fork in m.forks.values():
-                        if fork.done:
+                        if fork.done and not fork.waiting:  # (a fork served in part has none yet)
                             fork.notified = True
             for ref in e.discarded:
                 self.discard(ref, pair, t)

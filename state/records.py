@@ -89,6 +89,7 @@ class Fork:
     recipients: tuple[str, ...]
     done: bool = False
     notified: bool = False  # its discard notification reached the shadow: its next hop's shadow queue is empty
+    waiting: tuple[str, ...] = ()  # served in part: its recipients still waiting at that next hop (no notification)
 
 
 @dataclass(slots=True)

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 9 are still read, a checkpoint may hold them: 9 has no
+refused rather than misread (formats 3 to 10 are still read, a checkpoint may hold them: 10 has no fork's
+`waiting`: a fork named by its id, acknowledged while recipients no pending fork holds still wait, then waits for
+them (`_served_in_part`); 9 has no
 message's `expired_ms`, which is then unknown (a shadow promoting a copy of a message that expired in its
 primary's queue is taken to deliver it twice, as before), nor a pair's `last_answered_ms`, then unknown until
 the shadow's next answered query (the primary's copies on it count as its queries meanwhile, as before); 8 has no
@@ -33,9 +35,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 10
-# 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (9, 8, 7, 6, 5, 4, 3)
+FORMAT = 11
+# 10: without a fork's `waiting`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -56,7 +58,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     """The snapshot of `state`, with `token` (default: a new random one; see `token_of`)."""
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
-         tuple((key, f.next_hop, f.recipients, f.done, f.notified) for key, f in m.forks.items()),
+         tuple((key, f.next_hop, f.recipients, f.done, f.notified, f.waiting) for key, f in m.forks.items()),
          tuple(m.side_effects),
          _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()
@@ -108,6 +110,8 @@ def load(data: bytes) -> PrimaryState:
             else NO_FORKS,
             shadow_locality=locality[where],
         )
+        if version < 11 and message.forks and message.primary_done_ms is None:
+            _served_in_part(message)
         state.messages[message.ref.internal_id] = message
     for flat, held, pending in pairs:
         if version < 6:
@@ -129,6 +133,19 @@ def load(data: bytes) -> PrimaryState:
     state.deadlines = Deadlines()
     state.deadlines.load(deadlines)
     return state
+
+
+def _served_in_part(m: Message) -> None:
+    """A snapshot before format 11 kept no fork's `waiting`: a fork named by its id, acknowledged while recipients of
+    the message that no pending fork holds still wait, may have been served in part, with them deferred at its next
+    hop. The twin cannot tell, so it takes them to wait in it: it brings no discard notification until they are
+    served, and a promotion meanwhile forecasts its recipients' duplicate (the forecast errs towards naming one)."""
+    covered = {r for f in m.forks.values() if f.done or f.next_hop for r in f.recipients}
+    loose = tuple(r.address for r in m.recipients if r.address not in covered)
+    if loose:
+        for key, fork in m.forks.items():
+            if fork.done and fork.next_hop and key != fork.next_hop:
+                fork.waiting, fork.notified = loose, False
 
 
 def token_of(data: bytes) -> bytes | None:

@@ -76,7 +76,9 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
     older = [(*m[:3], tuple(f[:4] for f in m[3]), *m[4:]) for m in messages]
     loaded = snapshot.load(pickle.dumps(((8, *header[1:]), older, *rest)))
     assert not loaded.messages["m1"].forks["f1"].notified
-    assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True) == state.messages["m1"].forks["f1"]
+    assert loaded.messages["m1"].forks["f1"].waiting == ("b@x",)  # before format 11: b@x may wait in f1
+    assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True, waiting=()) \
+        == state.messages["m1"].forks["f1"]
 
 
 def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_answers_unknown():
@@ -232,3 +234,26 @@ def copied(event) -> dict:
             fresh[name] = tuple(Recipient("".join(list(r.address)), r.internal) if isinstance(r, Recipient)
                                 else "".join(list(r)) for r in value)
     return fresh
+
+
+def test_a_format_10_snapshot_written_by_the_previous_code_loads_its_fork_served_in_part_as_waiting():
+    """The bytes were written by the code before format 11 (d365d7d): mbx01 sent f1 of m1 to gw-fabrikam for a@ and
+    b@fabrikam.com at 2, gw-fabrikam took a@ and deferred b@, and mbx02's answered query at 3 counted as f1's discard
+    notification. Format 10 has no fork's `waiting`: f1 may be served in part, so it waits for b@ and is not
+    notified, and when mbx01 is back with a new queue database at 6, the duplicate of a@ is forecast, as this code
+    decides from the start."""
+    from pathlib import Path
+    from schemas.events import AlertType
+    data = (Path(__file__).parent / "data" / "format_10_a_fork_served_in_part.snapshot").read_bytes()
+    assert pickle.loads(data)[0][0] == 10
+    loaded = ShadowRedundancyModel().loaded(snapshot.load(data))
+    f1 = loaded.messages["m1"].forks["f1"]
+    assert (f1.recipients, f1.done, f1.notified, f1.waiting) == (("a@fabrikam.com",), True, False, ("b@fabrikam.com",))
+    assert snapshot.load(snapshot.dump(loaded)) == loaded
+    org = Org()
+    later = [*org.query_ok("mbx02", "mbx01", 4), *org.query_failed("mbx02", "mbx01", 5),
+             *org.started("mbx01", "dbP2", 6)]
+    output = ShadowRedundancyModel().on_events(loaded, [dataclasses.replace(e, event_id=f"later-{i}")
+                                                        for i, e in enumerate(later)])
+    assert [[(m.message.internal_id, m.recipients) for m in a.messages] for a in output.alerts
+            if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [[("m1", ("a@fabrikam.com",))]]
