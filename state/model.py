@@ -551,6 +551,7 @@ class _Transition:
             # the copy did, and emptied none of its next hops' shadow queues.
             for fork in m.forks.values():
                 fork.notified = False
+        m.stored_ms = t
         self.attach_shadow(m, e.node, t, db, e.alternate_route, db_reported=True)
         if new_db:
             previous, s.queue_db_id = s.queue_db_id, db
@@ -689,7 +690,7 @@ class _Transition:
             for other in m.forks.values():
                 if other.waiting:
                     other.waiting = shared(tuple(r for r in other.waiting if r not in served))
-        else:  # the fork's whole acknowledgement
+        elif fork.waiting:  # the fork's whole acknowledgement
             fork.waiting = ()
         fork.done = True
         self.maybe_primary_done(m, e.event_time_ms)
@@ -947,9 +948,11 @@ class _Transition:
                     continue
                 if m.at_risk:
                     self.in_queue_again(m, t)
-                if m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id):
+                if m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id) \
+                        and t >= m.stored_ms:
                     # the answer brings the notification of each fork processed by now (not from a new, empty
-                    # queue database: it has no discard status of the copy's)
+                    # queue database: it has no discard status of the copy's; nor one the shadow gave before it
+                    # stored the copy, by its own clock, applied after that report, a later micro-batch's)
                     for fork in m.forks.values():
                         if fork.done and not fork.waiting:  # (a fork served in part has none yet)
                             fork.notified = True

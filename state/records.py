@@ -114,6 +114,7 @@ class Message:
     shadow_locality: SiteLocality = SiteLocality.UNKNOWN  # the copy's site relative to the primary's
     primary_db: str | None = None  # the primary's queue database when its shadow copy was made
     expired_ms: int | None = None  # it expired in the primary's queue (a non-delivery report) with its copy held
+    stored_ms: int = 0  # its shadow's latest report of storing the copy, by the shadow's clock (0: not known)
 
     @property
     def shadow_held(self) -> bool:

@@ -7,7 +7,8 @@ plain values, which pickle handles in C, and rebuilds the objects on load: about
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
 refused rather than misread (formats 3 to 10 are still read, a checkpoint may hold them: 10 has no fork's
 `waiting`: a fork named by its id, acknowledged while recipients no pending fork holds still wait, then waits for
-them (`_served_in_part`); 9 has no
+them (`_served_in_part`), nor a message's `stored_ms`, then unknown (0: an answer applied after the copy's report
+counts whatever its time, as before); 9 has no
 message's `expired_ms`, which is then unknown (a shadow promoting a copy of a message that expired in its
 primary's queue is taken to deliver it twice, as before), nor a pair's `last_answered_ms`, then unknown until
 the shadow's next answered query (the primary's copies on it count as its queries meanwhile, as before); 8 has no
@@ -36,7 +37,7 @@ from state.records import (
 )
 
 FORMAT = 11
-# 10: without a fork's `waiting`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+# 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
 PREVIOUS_FORMATS = (10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
@@ -44,7 +45,8 @@ _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pi
 # Plain-valued fields, copied as they are; the nested ones are converted one by one below.
 # The tests check that flat + nested is every field, so a new field cannot be forgotten.
 MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remote_failures", "local_failures",
-                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db", "expired_ms")
+                "decided", "parent", "primary_done_ms", "shadow_alternate_route", "at_risk", "primary_db", "expired_ms",
+                "stored_ms")
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via",

@@ -91,12 +91,13 @@ def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_ans
     assert (state.messages["m1"].expired_ms, state.pairs["mbx02"].last_answered_ms) == (at(2), at(1))
     assert snapshot.load(snapshot.dump(state)) == state
     header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
-    assert snapshot.MESSAGE_FLAT[-1] == "expired_ms" and snapshot.PAIR_FLAT[-1] == "last_answered_ms"
-    older = [(*m[:5], m[5][:-1], *m[6:]) for m in messages]  # the flat fields without the last
+    assert snapshot.MESSAGE_FLAT[-2:] == ("expired_ms", "stored_ms") and snapshot.PAIR_FLAT[-1] == "last_answered_ms"
+    older = [(*m[:5], m[5][:-2], *m[6:]) for m in messages]  # the flat fields without the last two (11's too)
     older_pairs = [(flat[:-1], *p) for flat, *p in pairs]
     loaded = snapshot.load(pickle.dumps(((9, *header[1:]), older, older_pairs, *rest)))
     assert (loaded.messages["m1"].expired_ms, loaded.pairs["mbx02"].last_answered_ms) == (None, None)
-    assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2)) == state.messages["m1"]
+    assert loaded.messages["m1"].stored_ms == 0
+    assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2), stored_ms=at(0)) == state.messages["m1"]
     assert dataclasses.replace(loaded.pairs["mbx02"], last_answered_ms=at(1)) == state.pairs["mbx02"]
 
 
@@ -163,12 +164,12 @@ def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
     state = result.states["mbx01"]
     assert state.messages["m1"].primary_db == "dbP1"
     header, messages, *rest = as_format_5(state)
-    assert snapshot.MESSAGE_FLAT[-2:] == ("primary_db", "expired_ms")
-    older = [(*m[:5], m[5][:-2], m[6]) for m in messages]  # the flat fields without the last two (9's too)
+    assert snapshot.MESSAGE_FLAT[-3:] == ("primary_db", "expired_ms", "stored_ms")
+    older = [(*m[:5], m[5][:-3], m[6]) for m in messages]  # the flat fields without the last three (9's, 11's too)
     loaded = snapshot.load(pickle.dumps(((4, *header[1:]), older, *rest)))
     assert loaded.messages["m1"].primary_db is None
     assert _Transition.copy_db(loaded.messages["m1"], loaded.pairs["mbx02"]) == "dbP1"
-    assert dataclasses.replace(loaded.messages["m1"], primary_db="dbP1") == state.messages["m1"]
+    assert dataclasses.replace(loaded.messages["m1"], primary_db="dbP1", stored_ms=at(1)) == state.messages["m1"]
 
 
 @pytest.mark.parametrize("make", [timelines.same_site_copies_after_remote_retries, timelines.silent_feed,
@@ -249,6 +250,7 @@ def test_a_format_10_snapshot_written_by_the_previous_code_loads_its_fork_served
     loaded = ShadowRedundancyModel().loaded(snapshot.load(data))
     f1 = loaded.messages["m1"].forks["f1"]
     assert (f1.recipients, f1.done, f1.notified, f1.waiting) == (("a@fabrikam.com",), True, False, ("b@fabrikam.com",))
+    assert loaded.messages["m1"].stored_ms == 0  # nor its copy's report time: unknown
     assert snapshot.load(snapshot.dump(loaded)) == loaded
     org = Org()
     later = [*org.query_ok("mbx02", "mbx01", 4), *org.query_failed("mbx02", "mbx01", 5),
