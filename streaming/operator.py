@@ -64,6 +64,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import BinaryType, DataType, LongType, StructField, StructType
 
 from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
@@ -84,8 +85,20 @@ group_frames.install()  # this module is imported in a Python worker before its 
 OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
 FACT_STARTED, FACT_SEEN = "started", "seen"
-VERSION_SCHEMA = "token BINARY, base_token BINARY, log_entries LONG, log_events LONG, timer_ms LONG"
-LOG_SCHEMA = "parent BINARY, token BINARY, watermark LONG, piece BINARY"
+
+
+def columns(*named: tuple[str, DataType]) -> StructType:
+    """A state variable's schema as an object: pyspark 4.1.1 asks the JVM to parse one given as a string, twice
+    per variable, and registers the variables for each task (docs/performance.md, "Schemas as objects")."""
+    return StructType([StructField(name, kind) for name, kind in named])
+
+
+# Each as the DDL the checkpoints were written with parses it: "token BINARY, base_token BINARY, ...".
+VERSION_SCHEMA = columns(("token", BinaryType()), ("base_token", BinaryType()), ("log_entries", LongType()),
+                         ("log_events", LongType()), ("timer_ms", LongType()))
+BASE_SCHEMA = columns(("piece", BinaryType()))
+LOG_SCHEMA = columns(("parent", BinaryType()), ("token", BinaryType()), ("watermark", LongType()),
+                     ("piece", BinaryType()))
 DEAD_LETTER_GROUP = ""
 LATE_EVENT = "late event"  # the reason's kind, for a row at or behind its call's watermark
 
@@ -456,7 +469,7 @@ class SparkGroupStore:
     def __init__(self, handle):
         self.handle = handle
         self.token = handle.getValueState("version", VERSION_SCHEMA)
-        self.base_pieces = handle.getListState("base", "piece BINARY")
+        self.base_pieces = handle.getListState("base", BASE_SCHEMA)
         self.slots = [handle.getListState(f"log_{slot}", LOG_SCHEMA) for slot in range(LOG_SLOTS)]
 
     def version(self) -> Version | None:

@@ -22,6 +22,7 @@ from streaming import held_state
 from streaming.app import TwinApplication
 from streaming.held_state import Version
 from streaming.metrics import TwinCollector
+from streaming.operator import SparkGroupStore
 from streaming.twin import refuse_checkpoint_in_a_file, refuse_previous_operator
 from streaming.views import LiveView, read_state
 from tests.state.scenario import Org
@@ -89,6 +90,33 @@ def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(mon
     assert [(a.alert_id, a.type) for a in previous.alerts] == [(a.alert_id, a.type) for a in current.alerts]
     assert [c.command_id for c in previous.commands] == [c.command_id for c in current.commands]
     assert current.commands, "m3 is promoted when mbx02 stops hearing from mbx01"
+
+
+# The state variables as the checkpoints hold them: their schemas as the twin gave them up to 2026-11-28 (DDL).
+WRITTEN = {"version": "token BINARY, base_token BINARY, log_entries LONG, log_events LONG, timer_ms LONG",
+           "base": "piece BINARY",
+           **{f"log_{slot}": "parent BINARY, token BINARY, watermark LONG, piece BINARY"
+              for slot in range(held_state.LOG_SLOTS)}}
+
+
+class Registrations:
+    """A processor handle that keeps what each state variable is registered with."""
+
+    def __init__(self):
+        self.schemas = {}
+
+    def getValueState(self, name, schema):
+        self.schemas[name] = schema
+
+    getListState = getValueState
+
+
+def test_the_state_variables_are_registered_with_the_schemas_the_checkpoints_hold_as_objects(spark):
+    """Given as objects, pyspark does not ask the JVM to parse them (twice per variable and task); they are what the
+    JVM parses the DDL the existing checkpoints were written with to, so those checkpoints are read as before."""
+    registered = Registrations()
+    SparkGroupStore(registered)
+    assert registered.schemas == {name: spark.createDataFrame([], ddl).schema for name, ddl in WRITTEN.items()}
 
 
 def test_a_checkpoint_that_is_a_file_or_under_one_is_refused_and_a_new_folder_is_not(tmp_path):
