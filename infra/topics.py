@@ -26,6 +26,7 @@ from confluent_kafka.admin import ConfigResource, NewTopic
 
 from infra.kafka import Kafka, admin, cluster_metadata
 from infra.settings import Settings, TopicSettings
+from infra.wording import counted
 
 LOG_APPEND_TIME = "LogAppendTime"
 UNKNOWN_TOPIC_PAUSE_SECONDS = 0.2
@@ -74,7 +75,7 @@ class TopicOutcome:
     def describe(self) -> str:
         verb = "created" if self.created else "exists"
         said = "; ".join((*self.differences, *([self.note] if self.note else [])))
-        return f"{verb:8} {self.topic} ({self.partitions} partitions){' - ' + said if said else ''}"
+        return f"{verb:8} {self.topic} ({counted(self.partitions, 'partition')}){' - ' + said if said else ''}"
 
 
 def json_topic(topic: str) -> str:
@@ -219,7 +220,7 @@ def differences(partitions: int, actual_partitions: int, replication: int, actua
 
 
 def partitions_difference(actual_partitions: int, partitions: int) -> str:
-    return f"has {actual_partitions} partitions, configured {partitions}"
+    return f"has {counted(actual_partitions, 'partition')}, configured {partitions}"
 
 
 class TopicsDiffer(Exception):

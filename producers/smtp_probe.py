@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from infra.wording import counted
 from producers.smtp_talk import Conversation, NotSMTP
 from schemas.events import ServerProbed
 
@@ -149,7 +150,7 @@ class ProbeCounts:
     by_server: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> (answered, failed)
 
     def describe(self) -> str:
-        return (f"{self.rounds} rounds: {self.answered + self.failed} probes, {self.answered} answered,"
+        return (f"{counted(self.rounds, 'round')}: {counted(self.answered + self.failed, 'probe')}, {self.answered} answered,"
                 f" {self.failed} failed")
 
 

@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
 from infra.kafka import Kafka, consumer, partitions_of
+from infra.wording import counted
 from schemas.codec import decode
 from schemas.shape import top_level_name
 from schemas.wire import DecodeError
@@ -45,7 +46,7 @@ class ReadOutcome:
         bad = sum(self.undecodable.values())
         if not bad:
             return []
-        return [f"{bad} records did not decode and were left out:",
+        return [f"{counted(bad, 'record')} did not decode and {'was' if bad == 1 else 'were'} left out:",
                 *(f"  {n}: {reason}" for reason, n in self.undecodable.most_common())]
 
 

@@ -39,6 +39,7 @@ import fastavro
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import SchemaParseException
 
+from infra.wording import counted
 from schemas import binary, catalogue
 from schemas.codec import default_codec, without_logical_types
 from schemas.datum import from_datum
@@ -366,11 +367,11 @@ class _Header:
             raise ContainerError(self.source, start, f"written with a schema of {self.name} records that ours cannot"
                                                      f" read ({exc})") from None
         except Exception as exc:  # noqa: BLE001 - fastavro raises anything from EOFError to UnicodeDecodeError
-            raise ContainerError(self.source, start, f"damaged: the block of {count} records does not decode"
+            raise ContainerError(self.source, start, f"damaged: the block of {counted(count, 'record')} does not decode"
                                                      f" ({exc!r})") from None
         if stream.tell() != len(body):
             raise ContainerError(self.source, start, f"damaged: {len(body) - stream.tell()} bytes after the"
-                                                     f" {count} records of the block")
+                                                     f" {counted(count, 'record')} of the block")
         return found
 
     def _from_datum(self, datum: dict[str, Any]) -> tuple[Any, int | None]:
@@ -386,7 +387,7 @@ def _read_block(stream: _Stream, header: _Header) -> tuple[int, bytes]:
         size = stream.long("a block's size")
         if count < 0 or size < 0:
             raise ContainerError(header.source, start, f"damaged: a block of {count} records and {size} bytes")
-        data = stream.take(size, f"the block of {count} records")
+        data = stream.take(size, f"the block of {counted(count, 'record')}")
         if stream.take(SYNC_SIZE, "a block's sync marker") != header.sync:
             raise ContainerError(header.source, start, "damaged: the block does not end with the file's sync marker")
     except ContainerError as exc:

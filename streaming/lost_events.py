@@ -42,6 +42,7 @@ from confluent_kafka.admin import OffsetSpec
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from infra.kafka import Kafka, admin
+from infra.wording import counted
 from schemas.events import Alert, AlertType, Severity
 from state.model import stable_id
 from streaming.consumer_group import read_up_to
@@ -123,7 +124,7 @@ class LostEvents(StreamingQueryListener):
         for (topic, partition), end in sorted(back.items()):
             first = min(oldest.get((topic, partition), 0), end)
             self._said[(topic, partition)] = end
-            unread = f", offsets {first} to {end - 1} ({end - first} records) of it as it is now" if end > first else ""
+            unread = f", offsets {first} to {end - 1} ({counted(end - first, 'record')}) of it as it is now" if end > first else ""
             line = (f"events lost: {topic} partition {partition}{unread}: its end offset went back from"
                     f" {positions[(topic, partition)]}, where the twin had read to, to {end} (the topic deleted and"
                     f" made again, say); it goes on from {end}, and what the partition held before is unknown to it")
@@ -145,7 +146,7 @@ class LostEvents(StreamingQueryListener):
                 lost += upto - first
                 self._said[(topic, partition)] = upto
                 self._tell(f"events lost: {topic} partition {partition}, offsets {first} to {upto - 1}"
-                           f" ({upto - first} records), deleted by Kafka (retention.ms, retention.bytes or"
+                           f" ({counted(upto - first, 'record')}), deleted by Kafka (retention.ms, retention.bytes or"
                            f" kafka-delete-records) before the twin read them; it goes on from {upto}",
                            topic, partition, first, upto, at_ms)
         self.lost += lost
@@ -191,7 +192,7 @@ class LostEvents(StreamingQueryListener):
 
     def _say_added(self, added: list[tuple[str, int]], partitions: int) -> None:
         self._say(f"events topic {added[0][0]}: partitions {', '.join(str(p) for _, p in added)} added since the"
-                  f" twin's last batch ({partitions} partitions now); it reads them from their start. A primary"
+                  f" twin's last batch ({counted(partitions, 'partition')} now); it reads them from their start. A primary"
                   f" server's events may now go to another partition than its earlier ones: set [topics]"
                   f" events_partitions = {partitions}")
 

@@ -28,6 +28,17 @@ def test_creates_then_leaves_existing_topics_alone(kafka_bootstrap):
     assert {name: len(existing[name].partitions) for name in wanted.partitions()} == wanted.partitions()
 
 
+def test_a_topic_of_one_partition_is_said_to_have_one_partition(kafka_bootstrap):
+    suffix = uuid.uuid4().hex[:8]
+    wanted = TopicSettings(
+        events=f"e.{suffix}", alerts=f"a.{suffix}", commands=f"c.{suffix}", dead_letters=f"d.{suffix}", state=f"s.{suffix}",
+        events_partitions=1, commands_partitions=2,
+    )
+    said = {o.topic: o.describe() for o in create_topics(kafka_bootstrap, wanted)}
+    assert said[wanted.events] == f"created  {wanted.events} (1 partition)"
+    assert said[wanted.commands] == f"created  {wanted.commands} (2 partitions)"
+
+
 def test_the_state_topic_is_compacted_within_the_hour(kafka_bootstrap):
     """Kafka compacts closed segments only: the state topic's close hourly, not weekly (its default)."""
     suffix = uuid.uuid4().hex[:8]

@@ -74,7 +74,7 @@ def test_record_counts_records_that_do_not_decode_and_stops_at_count(kafka_boots
     replay(kafka_bootstrap, topic, tmp_path / "in.jsonl")
     got = record(kafka_bootstrap, topic, tmp_path / "all.avro", from_beginning=True, seconds=60)
     assert got.written == len(events) and got.undecodable == {"bad magic": 1}
-    assert "1 records did not decode" in got.describe()
+    assert "1 record did not decode" in got.describe()
     first = record(kafka_bootstrap, topic, tmp_path / "some.avro", from_beginning=True, count=3, seconds=60)
     assert first.written == 3 and list(read_events(tmp_path / "some.avro")) == events[:3]
 

@@ -301,8 +301,8 @@ def test_probe_publishes_answered_then_failed_events_on_the_broker(smtp_server, 
     assert main(command) == 0
     smtp_server.stop()
     assert main(command) == 0
-    assert capsys.readouterr().out.splitlines() == ["1 rounds: 1 probes, 1 answered, 0 failed",
-                                                    "1 rounds: 1 probes, 0 answered, 1 failed"]
+    assert capsys.readouterr().out.splitlines() == ["1 round: 1 probe, 1 answered, 0 failed",
+                                                    "1 round: 1 probe, 0 answered, 1 failed"]
     client = kafka_clients.consumer(kafka_bootstrap, f"test-{uuid.uuid4().hex}", [topics.events])
     found = []
     try:

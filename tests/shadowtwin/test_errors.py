@@ -287,7 +287,7 @@ def test_whatif_of_a_file_that_is_not_avro(tmp_path):
 
 
 def test_whatif_of_an_avro_of_event_records_of_another_schema_says_so_not_that_it_is_damaged(tmp_path):
-    """An Avro file of another program's Event records was called 'damaged: the block of 1 records does not
+    """An Avro file of another program's Event records was called 'damaged: the block of 1 record does not
     decode (SchemaResolutionError(...))', as if its bytes were broken."""
     import fastavro
 

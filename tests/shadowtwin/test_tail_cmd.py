@@ -54,7 +54,7 @@ def test_follow_prints_new_alerts_as_they_come(kafka_bootstrap, topics):
         tail.send_signal(signal.SIGTERM)
         _, err = tail.communicate(timeout=30)
     assert tail.returncode == 1, "a record that is not an alert was read: said, and the status says so"
-    assert "1 records did not decode" in err and "bad magic" in err
+    assert "1 record did not decode" in err and "bad magic" in err
 
 
 @pytest.mark.parametrize("command", ["alerts tail", "record"])
@@ -99,7 +99,7 @@ def test_record_says_what_it_left_out_on_stderr_and_exits_1(kafka_bootstrap, top
                           timeout=60)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert f"recorded {len(alerts)} Alert records to {recording}" in done.stdout
-    assert "1 records did not decode" in done.stderr and "bad magic" in done.stderr
+    assert "1 record did not decode" in done.stderr and "bad magic" in done.stderr
     assert len(recording.read_text().splitlines()) == len(alerts)
 
 

@@ -176,7 +176,7 @@ def test_the_events_topic_made_again_while_the_twin_runs_is_said_and_alerted(set
 
     lines = lines_of_a_twin_that(conf, spark, topics, tmp_path / "checkpoint", make_again, reads_up_to=(0, 1),
                                  says="events lost:")
-    said = (f"events lost: {topics.events} partition 0, offsets 0 to 0 (1 records) of it as it is now: its end offset"
+    said = (f"events lost: {topics.events} partition 0, offsets 0 to 0 (1 record) of it as it is now: its end offset"
             f" went back from 2, where the twin had read to, to 1 (the topic deleted and made again, say); it goes on"
             f" from 1, and what the partition held before is unknown to it")
     assert said in lines, lines
