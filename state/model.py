@@ -960,6 +960,9 @@ class _Transition:
                 self.discard(ref, pair, t)
             if pair.shadow in s.pairs:  # once for all the copies released
                 self.schedule_pair(pair)
+        else:
+            for ref in e.discarded:
+                self.discarded_before_the_copy(ref, e.node, t)
         if s.queue_db_id is None and s.unreachable_ms is None:
             # The first database the twin learns of the primary, which no query failed to reach since its
             # copies were made: copies of no known database (the primary's word alone) were made in it.
@@ -996,15 +999,40 @@ class _Transition:
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)
-        if e.message is not None and pair is not None and self.discard(e.message, pair, e.event_time_ms):
+        if e.message is None:
+            return
+        if pair is None:
+            self.discarded_before_the_copy(e.message, e.node, e.event_time_ms)
+        elif self.discard(e.message, pair, e.event_time_ms):
             self.schedule_pair(pair)
+
+    def discarded_before_the_copy(self, ref: MessageRef, shadow: str, t: int) -> None:
+        """The shadow discarded a whole message before (by its own clock) the twin saw a copy of it made: that
+        clock was set back between its report of storing the copy, still to come, and the discard (hunt seed
+        1589). The discard proves the primary's processing complete: the message closes now, and what either
+        clock says of it within the clock-skew allowance opens nothing (`closed`), in whichever order it comes."""
+        if not self.redundancy_on or ref.fork_id is not None:
+            return
+        s = self.s
+        m = s.messages.get(ref.internal_id)
+        if m is None:
+            if ref.internal_id not in s.closed:
+                self.remember_closed(ref.internal_id, t)
+        elif m.shadow_server is None and not m.decided:
+            m.shadow_server, m.redundancy, m.decided = shadow, _REDUNDANT, True
+            if m.primary_done_ms is None:
+                m.primary_done_ms = max(t, m.received_ms)
+            self.close(m, max(t, m.received_ms), "delivered")
 
     def discard(self, ref: MessageRef, pair: Pair, t: int) -> bool:
         """A discard notification reached the shadow. One naming a fork empties that next hop's shadow queue
         only: the copy is released once every fork is processed (a fork the twin does not know keeps it held
         until the primary names it, and a promotion meanwhile resends its recipients). Whether the pair held the copy, as `release_shadow`."""
-        m = self.s.messages.get(ref.internal_id) if ref.fork_id is not None else None
-        if m is None or m.shadow_server != pair.shadow or m.primary_done_ms is not None:
+        m = self.s.messages.get(ref.internal_id)
+        if m is None or m.shadow_server is None:
+            self.discarded_before_the_copy(ref, pair.shadow, t)
+            return m is None and self.release_shadow(ref.internal_id, pair, t)
+        if ref.fork_id is None or m.shadow_server != pair.shadow or m.primary_done_ms is not None:
             return self.release_shadow(ref.internal_id, pair, t)
         fork = m.forks.get(ref.fork_id)
         if fork is None:
@@ -1623,18 +1651,22 @@ class _Transition:
                 child.parent = None
                 if result == "lost" and child.primary_done_ms is None:  # it had no other copy
                     self.close(child, t, "lost")
-        allowance = self.config.clock_skew_allowance_ms
-        if allowance > 0:
-            s.closed[internal_id] = t
-            if t >= self.closed_bucket_end:  # one deadline per bucket of closing times (fire_forget_closed)
-                bucket = t // SEEN_BUCKET_MS
-                self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
-                s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
+        self.remember_closed(internal_id, t)
         processed = m.primary_done_ms if m.primary_done_ms is not None else t
         if m.expired_ms is not None and result == "delivered":  # processed by its expiry (an NDR), copy released since
             result = "expired"
         self.out.outcomes.append(Outcome(m.ref, m.received_ms, processed, t, result,
                                          m.redundancy is _REDUNDANT))
+
+    def remember_closed(self, internal_id: str, t: int) -> None:
+        """Keep a closed message's id for the clock-skew allowance: a slower clock's word about it opens nothing."""
+        allowance = self.config.clock_skew_allowance_ms
+        if allowance > 0:
+            self.s.closed[internal_id] = t
+            if t >= self.closed_bucket_end:  # one deadline per bucket of closing times (fire_forget_closed)
+                bucket = t // SEEN_BUCKET_MS
+                self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
+                self.s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
 
     def alert(self, alert_type: AlertType, severity: Severity, servers: list[str], messages: list[Message],
               t: int, reason: str) -> None:

@@ -1,8 +1,10 @@
 """Discard status, XQDISCARD answers, release into Safety Net: nothing is left behind."""
 
+import pytest
+
 from schemas.events import AlertType
 from state.replay import replay
-from tests.state.scenario import Org, at
+from tests.state.scenario import DAY, Org, at
 
 
 def test_happy_path_releases_every_copy_and_leaves_no_state_or_deadline():
@@ -85,3 +87,71 @@ def test_an_answer_given_before_the_copy_was_stored_brings_no_notification_thoug
     harness.advance(events[-1].event_time_ms)
     assert harness.late_rows == 0
     assert [a.alert_id for a in harness.alerts] == [a.alert_id for a in expected.alerts]
+
+
+def _a_shadow_set_back_discards_before_the_copy(discard_at: float, copy_at: float = 1, by_answer: bool = False):
+    """Hunt seed 1589: mbx02's clock is set back between its report of storing m1's copy and its discard of m1,
+    so the discard is stamped first; m1 was delivered at 1.2, and mbx01 comes back with a new queue database at 3
+    (which promotes at once whatever mbx02 still holds)."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    if by_answer:
+        discard = org.query_ok("mbx02", "mbx01", discard_at, discarded=["m1"])
+    else:
+        discard = [ev.ShadowDiscarded(event_id="d1", event_time_ms=at(discard_at), node="mbx02",
+                                      primary_server="mbx01", message=ref("m1"))]
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", copy_at),
+        *org.delivered("mbx01", "m1", "mbx03", 1.2), *discard,
+        *org.started("mbx01", "dbP2", 3), *org.query_ok("mbx02", "mbx01", 4, db="dbP2"),
+    ]
+    return sorted(events, key=lambda e: e.event_time_ms)
+
+
+@pytest.mark.parametrize("by_answer", [False, True], ids=["ShadowDiscarded", "answer"])
+def test_a_discard_stamped_before_the_twin_knew_the_message_releases_its_copy_when_it_comes(by_answer):
+    """Before, the discard at 0.9 found nothing to release, the copy stored at 1 was held, and mbx01's new
+    database at 3 forecast DUPLICATE_DELIVERY_EXPECTED for m1, delivered once."""
+    result = replay(_a_shadow_set_back_discards_before_the_copy(0.9, by_answer=by_answer))
+    assert result.alerts == [] and result.commands == []
+    assert result.settles("mbx01")
+
+
+def test_a_discard_stamped_after_the_message_came_but_before_its_copy_closes_it_delivered_with_a_shadow():
+    result = replay(_a_shadow_set_back_discards_before_the_copy(1.05, copy_at=1.1))
+    assert result.alerts == [] and result.commands == []
+    assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", True)]
+    assert result.settles("mbx01")
+
+
+def test_a_discard_of_one_fork_stamped_before_the_copy_keeps_the_message():
+    """A discard naming a fork empties that next hop's shadow queue only: the message's other forks may wait."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
+        ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node="mbx02", primary_server="mbx01",
+                           message=ref("m1", "f1")),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+    ]
+    assert "m1" in replay(events).states["mbx01"].messages
+
+
+@pytest.mark.parametrize("discard_batch", [0, 2], ids=["a batch before the copy", "a batch after it"])
+def test_a_discard_stamped_before_the_copy_releases_it_whichever_micro_batch_brings_it(discard_batch):
+    from tests.streaming.harness import OperatorHarness
+    events = _a_shadow_set_back_discards_before_the_copy(0.9)
+    discard = [e for e in events if e.event_time_ms == at(0.9)]
+    rest = [e for e in events if e not in discard]
+    batches = [[], [e for e in rest if e.event_time_ms <= at(1.2)], [e for e in rest if e.event_time_ms > at(1.2)]]
+    batches[discard_batch] = discard + batches[discard_batch]
+    harness = OperatorHarness(watermark_delay_ms=60_000, servers=("mbx01", "mbx02", "mbx03"))
+    for batch in batches:
+        harness.events(batch)
+    harness.advance(events[-1].event_time_ms + DAY)
+    assert harness.late_rows == 0
+    assert harness.alerts == [] and harness.commands == []
+    assert "m1" not in harness.state_of("mbx01").messages
