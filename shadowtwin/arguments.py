@@ -4,6 +4,7 @@ a duration when the command reads them.
     record.add_argument("--count", type=COUNT)      # -1 or 0: `argument --count: expected ...`, exit 2
     tail.add_argument("-n", type=ZERO_OR_MORE)      # -3: `argument --lines/-n: expected ...`, exit 2
     replay.add_argument("--to", type=topic)         # 'a b': `argument --to: expected a Kafka topic name ...`
+    events_topic(settings.topics, args.to)          # the alerts topic: `--to shadowtwin.alerts: the twin writes its alerts there; ...`
     seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
     server_name("EX01", {"ex01", "ex02"})           # 'ex01': Exchange's server names are read in any case
 
@@ -19,7 +20,8 @@ import re
 from typing import Callable, Iterable, TypeVar
 
 from infra.config import closest
-from infra.settings import TOPIC_NAME, TOPIC_NAME_EXPECTED
+from infra.settings import TOPIC_NAME, TOPIC_NAME_EXPECTED, TopicSettings
+from infra.topics import json_topic
 
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
@@ -102,3 +104,17 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     folded = {server_key(k): k for k in sorted(known)}
     meant = closest(server_key(name), folded)
     return f"; did you mean {folded[meant]!r}?" if meant else ""
+
+
+def events_topic(topics: TopicSettings, to: str | None) -> str:
+    """The topic a command publishes events to: `to`, or the events topic; not one the twin writes its alerts,
+    commands, dead letters or state to (or JSON copies of them), where its readers would meet events."""
+    if to is None:
+        return topics.events
+    roles = {topics.alerts: "its alerts", topics.commands: "its redelivery commands",
+             topics.dead_letters: "its dead letters", topics.state: "its state"}
+    roles |= {json_topic(topics.alerts): "the JSON copies of its alerts",
+              json_topic(topics.commands): "the JSON copies of its redelivery commands"}
+    if to in roles:
+        raise UsageError(f"--to {to}: the twin writes {roles[to]} there; events go to {topics.events}")
+    return to

@@ -29,7 +29,7 @@ from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
 from producers.recorder import record
-from producers.recording import RecordingNameError, check_name, read_events, writable_file
+from producers.recording import SUFFIXES as RECORDING_SUFFIXES, RecordingNameError, check_name, read_events, writable_file
 from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
 from producers.replayer import replay
@@ -37,7 +37,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, domain, duration_option, speed_option, topic
+from shadowtwin.arguments import COUNT, SECONDS, domain, duration_option, events_topic, speed_option, topic
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -148,6 +148,11 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
+    if args.file is None:  # argparse would say 'file' is missing, having taken a recording's name for the topic
+        if Path(args.topic).suffix in RECORDING_SUFFIXES:
+            raise UsageError(f"{args.topic} is the recording to write: name the topic to read before it"
+                             f" (shadowtwin record TOPIC {args.topic})")
+        raise UsageError(f"the recording to write is missing (shadowtwin record {args.topic} FILE)")
     path = check_name(Path(args.file))
     if not args.force and path.is_file() and path.stat().st_size > 0:  # the topic may no longer hold what it has
         raise UsageError(f"{path}: exists; record does not overwrite a recording (another name, or --force to"
@@ -172,7 +177,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     if next(read_events(path), None) is None:  # nothing to send: the wrong file, as whatif says
         raise UsageError(f"{path}: holds no events")
     stop = stop_on_signals()
-    outcome = replay(settings.kafka, args.to or settings.topics.events, path, speed=speed,
+    outcome = replay(settings.kafka, events_topic(settings.topics, args.to), path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,
                      delivery_timeout_s=settings.kafka.delivery_timeout_seconds, dead_letters=settings.topics.dead_letters)
     print(outcome.describe())
@@ -180,6 +185,7 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _ingest(settings: Settings, args: argparse.Namespace) -> int:
+    to = events_topic(settings.topics, args.to)
     max_age_s = duration_option(args.max_age, "--max-age") if args.max_age else None
     logs = open_logs(args.paths, follow=args.follow, max_age_s=max_age_s,  # a mistyped path before the broker
                      say=lambda line: print(line, file=sys.stderr, flush=True))
@@ -192,7 +198,7 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(positions.not_saved())
     prober = probe_cmd.agent_prober(settings, args)
     stop = stop_on_signals()
-    sink = KafkaSink(settings.kafka, args.to or settings.topics.events,
+    sink = KafkaSink(settings.kafka, to,
                      settings.topics.dead_letters, settings.kafka.delivery_timeout_seconds)
     probing = probe_cmd.beside(prober, sink.event, stop)
     try:
@@ -313,7 +319,7 @@ def parser() -> argparse.ArgumentParser:
                                              " Ctrl-C, or (with --from-beginning) at the end of the topic as it was"
                                              " at start.")
     record.add_argument("topic", help="the topic to read (e.g. the events topic)")
-    record.add_argument("file", help="the recording to write (.jsonl or .avro)")
+    record.add_argument("file", nargs="?", help="the recording to write (.jsonl or .avro; required)")
     record.add_argument("--from-beginning", action="store_true",
                         help="read from the start of the topic up to its end at start (default: only new events)")
     record.add_argument("--seconds", type=SECONDS, help="stop after this long")
@@ -414,10 +420,25 @@ class _Parser(argparse.ArgumentParser):
                 after = choices[0] if len(choices) == 1 else "ACTION"
                 raise argparse.ArgumentError(action, f"{before} {value}: an option comes after the action"
                                                      f" ({self.prog} {after} {before} {value})")
-        super()._check_value(action, value)
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            if isinstance(action, argparse._SubParsersAction) and (meant := _meant_action(value, action.choices)):
+                raise argparse.ArgumentError(action, f"{exc.message}; did you mean {meant!r}?") from None
+            raise
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# An action named by another word for it (`lab stop`), when the command has no action of that name.
+_ACTION_WORDS = {"stop": "down", "start": "up", "shutdown": "down", "halt": "down"}
+
+
+def _meant_action(word: str, actions) -> str | None:
+    """The command's action `word` likely meant (`simulte`: simulate; `lab stop`: down), or None."""
+    other = _ACTION_WORDS.get(word)
+    return other if other in actions else closest(word, list(actions))
 
 
 def _parsed(argv: list[str] | None) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from infra.settings import Settings
 from infra.signals import stop_on_signals
 from producers.publisher import Deliveries, flush, produce, reporting_producer
 from producers.smtp_probe import Prober, load_targets, parse_target, unresolved
-from shadowtwin.arguments import COUNT, duration_option, topic
+from shadowtwin.arguments import COUNT, duration_option, events_topic, topic
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
@@ -128,7 +128,7 @@ def stopped(thread: threading.Thread | None, stop) -> None:
 def run(settings: Settings, args: argparse.Namespace) -> int:
     prober = _prober(settings, args.server, args.servers, args.every, args.timeout, args.name)
     deliveries = Deliveries(settings.kafka, settings.kafka.delivery_timeout_seconds)
-    topic = args.to or settings.topics.events
+    topic = events_topic(settings.topics, args.to)
     client = reporting_producer(settings.kafka, deliveries, (topic,))
 
     def publish(event) -> None:

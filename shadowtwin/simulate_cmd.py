@@ -14,7 +14,7 @@ from producers.recording import check_writable, writable_file
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
-from shadowtwin.arguments import SECONDS, duration_option, speed_option, topic
+from shadowtwin.arguments import SECONDS, duration_option, events_topic, speed_option, topic
 from schemas.jsonl import iso_time
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
@@ -64,15 +64,16 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         _refuse_times_out_of_range(topology, args.topology or DEFAULT_TOPOLOGY)
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
+    to = events_topic(topics, args.topic)
     truth = writable_file(Path(args.truth)) if args.truth else None  # known now, not after the run
     progress = lambda line: print(line, flush=True)  # noqa: E731
     stop = stop_on_signals()
     if args.live:
-        outcome = runs.live(topology, args.seed, kafka, args.topic or topics.events,
+        outcome = runs.live(topology, args.seed, kafka, to,
                             topics.commands, speed=speed or 1.0, truth_path=truth, progress=progress,
                             seconds=args.seconds, stop=stop, delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.to_kafka:
-        outcome = runs.to_kafka(topology, args.seed, kafka, args.topic or topics.events,
+        outcome = runs.to_kafka(topology, args.seed, kafka, to,
                                 speed=speed, truth_path=truth, progress=progress, stop=stop,
                                 delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.format == "exchange-mtl":

@@ -116,6 +116,39 @@ def test_a_topic_name_kafka_refuses_is_refused_naming_the_option_before_any_brok
     assert f"got {args[-1]!r} (see shadowtwin {args[0]}" in line, line
 
 
+@pytest.mark.parametrize("args, says", [
+    (["replay", "{recording}", "--to", "shadowtwin.alerts"], "--to shadowtwin.alerts: the twin writes its alerts there;"
+                                                             " events go to shadowtwin.events"),
+    (["replay", "{recording}", "--to", "shadowtwin.commands.json"], "the twin writes the JSON copies of its redelivery"
+                                                                    " commands there"),
+    (["ingest", "exchange-mtl", "{recording}", "--to", "shadowtwin.dead-letters"], "its dead letters there"),
+    (["probe", "--server", "a=127.0.0.1:1", "--to", "shadowtwin.state"], "its state there"),
+    (["simulate", "--to-kafka", "--to", "shadowtwin.commands"], "its redelivery commands there"),
+], ids=["replay", "replay to a JSON copy", "ingest", "probe", "simulate"])
+def test_events_sent_to_a_topic_the_twin_writes_its_own_records_to_are_refused_before_any_broker_is_asked(
+        recording, args, says):
+    """`replay day.avro --to shadowtwin.alerts` published the events where the alerts' readers (alerts tail and
+    route, paging systems) took each for an alert that did not decode, exit 0."""
+    args = [a.format(recording=recording) for a in args]
+    one_line_naming(shadowtwin(*args, "--bootstrap", "127.0.0.1:1"), f"shadowtwin {args[0]}: ", says)
+
+
+@pytest.mark.parametrize("args, meant", [(["lab", "stop"], "down"), (["lab", "start"], "up"),
+                                         (["simulte"], "simulate")])
+def test_an_action_named_by_another_word_or_misspelt_is_given_the_one_meant(args, meant):
+    """`lab stop` listed the lab's actions, leaving the reader to see that stopping is `down`."""
+    one_line_naming(shadowtwin(*args), f"invalid choice: {args[-1]!r}", f"did you mean {meant!r}?")
+
+
+def test_record_of_a_recording_with_the_topic_left_out_says_the_topic_is_missing(tmp_path):
+    """`record day.avro` said 'the following arguments are required: file', day.avro having been taken for the topic."""
+    line = one_line_naming(shadowtwin("record", tmp_path / "day.avro"), "is the recording to write: name the topic"
+                           f" to read before it (shadowtwin record TOPIC {tmp_path / 'day.avro'})")
+    assert not (tmp_path / "day.avro").exists()
+    one_line_naming(shadowtwin("record", "shadowtwin.events"), "the recording to write is missing (shadowtwin record"
+                    " shadowtwin.events FILE)")
+
+
 def test_a_missing_argument():
     one_line_naming(shadowtwin("replay"), "shadowtwin replay", "file")
 
