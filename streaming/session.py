@@ -7,23 +7,32 @@ the parallel garbage collector; Avro's readers bounded by the largest record a t
 
 On a cluster: the connector jars go to the executors with `spark.jars` (the driver serves
 them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
-`spark.executor_python`; and under `spark-submit` every property it was given (`--conf`,
-`--master`, `--driver-memory` ...) wins over the project's settings, which only fill in what
-it did not say; but the JVM options it was given (`spark.driver.extraJavaOptions`,
-`spark.executor.extraJavaOptions`) come after the project's own, which they may override.
+`spark.executor_python`; and every property the user gave Spark its own ways (spark-submit's
+`--conf`, `--master`, `--driver-memory` ...; `PYSPARK_SUBMIT_ARGS`; `spark-defaults.conf` or
+the `--properties-file`) wins over the project's settings, which only fill in what they did not
+say. The project's JVM options are Spark's default ones (`spark.{driver,executor}.defaultJavaOptions`):
+the user's `extraJavaOptions` (or `--driver-java-options`) come after them, and default options an
+administrator set come after the project's, so either may override ours and neither loses them.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 from pyspark.sql import SparkSession
 
 from infra import jars
+from infra.config import ConfigError
 from infra.settings import CONF_DIR, Settings
 from infra.topics import OUTPUT_MAX_BYTES
 
+KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 LOG_CONFIG = CONF_DIR / "spark-log4j2.properties"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 # glibc gives threads that allocate natively (RocksDB, Arrow, Netty) their own malloc arenas, up
@@ -41,8 +50,15 @@ GARBAGE_COLLECTOR = "-XX:+UseParallelGC"
 AVRO_LIMITS = " ".join(f"-Dorg.apache.avro.limits.{kind}.maxLength={OUTPUT_MAX_BYTES}"
                        for kind in ("string", "bytes", "collectionItems"))
 
-# A JVM's options given to spark-submit (--conf) are added to the twin's, not put in their place (the Avro limits above).
-JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+# Spark puts these before a JVM's extraJavaOptions. Where the user gave them too, theirs are added
+# after the twin's, not put in their place (the Avro limits above).
+JAVA_OPTIONS = ("spark.driver.defaultJavaOptions", "spark.executor.defaultJavaOptions")
+# What the user gives Spark that is added to the twin's, not put in its place: the connector jars too.
+ADDED_TO_OURS = (*JAVA_OPTIONS, "spark.jars")
+SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
+# spark-submit's options (as pyspark reads PYSPARK_SUBMIT_ARGS) that say a property or where they are.
+SUBMIT_OPTIONS = {"--conf": None, "-c": None, "--master": "spark.master", "--jars": "spark.jars",
+                  "--properties-file": "--properties-file"}
 
 
 def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> SparkSession:
@@ -55,7 +71,7 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
     # Read by glibc when a process starts: the JVM launched below (not this process, nor a JVM
     # that spark-submit started already) and, on a cluster, the executors.
     os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENAS)
-    submitted = _submitted_conf()
+    submitted, submit_args = _given_by_the_user()
     master = submitted.get("spark.master", spark_settings.master)
     if master.startswith(("local", "spark://127.0.0.1")):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -74,8 +90,8 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
         "spark.sql.streaming.checkpointLocation": str(spark_settings.checkpoint_dir),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} {GARBAGE_COLLECTOR} {AVRO_LIMITS}",
-        "spark.executor.extraJavaOptions": f"{GARBAGE_COLLECTOR} {AVRO_LIMITS}",
+        "spark.driver.defaultJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG} {GARBAGE_COLLECTOR} {AVRO_LIMITS}",
+        "spark.executor.defaultJavaOptions": f"{GARBAGE_COLLECTOR} {AVRO_LIMITS}",
         **(extra or {}),
     }
     builder = SparkSession.builder.config("spark.jars", ",".join(dict.fromkeys(jar_list)))
@@ -86,7 +102,14 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
             builder = builder.config(key, f"{value} {submitted[key]}")
         elif key not in submitted:
             builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _environment(SUBMIT_ARGS, submit_args):
+        spark = builder.getOrCreate()
+    started_by_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    if started_by_spark_submit and not spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(KAFKA_SOURCE):
+        # spark.jars reaches a running driver's executors, not the driver itself.
+        raise ConfigError('spark-submit was not given the Kafka and Avro connectors: '
+                          'add --jars "$(shadowtwin jars list)"')
+    _limit_avro_in_the_driver(spark)
     spark.sparkContext.setLogLevel(spark_settings.log_level)
     return spark
 
@@ -101,12 +124,97 @@ def _bounded_state_store(memory_mb: int) -> dict[str, str]:
             "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": str(memory_mb)}
 
 
-def _submitted_conf() -> dict[str, str]:
-    """What `spark-submit` was told (its driver JVM runs already and holds it), or nothing when
-    this process was not started by spark-submit."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        return {}
-    from pyspark import SparkConf, SparkContext
+def _given_by_the_user() -> tuple[dict[str, str], str | None]:
+    """What the user told Spark its own ways, and `PYSPARK_SUBMIT_ARGS` without the default JVM
+    options it held (None: as it is). Under spark-submit its driver JVM runs already and holds it
+    all; else pyspark starts one with spark-submit, the builder's `--conf`s first, then the
+    variable's words, later ones winning, and what neither said from the properties file."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf, SparkContext
 
-    SparkContext._ensure_initialized()
-    return dict(SparkConf().getAll())
+        SparkContext._ensure_initialized()
+        return dict(SparkConf().getAll()), None
+    given, kept, properties_file, taken_out = {}, [], None, False
+    try:
+        words = shlex.split(os.environ.get(SUBMIT_ARGS, ""))
+    except ValueError as exc:  # as pyspark would split it
+        raise ConfigError(f"{SUBMIT_ARGS}: {exc}: {os.environ[SUBMIT_ARGS]!r}") from None
+    while words:
+        option, inline, value = words.pop(0).partition("=")
+        if option not in SUBMIT_OPTIONS or not (inline or words):
+            kept.append(option + inline + value)
+            continue
+        value = value if inline else words.pop(0)
+        key, setting = value.partition("=")[::2] if option in ("--conf", "-c") else (SUBMIT_OPTIONS[option], value)
+        if key == "--properties-file":
+            properties_file = Path(value)
+        else:
+            given[key] = setting
+        if key in ADDED_TO_OURS:
+            taken_out = True
+        else:
+            kept += [option, value]
+    defaults = _properties(properties_file or _spark_conf_dir() / "spark-defaults.conf")
+    return {**defaults, **given}, (shlex.join(kept) if taken_out else None)
+
+
+def _spark_conf_dir() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(os.environ.get("SPARK_CONF_DIR") or Path(_find_spark_home()) / "conf")
+
+
+def _properties(path: Path) -> dict[str, str]:
+    """A Java properties file as Spark reads one (`Properties.load`, values trimmed); none: nothing."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    found, logical = {}, ""
+    for natural in lines:
+        line = natural.lstrip(" \t\f")
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        logical += line
+        if (len(line) - len(line.rstrip("\\"))) % 2:  # an odd backslash at the end: the line goes on
+            logical = logical[:-1]
+            continue
+        key, value = re.match(r"((?:\\.|[^ \t\f=:\\])*)[ \t\f]*[=:]?(.*)", logical).groups()
+        found[_unescaped(key)] = _unescaped(value).strip()
+        logical = ""
+    return found
+
+
+def _unescaped(text: str) -> str:
+    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", lambda m: chr(int(m[1][1:], 16)) if len(m[1]) == 5
+                  else escapes.get(m[1], m[1]), text)
+
+
+@contextmanager
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` meanwhile (None: left as it is)."""
+    if value is None:
+        yield
+        return
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
+def _limit_avro_in_the_driver(spark: SparkSession) -> None:
+    """Under spark-submit the driver's JVM started before the twin could give it options, and in
+    local mode it decodes the events itself: Avro's limits are set as its system properties, which
+    Avro reads once, when it first checks a length (no record has been decoded yet). A limit the
+    user set stays."""
+    system = spark.sparkContext._jvm.java.lang.System
+    for option in AVRO_LIMITS.split():
+        key, _, value = option.removeprefix("-D").partition("=")
+        if system.getProperty(key) is None:
+            system.setProperty(key, value)

@@ -122,7 +122,7 @@ spark.stop()
 """
 
 
-def test_the_jvm_options_given_to_spark_submit_are_added_to_the_twins(tmp_path):
+def test_the_jvm_options_given_to_spark_submit_are_added_to_the_twins(tmp_path, settings):
     """spark-submit --conf spark.executor.extraJavaOptions=...: the user's options took the place of the twin's, and
     the executors ran without the Avro limits that make a record claiming a gigabyte-long string a dead letter (the
     JVM ran out of heap). Now the executor (its own JVM, local-cluster) runs with both, the user's after ours."""
@@ -131,7 +131,9 @@ def test_the_jvm_options_given_to_spark_submit_are_added_to_the_twins(tmp_path):
     (tmp_path / "probe.py").write_text(PROBE)
     env = dict(os.environ, SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYTHONPATH=str(ENTRY.parents[1]))
+    connector_jars = ",".join(map(str, jars.ensure(jars.spark_connector_jars(), settings.jars.cache_dir)))
     done = subprocess.run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", "local-cluster[1,1,1024]",
+                           "--jars", connector_jars,
                            "--conf", "spark.executor.extraJavaOptions=-Dshadowtwin.test.user=yes",
                            str(tmp_path / "probe.py")], env=env, capture_output=True, text=True, timeout=300)
     assert f"executor: yes {OUTPUT_MAX_BYTES}\n" in done.stdout, done.stderr[-3000:]
