@@ -155,3 +155,55 @@ def test_a_discard_stamped_before_the_copy_releases_it_whichever_micro_batch_bri
     assert harness.late_rows == 0
     assert harness.alerts == [] and harness.commands == []
     assert "m1" not in harness.state_of("mbx01").messages
+
+
+def test_a_what_if_without_shadow_redundancy_takes_no_discard_for_a_copy():
+    """What if ShadowRedundancyEnabled were $false (the recording made with it $true): "$false: Shadow redundancy is
+    disabled on all Mailbox servers in the organization" (003), so no copy is made and the recorded discard of m1
+    stands for none: m1 is delivered at 1.2 by its primary alone, not redundant, and mbx01's new database at 3
+    loses nothing."""
+    from state.parameters import ModelConfig, parameters_from
+    off = ModelConfig(defaults=parameters_from({"shadow_redundancy_enabled": False}))
+    result = replay(_a_shadow_set_back_discards_before_the_copy(0.9), off)
+    assert result.alerts == [] and result.commands == []
+    assert [(o.result, o.redundant) for o in result.outcomes] == [("delivered", False)]
+    assert result.settles("mbx01")
+
+
+def test_a_primary_failed_for_good_after_a_discard_stamped_before_the_copy():
+    """mbx01 delivers m1 at 1.2 and stops answering; mbx02, which holds m1's and m2's copies, fails to reach it from 2
+    on and promotes itself ShadowResubmitTimeSpan after its last contact (1.1, m2's copy): it resubmits m2. m1's
+    copy is in Safety Net already when mbx02 itself discarded it (by its clock set back, at 0.9): no duplicate."""
+    from schemas import events as ev
+    from schemas.events import CommandReason
+    from tests.state.scenario import HOUR, ref
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
+        ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node="mbx02", primary_server="mbx01",
+                           message=ref("m1")),
+        *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1.1), *org.shadowed("mbx01", "mbx02", "m2", 1.1),
+        *org.delivered("mbx01", "m1", "mbx03", 1.2),
+        *org.heartbeats_failing("mbx02", "mbx01", 2, 4 * 60),
+    ]
+    result = replay(events)
+    promoted_at = at(1.1) + 3 * HOUR
+    assert [(c.holder, c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("mbx02", "m2", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, promoted_at)]
+    assert [(a.type, [m.message.internal_id for m in a.messages], a.decided_at_ms) for a in result.alerts] == [
+        (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, ["m2"], promoted_at)]
+
+
+def test_a_discard_of_a_message_never_copied_is_forgotten_after_the_clock_skew_allowance():
+    """A discard stamped before any word of its message is kept for the clock-skew allowance, no longer: when no
+    copy of it comes, nothing is left."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
+              ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node="mbx02", primary_server="mbx01",
+                                 message=ref("m1"))]
+    result = replay(events)
+    assert result.alerts == [] and result.outcomes == []
+    assert result.settles("mbx01")

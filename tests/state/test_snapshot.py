@@ -259,3 +259,24 @@ def test_a_format_10_snapshot_written_by_the_previous_code_loads_its_fork_served
                                                         for i, e in enumerate(later)])
     assert [[(m.message.internal_id, m.recipients) for m in a.messages] for a in output.alerts
             if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED] == [[("m1", ("a@fabrikam.com",))]]
+
+
+def test_a_discard_stamped_before_the_copy_is_remembered_across_a_snapshot():
+    """mbx02 (its clock set back) discards m1 before it reports storing m1's copy (hunt seed 1589): the state is
+    written and read back between the two, as the streaming twin does between micro-batches; the copy stored after
+    is released still, and mbx01's new database at 3 forecasts no duplicate of m1, delivered once."""
+    from schemas import events as ev
+    from tests.state.scenario import ref
+    org = Org()
+    first = [*org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
+             ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node="mbx02", primary_server="mbx01",
+                                message=ref("m1"))]
+    rest = [*org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+            *org.delivered("mbx01", "m1", "mbx03", 1.2),
+            *org.started("mbx01", "dbP2", 3), *org.query_ok("mbx02", "mbx01", 4, db="dbP2")]
+    model = ShadowRedundancyModel()
+    original = model.new_state("mbx01")
+    model.on_events(original, first)
+    copy = snapshot.load(snapshot.dump(original))
+    assert copy == original
+    assert model.on_events(copy, rest).alerts == []
