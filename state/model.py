@@ -495,6 +495,8 @@ class _Transition:
         m = self.known(e)
         if m is None or not self.redundancy_on:  # disabled (a what-if): no copy is made
             return
+        if self.s.discarded_early and self.copy_discarded_already(m, e.shadow_server, e.event_time_ms):
+            return
         self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
                            db_reported=False)
         locality = e.locality
@@ -537,7 +539,7 @@ class _Transition:
         if not self.redundancy_on:  # disabled (a what-if): no copy is made
             return
         m = self.message(e.message, e.event_time_ms)
-        if m is None:
+        if m is None or s.discarded_early and self.copy_discarded_already(m, e.node, e.event_time_ms):
             return
         db, t = e.primary_queue_db_id, e.event_time_ms
         # The shadow stores the copy with its primary's queue database id (a log line names none): one the twin never
@@ -1007,22 +1009,39 @@ class _Transition:
             self.schedule_pair(pair)
 
     def discarded_before_the_copy(self, ref: MessageRef, shadow: str, t: int) -> None:
-        """The shadow discarded a whole message before (by its own clock) the twin saw a copy of it made: that
+        """The shadow discarded a whole message before (by its own clock) the twin saw it hold a copy: that
         clock was set back between its report of storing the copy, still to come, and the discard (hunt seed
-        1589). The discard proves the primary's processing complete: the message closes now, and what either
-        clock says of it within the clock-skew allowance opens nothing (`closed`), in whichever order it comes."""
-        if not self.redundancy_on or ref.fork_id is not None:
+        1589). Remembered for the clock-skew allowance (`discarded_early`), in whichever micro-batch it comes: the
+        discard proves the primary's processing complete, and that shadow's copy released (`copy_discarded_already`)."""
+        if not self.redundancy_on or ref.fork_id is not None or self.config.clock_skew_allowance_ms <= 0:
             return
+        s, key = self.s, ref.internal_id
+        m = s.messages.get(key)
+        if key not in s.discarded_early and (key not in s.closed if m is None
+                                             else m.shadow_server is None and not m.decided):
+            s.discarded_early[key] = (shadow, t)
+            self.forget_closed_by(t)
+
+    def copy_discarded_already(self, m: Message, shadow: str, t: int) -> bool:
+        """A copy reported of a message a shadow discarded before (`discarded_before_the_copy`): its primary's
+        processing is complete. That shadow's copy is in Safety Net already: the message closes, delivered with its
+        shadow (True: nothing is held). Another shadow's copy is not released by it: the primary answers a shadow
+        with "the discard notifications for messages that apply to the querying shadow server" (003), so it is held
+        until its own notification, and a promotion meanwhile resubmits a message processed (False)."""
         s = self.s
-        m = s.messages.get(ref.internal_id)
-        if m is None:
-            if ref.internal_id not in s.closed:
-                self.remember_closed(ref.internal_id, t)
-        elif m.shadow_server is None and not m.decided:
+        early = s.discarded_early.get(m.ref.internal_id)
+        if early is None:
+            return False
+        discarder, discarded_ms = early
+        if m.primary_done_ms is None:
+            m.primary_done_ms = max(discarded_ms, m.received_ms)
+        if discarder != shadow:
+            return False
+        if m.shadow_server is None:
+            del s.discarded_early[m.ref.internal_id]
             m.shadow_server, m.redundancy, m.decided = shadow, _REDUNDANT, True
-            if m.primary_done_ms is None:
-                m.primary_done_ms = max(t, m.received_ms)
             self.close(m, max(t, m.received_ms), "delivered")
+        return True
 
     def discard(self, ref: MessageRef, pair: Pair, t: int) -> bool:
         """A discard notification reached the shadow. One naming a fork empties that next hop's shadow queue
@@ -1513,7 +1532,14 @@ class _Transition:
         slower clock's event closed late: it waits for the ones closed before it (a bucket and the
         allowance after the event time the group had reached at most)."""
         self.closed_bucket_end = 0  # the deadline that closings were counting on has fired
-        forget_front(self.s.closed, at_ms - self.config.clock_skew_allowance_ms)
+        until = at_ms - self.config.clock_skew_allowance_ms
+        forget_front(self.s.closed, until)
+        early = self.s.discarded_early
+        while early:  # in the order discarded, as `closed`
+            first = next(iter(early))
+            if early[first][1] > until:
+                break
+            del early[first]
 
     def fire_forget_seen(self, bucket: str, at_ms: int) -> None:
         s = self.s
@@ -1660,13 +1686,18 @@ class _Transition:
 
     def remember_closed(self, internal_id: str, t: int) -> None:
         """Keep a closed message's id for the clock-skew allowance: a slower clock's word about it opens nothing."""
-        allowance = self.config.clock_skew_allowance_ms
-        if allowance > 0:
+        if self.config.clock_skew_allowance_ms > 0:
             self.s.closed[internal_id] = t
-            if t >= self.closed_bucket_end:  # one deadline per bucket of closing times (fire_forget_closed)
-                bucket = t // SEEN_BUCKET_MS
-                self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
-                self.s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket), self.closed_bucket_end + allowance)
+            self.forget_closed_by(t)
+
+    def forget_closed_by(self, t: int) -> None:
+        """What is remembered at `t` for the clock-skew allowance is forgotten after it: one deadline per bucket of
+        closing times (fire_forget_closed)."""
+        if t >= self.closed_bucket_end:
+            bucket = t // SEEN_BUCKET_MS
+            self.closed_bucket_end = (bucket + 1) * SEEN_BUCKET_MS
+            self.s.deadlines.set(DeadlineKind.FORGET_CLOSED, str(bucket),
+                                 self.closed_bucket_end + self.config.clock_skew_allowance_ms)
 
     def alert(self, alert_type: AlertType, severity: Severity, servers: list[str], messages: list[Message],
               t: int, reason: str) -> None:

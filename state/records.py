@@ -289,6 +289,10 @@ class PrimaryState:
     # slower clock that arrives after the message was closed must not open it again. Internal id ->
     # closing time, in the order closed (one deadline per bucket forgets the ids at the front).
     closed: dict[str, int] = field(default_factory=dict)
+    # Whole messages a shadow discarded before the twin saw it hold a copy (its clock set back, hunt seed 1589), kept
+    # for the clock-skew allowance as `closed`: internal id -> (that shadow, the discard's time), in the order added.
+    # Its copy, when reported, is released already; another shadow's is not (its own notification releases it).
+    discarded_early: dict[str, tuple[str, int]] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
     primary_seen_ms: int | None = None  # the primary's own latest event: a sign it is up
@@ -321,5 +325,5 @@ class PrimaryState:
     def holds_nothing(self) -> bool:
         """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts
         about servers are not about messages and stay)."""
-        return not (self.messages or self.pairs or self.promoted or self.closed or self.deadlines.pending()
-                    or self.same_site or self.seen_ids)
+        return not (self.messages or self.pairs or self.promoted or self.closed or self.discarded_early
+                    or self.deadlines.pending() or self.same_site or self.seen_ids)

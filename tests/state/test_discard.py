@@ -89,17 +89,18 @@ def test_an_answer_given_before_the_copy_was_stored_brings_no_notification_thoug
     assert [a.alert_id for a in harness.alerts] == [a.alert_id for a in expected.alerts]
 
 
-def _a_shadow_set_back_discards_before_the_copy(discard_at: float, copy_at: float = 1, by_answer: bool = False):
+def _a_shadow_set_back_discards_before_the_copy(discard_at: float, copy_at: float = 1, by_answer: bool = False,
+                                               by: str = "mbx02"):
     """Hunt seed 1589: mbx02's clock is set back between its report of storing m1's copy and its discard of m1,
     so the discard is stamped first; m1 was delivered at 1.2, and mbx01 comes back with a new queue database at 3
-    (which promotes at once whatever mbx02 still holds)."""
+    (which promotes at once whatever mbx02 still holds). `by`: the shadow that discards m1."""
     from schemas import events as ev
     from tests.state.scenario import ref
     org = Org()
     if by_answer:
-        discard = org.query_ok("mbx02", "mbx01", discard_at, discarded=["m1"])
+        discard = org.query_ok(by, "mbx01", discard_at, discarded=["m1"])
     else:
-        discard = [ev.ShadowDiscarded(event_id="d1", event_time_ms=at(discard_at), node="mbx02",
+        discard = [ev.ShadowDiscarded(event_id="d1", event_time_ms=at(discard_at), node=by,
                                       primary_server="mbx01", message=ref("m1"))]
     events = [
         *org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
@@ -140,10 +141,10 @@ def test_a_discard_of_one_fork_stamped_before_the_copy_keeps_the_message():
     assert "m1" in replay(events).states["mbx01"].messages
 
 
-@pytest.mark.parametrize("discard_batch", [0, 2], ids=["a batch before the copy", "a batch after it"])
-def test_a_discard_stamped_before_the_copy_releases_it_whichever_micro_batch_brings_it(discard_batch):
+def _in_micro_batches(events, discard_batch: int):
+    """The operator's code path fed the events up to m1's delivery (1.2) in the second micro-batch and the rest in
+    the third, with the discard (stamped 0.9) in `discard_batch`: the first (before the copy) or the third."""
     from tests.streaming.harness import OperatorHarness
-    events = _a_shadow_set_back_discards_before_the_copy(0.9)
     discard = [e for e in events if e.event_time_ms == at(0.9)]
     rest = [e for e in events if e not in discard]
     batches = [[], [e for e in rest if e.event_time_ms <= at(1.2)], [e for e in rest if e.event_time_ms > at(1.2)]]
@@ -153,8 +154,41 @@ def test_a_discard_stamped_before_the_copy_releases_it_whichever_micro_batch_bri
         harness.events(batch)
     harness.advance(events[-1].event_time_ms + DAY)
     assert harness.late_rows == 0
+    return harness
+
+
+@pytest.mark.parametrize("discard_batch", [0, 2], ids=["a batch before the copy", "a batch after it"])
+def test_a_discard_stamped_before_the_copy_releases_it_whichever_micro_batch_brings_it(discard_batch):
+    harness = _in_micro_batches(_a_shadow_set_back_discards_before_the_copy(0.9), discard_batch)
     assert harness.alerts == [] and harness.commands == []
     assert "m1" not in harness.state_of("mbx01").messages
+
+
+@pytest.mark.parametrize("discard_at", [0.9, 1.05], ids=["before the message came", "after it came"])
+@pytest.mark.parametrize("by_answer", [False, True], ids=["ShadowDiscarded", "answer"])
+def test_another_shadows_discard_stamped_before_the_copy_releases_not_that_copy(by_answer, discard_at):
+    """mbx03 discards m1, stamped before mbx02 stores m1's copy: the primary answers a shadow with "the discard
+    notifications for messages that apply to the querying shadow server" (003), so mbx03's says nothing of mbx02's
+    copy. mbx02 holds it, unnotified, until mbx01 comes back with a new queue database at 3 and mbx02 resubmits it:
+    m1, delivered at 1.2, arrives twice, as without mbx03's discard. Before, mbx03's discard closed m1 and the copy
+    stored after it opened nothing: no alert."""
+    events = _a_shadow_set_back_discards_before_the_copy(discard_at, copy_at=1.1, by_answer=by_answer, by="mbx03")
+    without = replay([e for e in events if e.event_time_ms != at(discard_at)])
+    result = replay(events)
+    assert [(a.type, a.servers, [m.message.internal_id for m in a.messages]) for a in result.alerts] == [
+        (AlertType.DUPLICATE_DELIVERY_EXPECTED, ("mbx01", "mbx02"), ["m1"])]
+    assert [a.alert_id for a in result.alerts] == [a.alert_id for a in without.alerts]
+    assert result.commands == []
+    assert result.settles("mbx01")
+
+
+@pytest.mark.parametrize("discard_batch", [0, 2], ids=["a batch before the copy", "a batch after it"])
+def test_another_shadows_discard_stamped_before_the_copy_releases_not_that_copy_whichever_micro_batch(discard_batch):
+    events = _a_shadow_set_back_discards_before_the_copy(0.9, by="mbx03")
+    harness = _in_micro_batches(events, discard_batch)
+    assert [a.alert_id for a in harness.alerts] == [
+        a.alert_id for a in replay([e for e in events if e.event_time_ms != at(0.9)]).alerts]
+    assert [a.type for a in harness.alerts] == [AlertType.DUPLICATE_DELIVERY_EXPECTED]
 
 
 def test_a_what_if_without_shadow_redundancy_takes_no_discard_for_a_copy():
@@ -170,18 +204,20 @@ def test_a_what_if_without_shadow_redundancy_takes_no_discard_for_a_copy():
     assert result.settles("mbx01")
 
 
-def test_a_primary_failed_for_good_after_a_discard_stamped_before_the_copy():
+@pytest.mark.parametrize("by, twice", [("mbx02", []), ("mbx03", ["m1"])],
+                         ids=["by the shadow that stores it", "by another shadow"])
+def test_a_primary_failed_for_good_after_a_discard_stamped_before_the_copy(by, twice):
     """mbx01 delivers m1 at 1.2 and stops answering; mbx02, which holds m1's and m2's copies, fails to reach it from 2
     on and promotes itself ShadowResubmitTimeSpan after its last contact (1.1, m2's copy): it resubmits m2. m1's
-    copy is in Safety Net already when mbx02 itself discarded it (by its clock set back, at 0.9): no duplicate."""
+    copy is in Safety Net already when mbx02 itself discarded it (by its clock set back, at 0.9): no duplicate; a
+    discard by mbx03 leaves mbx02's copy of m1 in its shadow queue, and m1 is resubmitted and arrives twice."""
     from schemas import events as ev
     from schemas.events import CommandReason
     from tests.state.scenario import HOUR, ref
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0), *org.query_ok("mbx02", "mbx01", 0.5),
-        ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node="mbx02", primary_server="mbx01",
-                           message=ref("m1")),
+        ev.ShadowDiscarded(event_id="d1", event_time_ms=at(0.9), node=by, primary_server="mbx01", message=ref("m1")),
         *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
         *org.received("mbx01", "m2", 1.1), *org.shadowed("mbx01", "mbx02", "m2", 1.1),
         *org.delivered("mbx01", "m1", "mbx03", 1.2),
@@ -191,7 +227,11 @@ def test_a_primary_failed_for_good_after_a_discard_stamped_before_the_copy():
     promoted_at = at(1.1) + 3 * HOUR
     assert [(c.holder, c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
         ("mbx02", "m2", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, promoted_at)]
-    assert [(a.type, [m.message.internal_id for m in a.messages], a.decided_at_ms) for a in result.alerts] == [
+    duplicates = [[m.message.internal_id for m in a.messages] for a in result.alerts
+                  if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert duplicates == ([twice] if twice else [])
+    assert [(a.type, [m.message.internal_id for m in a.messages], a.decided_at_ms) for a in result.alerts
+            if a.type is AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED] == [
         (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, ["m2"], promoted_at)]
 
 
