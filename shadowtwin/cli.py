@@ -310,7 +310,10 @@ def parser() -> argparse.ArgumentParser:
                         help="score the baseline's alerts against the simulator's truth file (NAME.truth.jsonl)")
     whatif.set_defaults(run=_whatif)
 
+    # FILE is optional to argparse only so that `_record` can say what is missing: the usage shows it required.
     record = commands.add_parser("record", help="record a topic's records into a file", parents=[KAFKA_OPTIONS],
+                                 usage="%(prog)s [KAFKA OPTIONS] TOPIC FILE [--from-beginning] [--seconds SECONDS]"
+                                       " [--count COUNT] [--force]",
                                  description="Read the contract's records from a Kafka topic (events, alerts,"
                                              " commands or dead letters; another topic takes the schema of its"
                                              " first record) and write them to FILE"
@@ -318,8 +321,8 @@ def parser() -> argparse.ArgumentParser:
                                              " Records that do not decode are counted and reported, not written. Stops at --count, --seconds,"
                                              " Ctrl-C, or (with --from-beginning) at the end of the topic as it was"
                                              " at start.")
-    record.add_argument("topic", help="the topic to read (e.g. the events topic)")
-    record.add_argument("file", nargs="?", help="the recording to write (.jsonl or .avro; required)")
+    record.add_argument("topic", metavar="TOPIC", help="the topic to read (e.g. the events topic)")
+    record.add_argument("file", nargs="?", metavar="FILE", help="the recording to write (.jsonl or .avro)")
     record.add_argument("--from-beginning", action="store_true",
                         help="read from the start of the topic up to its end at start (default: only new events)")
     record.add_argument("--seconds", type=SECONDS, help="stop after this long")

@@ -1,5 +1,6 @@
 """The `shadowtwin` command as a person runs it: help everywhere, the demo end to end."""
 
+import re
 import subprocess
 import sys
 
@@ -57,3 +58,18 @@ def test_demo_tells_the_outage_story_from_what_it_reads_back_from_kafka(kafka_bo
     assert "COMMAND " in out and "resubmit <" in out
     assert "DUPLICATE_DELIVERY_EXPECTED: mbx02 came back with the same queue database" in out
     assert out.index("shutting down ...") > out.index("DUPLICATE_DELIVERY_EXPECTED"), "the story ends, then the demo"
+
+
+def test_record_help_shows_the_topic_and_the_recording_it_requires():
+    """`record --help` showed `topic [file]`, the recording optional, where the README and its errors say
+    `record TOPIC FILE`: FILE is optional to argparse only so that the command can say which is missing (c43d4da).
+    The usage is written out, so every option of record's own (not Kafka's) must be in it."""
+    result = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "record", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    usage = " ".join(result.stdout.split("\n\n")[0].split())
+    assert usage == ("usage: shadowtwin record [KAFKA OPTIONS] TOPIC FILE [--from-beginning] [--seconds SECONDS]"
+                     " [--count COUNT] [--force]")
+    assert [line.split()[0] for line in result.stdout.split("positional arguments:\n")[1].split("\n\n")[0].splitlines()
+            ] == ["TOPIC", "FILE"]
+    own = re.findall(r"^  (--[\w-]+)", result.stdout.split("\noptions:\n")[1].split("\n\n")[0], re.MULTILINE)
+    assert own and all(f"[{o}" in usage for o in own), own  # (-h, --help aside)
