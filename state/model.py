@@ -951,10 +951,11 @@ class _Transition:
                 if m.at_risk:
                     self.in_queue_again(m, t)
                 if m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id) \
-                        and t >= m.stored_ms:
+                        and t >= m.stored_ms and (m.primary_done_ms is None or i in pair.pending_discards):
                     # the answer brings the notification of each fork processed by now (not from a new, empty
                     # queue database: it has no discard status of the copy's; nor one the shadow gave before it
-                    # stored the copy, by its own clock, applied after that report, a later micro-batch's)
+                    # stored the copy, by its own clock, applied after that report, a later micro-batch's; nor
+                    # those of a processed message the primary deleted: ShadowMessageAutoDiscardInterval)
                     for fork in m.forks.values():
                         if fork.done and not fork.waiting:  # (a fork served in part has none yet)
                             fork.notified = True

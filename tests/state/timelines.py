@@ -1113,6 +1113,30 @@ def a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow() -> Timeli
         Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),))
 
 
+
+def a_forks_discard_notification_dropped_with_the_message_is_not_collected_later() -> Timeline:
+    """As a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow (ShadowMessageAutoDiscardInterval
+    1 hour, mbx02's last query that reached mbx01 at 2, its queries failing from 4, answered again from 80), but
+    mbx01 hands m1 to gw-fabrikam as fork f1 (a@fabrikam.com) at 3, then comes back with a new queue database at
+    121. "if the shadow server doesn't query the primary server for the duration specified in this parameter, the
+    primary server deletes the queued discard events" (003): f1's went at 62 (DISCARD_EVENTS_DROPPED), so the
+    answers from 80 bring none, f1's copy stays in that next hop's shadow queue and mbx02 resubmits it when it
+    sees the new database: DUPLICATE_DELIVERY_EXPECTED names a@ at 121 (as for a fork known by its hop alone).
+    Before, the answer at 80 was taken for f1's notification and nothing was forecast."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_message_auto_discard_interval": "1h"}))
+    far = ("a@fabrikam.com",)
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1, recipients=(), external=far), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 3, fork="f1", recipients=far, outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 3, fork="f1"),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 80), *_heartbeats_ok(org, "mbx02", "mbx01", 80, 120),
+              *org.started("mbx01", "dbP2", 121), *_heartbeats_ok(org, "mbx02", "mbx01", 122, 130, db="dbP2")]
+    return Timeline("a fork's discard notification dropped with the message is not collected later", events, config,
+                    alerts=(Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),
+                            Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(121), ("m1",), (far,))))
+
 # ---- behaviours of the seeds a ninth review found decided otherwise -------------------------
 
 def a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered() -> Timeline:
@@ -1595,6 +1619,7 @@ ALL = (
     a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
     a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
     a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one,
+    a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1625,5 +1650,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_copy_that_expires_before_its_message_does_in_the_primarys_queue_is_promoted_by_nobody,
            a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
            a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
-           a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification)
+           a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
+           a_forks_discard_notification_dropped_with_the_message_is_not_collected_later)
 
