@@ -23,6 +23,7 @@ from producers.mtl_ingest import ingest
 from producers.simulator.engine import Simulation
 from producers.simulator.mtl_writer import writer_for
 from producers.simulator.topology import Topology
+from producers.simulator.truth import MessageTruth
 from schemas.events import Alert, AlertType, DeadLetter, Event
 from state.replay import ReplayResult, replay
 
@@ -54,6 +55,7 @@ class LogCheck:
     log_lines: int
     native: ReplayResult = field(repr=False)
     logs: ReplayResult = field(repr=False)
+    truth: dict[str, MessageTruth] = field(default_factory=dict, repr=False)  # the simulation's, by Message-ID
 
     @property
     def missed(self) -> set[str]:
@@ -110,10 +112,11 @@ def _signatures(alert: Alert) -> set[tuple]:
     return {(alert.type, server) for server in alert.servers}
 
 
-def check_logs(topology: Topology, seed: int, folder: Path) -> LogCheck:
+def check_logs(topology: Topology, seed: int, folder: Path, probes: bool = True) -> LogCheck:
+    """`probes`: whether the servers log Managed Availability's health probe (mtl_writer)."""
     simulation = Simulation(topology, seed)
     native_events: list[Event] = []
-    writer = writer_for(simulation, folder)
+    writer = writer_for(simulation, folder, probes=probes)
 
     def kept(events):
         for e in events:
@@ -136,4 +139,4 @@ def check_logs(topology: Topology, seed: int, folder: Path) -> LogCheck:
     found, native_found = _decided(logs), _decided(native)
     return LogCheck(expected, {k: v for k, v in found.items() if k in expected},
                     {k: v for k, v in native_found.items() if k in expected}, false_alerts,
-                    len(sink.dead_letters), writer.lines, native, logs)
+                    len(sink.dead_letters), writer.lines, native, logs, simulation.truth.messages)

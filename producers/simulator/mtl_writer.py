@@ -297,9 +297,11 @@ class MtlWriter:
                    **self._ids(e.node, "", e.message))
 
 
-def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> MtlWriter:
-    """The writer of a simulation's logs: its servers' health probes, and LOAD of what a server
-    holds when it restarts (read from the simulation as it runs)."""
+def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MAX_BYTES,
+               probes: bool = True) -> MtlWriter:
+    """The writer of a simulation's logs: its servers' health probes (unless `probes` is false: an
+    organisation without Managed Availability's), and LOAD of what a server holds when it restarts
+    (read from the simulation as it runs)."""
     def held(server: str) -> list[ev.MessageRef]:
         node = simulation.nodes[server]
         return [m.ref() for m in node.queue.values()] + [
@@ -309,7 +311,7 @@ def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MA
         node = simulation.nodes.get(name)
         return node.offset_ms if node is not None else 0
 
-    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology, offset), held,
+    return MtlWriter(folder, max_bytes, HealthProbes(simulation.topology, offset) if probes else None, held,
                      (d.name for d in simulation.topology.mailbox_databases))
 
 

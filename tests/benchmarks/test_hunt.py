@@ -1,0 +1,22 @@
+"""The bug hunt's worlds (benchmarks/hunt.py): one world per seed, each a topology file that loads."""
+
+from __future__ import annotations
+
+from benchmarks.hunt import main, toml, topology, world
+from producers.simulator.topology import load_topology
+
+
+def test_one_seed_makes_one_world():
+    assert world(1700) == world(1700) and world(1700) != world(1701)
+
+
+def test_the_worlds_load_as_topology_files_and_as_built(tmp_path):
+    for seed in range(1700, 1740):
+        path = tmp_path / f"{seed}.toml"
+        path.write_text(toml(world(seed)), encoding="utf-8")
+        assert load_topology(path) == topology(world(seed), seed)
+
+
+def test_show_prints_the_world_as_toml(capsys):
+    assert main(["--show", "1700"]) == 0
+    assert capsys.readouterr().out == toml(world(1700))
