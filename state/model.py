@@ -292,9 +292,10 @@ class _Transition:
                 self.close(m, t, "rejected")
 
     def primary_seen_with_db(self, db_id: str, t: int, previous_db: str | None = None,
-                             back_after: int | None = None) -> None:
+                             back_after: int | None = None, seen_by: str | None = None) -> None:
         """The primary is up with queue database `db_id` (if it restarted, it came back after
-        `back_after`, when known): promote or predict duplicates."""
+        `back_after`, when known; `seen_by`: the shadow that learnt it, by a copy or an answer): promote or
+        predict duplicates."""
         s = self.s
         self.predict_duplicates([r for r in s.promoted.values() if r.primary_db_id == db_id], t,
                                 "came back with the same queue database and will deliver its queue")
@@ -304,13 +305,15 @@ class _Transition:
             for i in pair.held:  # back with the database they were in: they are in its queue again
                 if (m := s.messages.get(i)) is not None and m.at_risk and self.copy_db(m, pair) in (None, db_id):
                     self.in_queue_again(m, t)
-            # A silent shadow cannot see the new id: it promotes when it queries again, if its
-            # own copies survived (discard_query_sent), and they are lost if they did not.
-            if not self.shadow_silent(pair, t):
+            # A silent shadow, or one whose query due by now never came, cannot see the new id: it
+            # promotes when it queries again, if its own copies survived (discard_query_sent), and they
+            # are lost if they did not.
+            silent = self.shadow_silent(pair, t)
+            if not silent and (pair.shadow == seen_by or not self.query_overdue(pair, t)):
                 self.promote_if_primary_db_changed(pair, t)
             elif pair.held:
                 pair.db_change_pending = True
-                if liveness.silence_judged(self, pair):
+                if silent and liveness.silence_judged(self, pair):
                     # the copies of another database are the only ones left, on a server that is down:
                     # two servers of these messages' redundancy failed together
                     self.put_at_risk(pair, t, "came back with a new, empty queue database", current_db=db_id)
@@ -384,6 +387,12 @@ class _Transition:
     def shadow_silent(self, pair: Pair, t: int) -> bool:
         silence = self.silence_span(pair.shadow)
         return silence > 0 and (pair.awaiting_shadow or t - pair.last_query_ms >= silence)
+
+    def query_overdue(self, pair: Pair, t: int) -> bool:
+        """Whether the shadow's discard query due by `t` never came (more than a heartbeat interval since its
+        last): only with heartbeats, and the silence span on."""
+        return (self.silence_span(pair.shadow) > 0 and pair.last_heartbeat_ms is not None
+                and t - pair.last_heartbeat_ms > self.heartbeat_of(pair.shadow))
 
     def node_seen(self, e: NodeSeen) -> None:
         last = self.s.last_seen
@@ -557,7 +566,7 @@ class _Transition:
         self.attach_shadow(m, e.node, t, db, e.alternate_route, db_reported=True)
         if new_db:
             previous, s.queue_db_id = s.queue_db_id, db
-            self.primary_seen_with_db(db, t, previous_db=previous, back_after=s.unreachable_ms)
+            self.primary_seen_with_db(db, t, previous_db=previous, back_after=s.unreachable_ms, seen_by=e.node)
             s.unreachable_ms = None
 
     def an_older_database(self, db: str) -> bool:
@@ -976,7 +985,7 @@ class _Transition:
             if not self.named_before_the_restart(e.event_time_ms, e.primary_queue_db_id):
                 previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
                 self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous,
-                                          back_after=s.unreachable_ms)
+                                          back_after=s.unreachable_ms, seen_by=e.node)
         elif s.promoted:
             self.primary_seen_with_db(e.primary_queue_db_id, t)
         s.unreachable_ms = None
@@ -1398,8 +1407,7 @@ class _Transition:
             if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
-        if silence > 0 and pair.last_heartbeat_ms is not None and at_ms - pair.last_heartbeat_ms > self.heartbeat_of(
-                shadow):
+        if self.query_overdue(pair, at_ms):
             # Its query due by now never came: a shadow that stopped querying resubmits nothing (a
             # span shorter than the silence span runs out first). Its next query decides, or the silence span.
             s.deadlines.set(_PROMOTE, shadow, pair.last_query_ms + silence)
@@ -1436,6 +1444,8 @@ class _Transition:
             self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [shadow, s.primary], held, at_ms,
                        f"{shadow} has not queried {s.primary} since {_iso(pair.last_query_ms)}: its shadow copies"
                        f" of {len(held)} message(s) may be gone; they are not redundantly protected")
+        if pair.db_change_pending:  # the primary came back with a new database before its query was missed
+            self.put_at_risk(pair, at_ms, "came back with a new, empty queue database", current_db=s.queue_db_id)
         self.schedule_pair(pair)
 
     def fire_auto_discard(self, shadow: str, at_ms: int) -> None:

@@ -158,7 +158,7 @@ def restarted_with_dbP2_at_10(org):
     on mbx02 with dbP2 at 10.2 and takes m6 alone at 10.3; mbx02's heartbeats go on."""
     return [*org.started("mbx01", "dbP1", 0),
             *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db="dbP1"),
-            *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx02", "mbx01", 6),
+            *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx02", "mbx01", 6), *org.query_ok("mbx02", "mbx01", 8),
             *org.started("mbx01", "dbP2", 10),
             *org.received("mbx01", "m5", 10.2), *org.shadowed("mbx01", "mbx02", "m5", 10.2, db="dbP2"),
             *org.received("mbx01", "m6", 10.3),

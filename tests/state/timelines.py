@@ -1565,6 +1565,28 @@ def a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one()
         Command("mbx02", "mbx01", "m2", None, None, (), at(10) + 3 * HOUR)))
 
 
+def a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database() -> Timeline:
+    """mbx02 holds m1's copy and queries mbx01 every 2 minutes; both fail after 8 (mbx02's last query). mbx01
+    comes back at 12 with a new, empty queue database: mbx02 would promote m1 when its next query shows the new
+    id ("whenever the shadow server detects that the queue database ID of the primary server has changed",
+    003), but its query due at 10 never came: a shadow that no longer queries sees nothing. At 14 it has been
+    silent for the silence span: unreachable, and m1, whose only copy is on it, at risk; mbx02 comes back with
+    its queue database at 40 and promotes m1 at its first query. Before, m1 was forecast promoted at 12, with
+    a command for a server that was down (hunt seed 1716: ex01 down for good at 00:44, its primary ex02 back
+    with a new database at 00:46, 4 messages; truth: none promoted)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9), *org.busy("mbx03", 0, 60),
+              *org.started("mbx01", "dbP2", 12),
+              *org.started("mbx02", "dbS1", 40), *org.query_ok("mbx02", "mbx01", 40, db="dbP2")]
+    return Timeline("a shadow that stopped querying does not see the primary's new database", events, alerts=(
+        Expected(AlertType.MESSAGE_AT_RISK, at(14), ("m1",)),
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(14), ("m1",)),
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(40), ("m1",))), commands=(
+        Command("mbx02", "mbx01", "m1", None, None, (), at(40), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1620,6 +1642,7 @@ ALL = (
     a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
     a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one,
     a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
+    a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
