@@ -142,3 +142,17 @@ def test_mail_to_and_from_a_mailbox_database_names_the_server_whose_services_han
     servers = {"mbx01", "mbx02", "mbx03"}
     assert {e.node for e in sink.events} == servers
     assert {e.mailbox_server for e in sink.events if isinstance(e, DeliveredToMailbox)} == servers
+
+
+def test_a_clock_set_back_does_not_bring_the_other_servers_probes_forward(tmp_path):
+    # mbx03's clock is set back 240 s at 00:30:00. The events mbx03 made just before (stamped by its clock then)
+    # were written after the step: the writer took them for events 240 s later and wrote the other servers'
+    # probes due in between first, so mbx01's file went back in time and the ingester, its primary's RECEIVE
+    # read minutes late, left mbx03's HARECEIVE unjoined (hunt seed 1754: 6 false MESSAGE_EXPIRED).
+    skew = [{"kind": "clock_skew", "server": "mbx03", "at": "00:30:00", "duration": "00:10:00", "offset": "-240s"}]
+    to_mtl(topology(skew, duration="01:00:00", rate=0.5), 7, tmp_path)
+    for server in ("MBX01", "MBX02"):
+        for path in (tmp_path / server).glob("MSGTRK2*.LOG"):
+            times = [parse_time(line.split(b",", 1)[0].decode()) for line in path.read_bytes().splitlines()
+                     if not line.startswith(b"#")]
+            assert all(later > earlier - 1000 for earlier, later in zip(times, times[1:])), path
