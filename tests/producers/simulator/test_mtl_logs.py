@@ -2,8 +2,9 @@
 
 from producers.mtl_ingest import ingest
 from producers.mtl_log import parse_time, service_of
-from producers.simulator.mtl_check import check_logs
+from producers.simulator.mtl_check import PROMOTION_ALERTS, check_logs
 from producers.simulator.mtl_writer import to_mtl
+from producers.simulator.topology import topology_from
 from schemas.events import AlertType, DeliveredToMailbox
 from shadowtwin.cli import main
 from tests.producers.simulator.scenarios import topology
@@ -156,3 +157,25 @@ def test_a_clock_set_back_does_not_bring_the_other_servers_probes_forward(tmp_pa
             times = [parse_time(line.split(b",", 1)[0].decode()) for line in path.read_bytes().splitlines()
                      if not line.startswith(b"#")]
             assert all(later > earlier - 1000 for earlier, later in zip(times, times[1:])), path
+
+
+def test_a_promotion_the_native_twin_saw_happen_makes_the_log_twins_forecast_of_it_no_false_alert(tmp_path):
+    # ShadowHeartbeatFrequency 30 s, ShadowResubmitTimeSpan 5 minutes: ex01 dies for good at 03:11, its last
+    # contact with ex02 an answered query. ex02's promotion comes at that query + 5 minutes, the native twin's
+    # deadline too: it applies the ShadowPromoted first and records the promotion with no alert; the log-fed
+    # twin forecasts it 0.6 s before, from ex01's last line. Before, the check counted that forecast a false alert
+    # (hunt seed 1709: 1, 1748: 1).
+    topo = topology_from({
+        "organisation": {"start": "2026-01-05T00:00:00Z", "duration": "03:20:00", "users_per_database": 50},
+        "servers": [{"name": "ex01", "site": "s1", "dag": "dag1"}, {"name": "ex02", "site": "s2", "dag": "dag1"}],
+        "mailbox_databases": [{"name": "DB01", "dag": "dag1"}],
+        "internet": {"senders": ["mx.fabrikam.com"], "receivers": ["fabrikam.com"]},
+        "workload": {"messages_per_second": 0.05},
+        "shadow_redundancy": {"shadow_heartbeat_frequency": "00:00:30", "shadow_resubmit_time_span": "00:05:00",
+                              "shadow_silence_heartbeats": 12},
+        "faults": [{"kind": "crash", "at": "03:11:00", "server": "ex01", "restart": "never", "backlog": "00:01:00"}]})
+    check = check_logs(topo, 1709, tmp_path)
+    seen = {o.ref.message_id for o in check.native.outcomes if o.result == "promoted"}
+    assert set(check.expected) == set(check.found) == seen
+    assert not {m.message.message_id for a in check.native.alerts if a.type in PROMOTION_ALERTS for m in a.messages} & seen
+    assert check.false_alerts == []
