@@ -136,8 +136,10 @@ def flags(check: LogCheck) -> list[str]:
         out.append("late")
     if check.dead_letters:
         out.append(f"dead {check.dead_letters}")
+    # (a forecast duplicate that expired instead, its resubmission refused past MessageExpirationTimeout, is
+    # no contradiction: the twin says MESSAGE_EXPIRED then)
     dup = {m for m in named(AlertType.DUPLICATE_DELIVERY_EXPECTED)
-           if m in truth and truth[m].result() not in ("duplicate", "duplicate_hidden")}
+           if m in truth and truth[m].result() not in ("duplicate", "duplicate_hidden") and not truth[m].expired}
     expired = {m for m in named(AlertType.MESSAGE_EXPIRED) if m in truth and truth[m].deliveries
                and not truth[m].expired}
     promoted = {m for m in named(*PROMOTION_ALERTS) if m in truth and not truth[m].promotions}
