@@ -1131,7 +1131,7 @@ def a_forks_discard_notification_dropped_with_the_message_is_not_collected_later
               *org.query_ok("mbx02", "mbx01", 2),
               *org.sent("mbx01", "m1", "gw-fabrikam", 3, fork="f1", recipients=far, outside=True),
               *org.acked("mbx01", "m1", "gw-fabrikam", 3, fork="f1"),
-              *org.heartbeats_failing("mbx02", "mbx01", 4, 80), *_heartbeats_ok(org, "mbx02", "mbx01", 80, 120),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 80), *_heartbeats_ok(org, "mbx02", "mbx01", 80, 121),
               *org.started("mbx01", "dbP2", 121), *_heartbeats_ok(org, "mbx02", "mbx01", 122, 130, db="dbP2")]
     return Timeline("a fork's discard notification dropped with the message is not collected later", events, config,
                     alerts=(Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),
