@@ -154,7 +154,10 @@ def _given_by_the_user() -> tuple[dict[str, str], str | None]:
             taken_out = True
         else:
             kept += [option, value]
-    defaults = _properties(properties_file or _spark_conf_dir() / "spark-defaults.conf")
+    defaults = _properties(_spark_conf_dir() / "spark-defaults.conf") \
+        if properties_file is None or "--load-spark-defaults" in kept else {}
+    if properties_file is not None:  # read instead of spark-defaults.conf, or before it
+        defaults.update(_properties(properties_file))
     return {**defaults, **given}, (shlex.join(kept) if taken_out else None)
 
 

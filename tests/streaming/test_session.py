@@ -178,3 +178,17 @@ def test_pyspark_submit_args_that_do_not_split_are_named_in_one_line(monkeypatch
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", '--conf "a=b pyspark-shell')
     with pytest.raises(ConfigError, match="^PYSPARK_SUBMIT_ARGS: No closing quotation: '--conf \"a=b pyspark-shell'$"):
         _given_by_the_user()
+
+
+def test_a_properties_file_given_pyspark_is_read_instead_of_spark_defaults_conf_unless_it_is_told_to_load_both(
+        monkeypatch, tmp_path):
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    (tmp_path / "spark-defaults.conf").write_text("spark.a defaults\nspark.b defaults\n")
+    (tmp_path / "mine.conf").write_text("spark.b mine\n")
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {tmp_path / 'mine.conf'} pyspark-shell")
+    assert _given_by_the_user()[0] == {"spark.b": "mine"}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", f"--properties-file {tmp_path / 'mine.conf'} --load-spark-defaults x")
+    assert _given_by_the_user()[0] == {"spark.a": "defaults", "spark.b": "mine"}
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "pyspark-shell")
+    assert _given_by_the_user()[0] == {"spark.a": "defaults", "spark.b": "defaults"}
