@@ -125,8 +125,8 @@ def _bounded_state_store(memory_mb: int) -> dict[str, str]:
 
 
 def _given_by_the_user() -> tuple[dict[str, str], str | None]:
-    """What the user told Spark its own ways, and `PYSPARK_SUBMIT_ARGS` without the default JVM
-    options it held (None: as it is). Under spark-submit its driver JVM runs already and holds it
+    """What the user told Spark its own ways, and `PYSPARK_SUBMIT_ARGS` without what is added to
+    the twin's (`ADDED_TO_OURS`; None: as it is). Under spark-submit its driver JVM runs already and holds it
     all; else pyspark starts one with spark-submit, the builder's `--conf`s first, then the
     variable's words, later ones winning, and what neither said from the properties file."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:
@@ -156,7 +156,7 @@ def _given_by_the_user() -> tuple[dict[str, str], str | None]:
             kept += [option, value]
     defaults = _properties(_spark_conf_dir() / "spark-defaults.conf") \
         if properties_file is None or "--load-spark-defaults" in kept else {}
-    if properties_file is not None:  # read instead of spark-defaults.conf, or before it
+    if properties_file is not None:  # read instead of spark-defaults.conf, or winning over it
         defaults.update(_properties(properties_file))
     return {**defaults, **given}, (shlex.join(kept) if taken_out else None)
 
