@@ -127,11 +127,11 @@ class Simulation:
             t, _, action, args = heapq.heappop(actions)
             if t > horizon or (t >= self.end_ms and self._idle()):
                 break
+            self.now = t  # (what a run stopped in between says it reached)
             # What is due by now goes out before the action changes anything (a clock's step: a consumer
             # that reads the servers' offsets, as the log writer does, reads those the events were made with)
             while out and out[0][0] <= t:
                 yield heapq.heappop(out)[2]
-            self.now = t
             action(*args)
             while out and out[0][0] <= t:
                 yield heapq.heappop(out)[2]
