@@ -20,7 +20,8 @@ from what a log-fed deployment sees of each server, in event time:
 So a primary that stops showing life while its shadow goes on is promoted at the same
 deadline a run of failed heartbeats gives, with the same commands and duplicate forecast. A
 decision drawn this way says so, and from which evidence, in its alert's reason (`INFERRED`).
-The first heartbeat event of a pair (`Pair.heartbeats`) switches this off for that pair:
+The first heartbeat event of a pair (`Pair.heartbeats`), or its shadow's queries remembered from
+its previous pair (`PrimaryState.queried_by`), switches this off for that pair:
 heartbeats are the better evidence (a primary can be alive and logging, yet unreachable from
 its shadow).
 """

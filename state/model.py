@@ -152,6 +152,11 @@ class ShadowRedundancyModel:
         """The grain of `NodeSeen` facts (state.facts): a minute, or a heartbeat if that is shorter."""
         return max(1, min(60_000, self.config.timing("").heartbeat_ms))
 
+    def silence_span_ms(self, state: PrimaryState, shadow: str) -> int:
+        """How long `shadow` may go without a discard query to `state`'s primary before the twin takes it to be down
+        (0: never); a shadow's queries are remembered that long after its pair emptied."""
+        return _Transition(self, state).silence_span(shadow)
+
     def on_events(self, state: PrimaryState, events: Iterable[ev.Event], output: Output | None = None) -> Output:
         """Apply events (of this group, and the facts every group shares, in event-time order),
         firing deadlines due before each. An event id already applied changes nothing. The
@@ -585,6 +590,8 @@ class _Transition:
         pair = s.pairs.get(shadow)
         if pair is None:
             pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t)
+            if s.queried_by:
+                self.querying_again(pair)
         else:  # the primary just reached the shadow with a copy: both are up and talking
             if t > pair.last_contact_ms:  # (not max(): a builtin's call costs more, twice per copy)
                 pair.last_contact_ms = t
@@ -1357,6 +1364,8 @@ class _Transition:
             s.pairs.pop(key, None)
             for kind in _PAIR_KINDS:
                 deadlines.clear(kind, key)
+            if pair.last_heartbeat_ms is not None:
+                self.remember_queries(pair)
             return
         promotion, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
         # Called for every copy made and released: a deadline not there is not cleared again.
@@ -1374,6 +1383,29 @@ class _Transition:
             deadlines.set(_AUTO_DISCARD, key, self.last_reached_ms(pair) + auto_discard)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
+
+    def remember_queries(self, pair: Pair) -> None:
+        """The pair emptied (every copy released) while its shadow sent discard queries: the group remembers its
+        last one (`queried_by`), so that a copy it stores again starts a pair with heartbeats, not one whose shadow's
+        life is inferred from its lines (hunt seed 2203). Forgotten a silence span after that query, as a pair
+        that held copies would take the shadow to be down then: a copy after it starts afresh."""
+        s, key = self.s, pair.shadow
+        until = pair.last_heartbeat_ms + self.silence_span(key)
+        if until > s.clock_ms:
+            s.queried_by[key] = pair.last_heartbeat_ms
+            s.deadlines.set(DeadlineKind.FORGET_QUERIES, key, until)
+
+    def querying_again(self, pair: Pair) -> None:
+        """A new pair of a shadow remembered sending discard queries (`remember_queries`): it has heartbeats, and
+        its query due a heartbeat after the last one counts (`query_overdue`): a shadow that stores a copy and dies
+        before it queries again promotes nothing."""
+        last = self.s.queried_by.pop(pair.shadow, None)
+        if last is not None:
+            self.s.deadlines.clear(DeadlineKind.FORGET_QUERIES, pair.shadow)
+            pair.heartbeats, pair.last_heartbeat_ms = True, last
+
+    def fire_forget_queries(self, shadow: str, at_ms: int) -> None:
+        self.s.queried_by.pop(shadow, None)
 
     @staticmethod
     def last_reached_ms(pair: Pair) -> int:
@@ -1739,5 +1771,6 @@ _FIRE_BY_KIND: dict[DeadlineKind, Callable[[_Transition, str, int], None]] = {
     DeadlineKind.FORGET_SEEN: _Transition.fire_forget_seen,
     DeadlineKind.SETTLE_RESTART: restart.fire_settle,
     DeadlineKind.NO_SHADOW: _Transition.fire_no_shadow,
+    DeadlineKind.FORGET_QUERIES: _Transition.fire_forget_queries,
 }
 _FIRE = [_FIRE_BY_KIND.get(kind) for kind in range(max(DeadlineKind) + 1)]  # indexed by the kind

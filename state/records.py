@@ -188,6 +188,7 @@ class DeadlineKind(enum.IntEnum):
     FORGET_SEEN = 9
     SETTLE_RESTART = 10  # a restart whose queue database is unknown (state/restart.py)
     NO_SHADOW = 11  # failed attempts of unknown site: no copy unless another attempt follows
+    FORGET_QUERIES = 12  # a shadow's discard queries, remembered after its pair emptied (`PrimaryState.queried_by`)
 
 
 def _no_deadlines() -> list[dict[str, int]]:
@@ -284,6 +285,10 @@ class PrimaryState:
     shadow_redundancy_enabled: bool | None = None
     messages: dict[str, Message] = field(default_factory=dict)
     pairs: dict[str, Pair] = field(default_factory=dict)
+    # Shadows that sent discard queries to this primary until their pair emptied: shadow -> the last one. A copy it
+    # stores again starts its pair with heartbeats (nothing inferred of it: state/liveness.py), measured from that
+    # query; forgotten a silence span after it (FORGET_QUERIES).
+    queried_by: dict[str, int] = field(default_factory=dict)
     promoted: dict[str, Promoted] = field(default_factory=dict)
     # Messages it stopped tracking, remembered for the clock-skew allowance: an event stamped by a
     # slower clock that arrives after the message was closed must not open it again. Internal id ->
@@ -325,5 +330,5 @@ class PrimaryState:
     def holds_nothing(self) -> bool:
         """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts
         about servers are not about messages and stay)."""
-        return not (self.messages or self.pairs or self.promoted or self.closed or self.discarded_early
-                    or self.deadlines.pending() or self.same_site or self.seen_ids)
+        return not (self.messages or self.pairs or self.queried_by or self.promoted or self.closed
+                    or self.discarded_early or self.deadlines.pending() or self.same_site or self.seen_ids)

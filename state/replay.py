@@ -42,10 +42,12 @@ class ReplayResult:
     def settles(self, primary: str) -> bool:
         """Whether the group holds nothing (no message, memory or deadline) once event time has
         passed the clock-skew allowance (and a liveness bucket and a bucket of applied event ids:
-        a NodeSeen's id is kept from the end of its liveness bucket), deciding nothing more on the way."""
-        state = self.states[primary]
-        later = self.model.on_time(state, state.clock_ms + self.model.config.clock_skew_allowance_ms
-                                   + 2 * SEEN_BUCKET_MS + 1)
+        a NodeSeen's id is kept from the end of its liveness bucket), and the silence span of each shadow
+        whose discard queries it remembers (`PrimaryState.queried_by`), deciding nothing more on the way."""
+        state, model = self.states[primary], self.model
+        quiet = max([model.config.clock_skew_allowance_ms + 2 * SEEN_BUCKET_MS,
+                     *(model.silence_span_ms(state, shadow) for shadow in state.queried_by)])
+        later = model.on_time(state, state.clock_ms + quiet + 1)
         return not (later.alerts or later.commands) and state.holds_nothing()
 
 

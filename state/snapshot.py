@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 11 are still read, a checkpoint may hold them: 11 has no
+refused rather than misread (formats 3 to 12 are still read, a checkpoint may hold them: 12 has no `queried_by`,
+then empty (a shadow whose pair emptied before stores its next copy in a pair without heartbeats until its next
+query, as before); 11 has no
 `discarded_early`, then empty (a discard stamped before its copy, taken in before, closed the message); 10 has no fork's
 `waiting`: a fork named by its id, acknowledged while recipients no pending fork holds still wait, then waits for
 them (`_served_in_part`), nor a message's `stored_ms`, then unknown (0: an answer applied after the copy's report
@@ -37,9 +39,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 12
-# 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 13
+# 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -79,7 +81,8 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
              tuple((shadow, tuple(_ref(r) for r in refs)) for shadow, refs in state.same_site.items()),
              tuple((bucket, tuple(ids)) for bucket, ids in state.seen_buckets.items()))
     discarded_early = tuple((key, shadow, t) for key, (shadow, t) in state.discarded_early.items())
-    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines, facts, discarded_early),
+    queried_by = tuple(state.queried_by.items())
+    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines, facts, discarded_early, queried_by),
                         protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -89,7 +92,8 @@ def load(data: bytes) -> PrimaryState:
     if header[0] not in (FORMAT, *PREVIOUS_FORMATS):
         raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and"
                          f" {' and '.join(map(str, PREVIOUS_FORMATS))}")
-    _, messages, pairs, promoted, closed, deadlines, facts, *discarded_early = loaded  # none before format 12
+    # `discarded_early` since format 12, `queried_by` since 13
+    _, messages, pairs, promoted, closed, deadlines, facts, *later = loaded
     version = header[0]
     if version != 3:
         header = (version, *header[2:])  # the token is not state
@@ -128,7 +132,9 @@ def load(data: bytes) -> PrimaryState:
                           promoted_ms)
         state.promoted[record.ref.internal_id] = record
     state.closed = dict(closed)
-    state.discarded_early = {key: (shadow, t) for key, shadow, t in (discarded_early[0] if discarded_early else ())}
+    discarded_early, queried_by = (*later, (), ())[:2]
+    state.discarded_early = {key: (shadow, t) for key, shadow, t in discarded_early}
+    state.queried_by = dict(queried_by)
     nodes, last_seen, same_site, seen_buckets = facts
     state.nodes = {n: NodeFact(NodeMode(m), site, dag, db) for n, m, site, dag, db in nodes}
     state.dag_spans_sites = state.nodes_span_sites()

@@ -152,3 +152,25 @@ def test_a_shadow_back_in_the_log_after_the_span_ran_out_promotes_at_its_first_q
     duplicates = [a for a in silent.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
     assert [(a.decided_at_ms, sorted(m.message.internal_id for m in a.messages)) for a in duplicates] == [
         (at(242), ["m1", "m2"])]
+
+
+def test_a_shadows_queries_are_remembered_after_its_pair_emptied_for_a_silence_span_only():
+    """mbx02's answer at 7 releases the last copy it held for mbx01 (hunt seed 2203): the group remembers that mbx02
+    queries, for a silence span (3 heartbeats of 2 minutes) after that query, then holds nothing; a copy after that
+    starts a pair with no heartbeat seen, as the first one did."""
+    from state.model import ShadowRedundancyModel
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.delivered("mbx01", "m1", "mbx03", 3), *org.query_ok("mbx02", "mbx01", 7, discarded=["m1"])]
+    model = ShadowRedundancyModel()
+    state = model.new_state("mbx01")
+    model.on_events(state, events)
+    assert state.queried_by == {"mbx02": at(7)} and state.pairs == {}
+    model.on_time(state, at(13))
+    assert state.queried_by == {"mbx02": at(7)}
+    model.on_time(state, at(13) + 1)
+    model.on_time(state, at(30))
+    assert state.holds_nothing()
+    model.on_events(state, [*org.received("mbx01", "m2", 31), *org.shadowed("mbx01", "mbx02", "m2", 31)])
+    assert not state.pairs["mbx02"].heartbeats

@@ -280,3 +280,42 @@ def test_a_discard_stamped_before_the_copy_is_remembered_across_a_snapshot():
     copy = snapshot.load(snapshot.dump(original))
     assert copy == original
     assert model.on_events(copy, rest).alerts == []
+
+
+def _queried_then_released():
+    """mbx02 queries mbx01 at 2 and 7, where the answer releases m1's copy, the last it held (hunt seed 2203);
+    then m2's copy at 8, and mbx02 never queries again."""
+    org = Org()
+    first = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1),
+             *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+             *org.delivered("mbx01", "m1", "mbx03", 3), *org.query_ok("mbx02", "mbx01", 7, discarded=["m1"])]
+    rest = [*org.received("mbx01", "m2", 8), *org.shadowed("mbx01", "mbx02", "m2", 8)]
+    return first, rest
+
+
+def test_a_shadows_queries_remembered_after_its_pair_emptied_survive_a_snapshot():
+    """The state is written and read back between the release of mbx02's last copy and its next copy, as the
+    streaming twin does between micro-batches: the pair made again has heartbeats, measured from the query at 7."""
+    first, rest = _queried_then_released()
+    model = ShadowRedundancyModel()
+    original = model.new_state("mbx01")
+    model.on_events(original, first)
+    assert original.queried_by == {"mbx02": at(7)}
+    copy = snapshot.load(snapshot.dump(original))
+    assert copy == original
+    model.on_events(copy, rest)
+    assert (copy.pairs["mbx02"].heartbeats, copy.pairs["mbx02"].last_heartbeat_ms) == (True, at(7))
+    assert copy.queried_by == {}
+
+
+def test_a_format_12_snapshot_loads_with_no_shadows_queries_remembered():
+    """Format 12 kept no `queried_by`: the pair made again has no heartbeat seen until its shadow's next query."""
+    first, rest = _queried_then_released()
+    model = ShadowRedundancyModel()
+    state = model.new_state("mbx01")
+    model.on_events(state, first)
+    header, *parts = pickle.loads(snapshot.dump(state))
+    loaded = snapshot.load(pickle.dumps(((12, *header[1:]), *parts[:-1])))
+    assert loaded.queried_by == {}
+    model.on_events(loaded, rest)
+    assert not loaded.pairs["mbx02"].heartbeats

@@ -1587,6 +1587,33 @@ def a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database() -> T
         Command("mbx02", "mbx01", "m1", None, None, (), at(40), CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_its_next_copy() -> Timeline:
+    """ShadowResubmitTimeSpan and ShadowHeartbeatFrequency 5 minutes (silence span 15): mbx02 queries mbx01 at 2
+    and 7, where the answer releases m1's copy, the last it held. It takes m2's copy at 12.5 (delivered at 12.8) and
+    m3's at 13, then fails with mbx01: its query due at 12 had nothing to ask, the one due at 17 never comes. mbx02
+    had been sending discard queries all along, so the heartbeat rules hold: at 18 (contact + span) it resubmits
+    nothing, and at 28 it has been silent for the silence span: unreachable, and m3, whose primary has been silent
+    as long, at risk. Before, the pair made again at 12.5 had no heartbeat seen since, and its shadow's life was
+    inferred from its lines: m3 forecast promoted at 18, with a command to a server that was down, and m2 forecast
+    delivered twice (hunt seed 2203: ex02's copy of ex03.53 at 03:13:31, ex02 down for good at 03:17)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:05:00",
+                                                   "shadow_heartbeat_frequency": "00:05:00"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.query_ok("mbx02", "mbx01", 7, discarded=("m1",)),
+              *org.received("mbx01", "m2", 12.5), *org.shadowed("mbx01", "mbx02", "m2", 12.5),
+              *org.delivered("mbx01", "m2", "mbx09", 12.8),
+              *org.received("mbx01", "m3", 13), *org.shadowed("mbx01", "mbx02", "m3", 13),
+              *org.busy("mbx03", 0, 40)]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a shadow that queried before its copies were released has heartbeats with its next copy",
+                    events, config, alerts=(
+                        Expected(AlertType.MESSAGE_AT_RISK, at(28), ("m3",)),
+                        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(28), ("m2", "m3"))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1643,6 +1670,7 @@ ALL = (
     a_copy_naming_the_primarys_new_database_promotes_the_copies_of_the_old_one,
     a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
     a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database,
+    a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_its_next_copy,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
