@@ -961,12 +961,15 @@ class _Transition:
             pair.last_answered_ms = max(pair.last_answered_ms or t, t)
             pair.silent_alerted = pair.awaiting_shadow = False
             messages = s.messages
+            # A 2010 previous hop keeps one copy per message it handed the primary, released by "la lista de
+            # mensajes entregados" (002) once every next hop has it: no discard notification of a fork comes to it.
+            per_fork = _EXCHANGE_2010 not in (self.mode_of(pair.shadow), self.mode_of(s.primary))
             for i in pair.held:
                 if (m := messages.get(i)) is None:
                     continue
                 if m.at_risk:
                     self.in_queue_again(m, t)
-                if m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id) \
+                if per_fork and m.forks and self.copy_db(m, pair) in (None, e.primary_queue_db_id) \
                         and t >= m.stored_ms and (m.primary_done_ms is None or i in pair.pending_discards):
                     # the answer brings the notification of each fork processed by now (not from a new, empty
                     # queue database: it has no discard status of the copy's; nor one the shadow gave before it

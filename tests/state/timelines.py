@@ -1614,6 +1614,34 @@ def a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_it
                         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(28), ("m2", "m3"))))
 
 
+
+# ---- behaviours of the seeds the nineteenth review found decided otherwise ---------------------
+
+def exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork() -> Timeline:
+    """chicago (Exchange 2010) hands m1, for a@fabrikam.com and b@tailspin.com, to newyork and keeps the shadow
+    copy; newyork forks it to london (f1, a@, acknowledged at 1.6) and boston (f2, b@, not acknowledged), answers
+    chicago's query at 2 and dies. A 2010 shadow keeps its copy "hasta que confirma que todos los saltos
+    siguientes relativos a dicho mensaje se han llevado a cabo correctamente", its shadow queues are "para cada
+    salto al que entregó el mensaje principal" (its own next hops, not newyork's), and the primary answers with
+    "la lista de mensajes entregados" (002): the answer at 2 brought nothing of f1. At 3 x
+    ShadowHeartbeatTimeoutInterval chicago "vuelve a enviar los mensajes que hay en la cola de instantáneas": m1
+    whole, so a@ gets it twice (before: the answer at 2 counted as f1's notification, as a 2013 shadow's per next
+    hop, and no duplicate was forecast). The command still names b@ alone."""
+    org = Org()
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.started("chicago", "dbCH", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("newyork", "m1", 1, recipients=(), external=("a@fabrikam.com", "b@tailspin.com")),
+              *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY"),
+              *org.sent("newyork", "m1", "london", 1.5, fork="f1", recipients=("a@fabrikam.com",)),
+              *org.sent("newyork", "m1", "boston", 1.5, fork="f2", recipients=("b@tailspin.com",)),
+              *org.acked("newyork", "m1", "london", 1.6, fork="f1"),
+              *org.query_ok("chicago", "newyork", 2, db="dbNY", shadow_db="dbCH"),
+              *org.heartbeats_failing("chicago", "newyork", 7, 40, every=5, shadow_db="dbCH")]
+    return Timeline("Exchange 2010: a previous hop has no discard notification of one fork", events, alerts=(
+        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(17), ("m1",), (("a@fabrikam.com",),)),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(17), ("m1",))),
+        commands=(Command("chicago", "newyork", "m1", "f2", None, ("b@tailspin.com",), at(17)),))
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1671,6 +1699,7 @@ ALL = (
     a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
     a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database,
     a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_its_next_copy,
+    exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
