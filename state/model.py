@@ -442,6 +442,10 @@ class _Transition:
         locality = e.locality
         if locality is _SITE_UNKNOWN and e.candidate:  # the line does not say: the servers' sites do
             locality = self.locality_of(e.candidate)
+        if locality is _SITE_UNKNOWN and (mine := self.s.nodes.get(self.s.primary)) is not None and mine.dag is None:
+            # A primary in no DAG "connects to a different Mailbox server in the same Active Directory site
+            # (regardless of the value of the ShadowMessagePreferenceSetting parameter)" (003): every attempt is local.
+            locality = _LOCAL
         if locality is _REMOTE:
             m.remote_failures += 1
         else:

@@ -1642,6 +1642,25 @@ def exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork() -> Ti
         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(17), ("m1",))),
         commands=(Command("chicago", "newyork", "m1", "f2", None, ("b@tailspin.com",), at(17)),))
 
+
+def a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say() -> Timeline:
+    """mbx01 and mbx02 are in site1 and in no DAG (their NodeStarted say so); mbx03, down since before the feed
+    began, sent none. mbx01's attempts on mbx03 fail, the lines not saying its site. "If the primary server isn't
+    a member of a DAG, the primary server connects to a different Mailbox server in the same Active Directory site
+    (regardless of the value of the ShadowMessagePreferenceSetting parameter)", and MaxRetriesForLocalSiteShadow is
+    the number of attempts when "The Mailbox server isn't a member of a DAG" (003): m1's second failure (1.02) spends
+    them, NOT_REDUNDANT then (before: a minute later, the twin waiting for PreferRemote's remote attempts, which a
+    primary in no DAG has not). m2: one failure, then the copy on mbx02: redundant, no alert."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0, dag=None), *org.started("mbx02", "dbS1", 0, dag=None),
+              *org.received("mbx01", "m1", 1), *_unsaid_failures(org, "m1", 1, ("mbx03",) * 2),
+              *org.received("mbx01", "m2", 2), *_unsaid_failures(org, "m2", 2, ("mbx03",)),
+              *org.shadowed("mbx01", "mbx02", "m2", 2.02),
+              *org.delivered("mbx01", "m1", "mbx09", 3), *org.delivered("mbx01", "m2", "mbx09", 3),
+              *org.query_ok("mbx02", "mbx01", 4, discarded=("m2",))]
+    return Timeline("a primary in no DAG gives up after its local retries whatever the lines say", events,
+                    alerts=(Expected(AlertType.NOT_REDUNDANT, at(1.02), ("m1",)),))
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1700,6 +1719,7 @@ ALL = (
     a_shadow_that_stopped_querying_does_not_see_the_primarys_new_database,
     a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_its_next_copy,
     exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork,
+    a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1731,5 +1751,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_whose_clock_is_ahead_delivered_before_its_shadow_promoted_on_its_new_database,
            a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
            a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
-           a_forks_discard_notification_dropped_with_the_message_is_not_collected_later)
+           a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
+           a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say)
 
