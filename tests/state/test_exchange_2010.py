@@ -157,3 +157,40 @@ def test_chicago_newyork_london_dublin():
     assert result.settles("newyork"), "Chicago's copy was released by New York's discard"
     assert [(c.holder, c.primary_server, c.message.internal_id) for c in result.commands] == [
         ("newyork", "london", "l1")]
+
+
+def test_an_answered_query_between_timeouts_sets_the_timer_again():
+    """002: the shadow that reaches the primary sets its timer again ("restablecer el temporizador"), and only
+    ShadowHeartbeatRetryCount timeouts "tres veces consecutivas" declare it failed: chicago's queries of newyork
+    time out at 6 and 11, one is answered at 14, and they time out again from 19: newyork is declared failed at
+    14 + 3 x 300 s = 29, not at 16 (three timeouts, but not in a row)."""
+    org = Org()
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+              *org.received("newyork", "m1", 1), *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY"),
+              *org.query_ok("chicago", "newyork", 1, db="dbNY"),
+              *org.query_failed("chicago", "newyork", 6), *org.query_failed("chicago", "newyork", 11),
+              *org.query_ok("chicago", "newyork", 14, db="dbNY"),
+              *org.heartbeats_failing("chicago", "newyork", 19, 60, every=5)]
+    result = replay(events, MODE_2010)
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("m1", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(29))]
+
+
+def test_a_delayed_acknowledgement_waits_for_every_next_hop():
+    """002: Exchange 2010 delays the 250 to a sender without shadow support "hasta que comprueba que el mensaje se
+    ha entregado correctamente al resto de pasos siguientes", and sends it anyway after MaxAcknowledgementDelay:
+    m1, for a@ (london, acknowledged at 6 s) and b@ (boston, never acknowledged), is NOT_REDUNDANT at 30 s; m2,
+    whose two next hops both acknowledge within it, raises nothing."""
+    org = Org()
+    events = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010)]
+    for mid, boston_acks in (("m1", False), ("m2", True)):
+        events += [*org.received("newyork", mid, 0, recipients=("a@contoso.com", "b@contoso.com"),
+                                 sender_supports_shadow=False),
+                   *org.sent("newyork", mid, "london", 0.05, fork="f1", recipients=("a@contoso.com",)),
+                   *org.sent("newyork", mid, "boston", 0.05, fork="f2", recipients=("b@contoso.com",)),
+                   *org.acked("newyork", mid, "london", 0.1, fork="f1")]
+        if boston_acks:
+            events += org.acked("newyork", mid, "boston", 0.4, fork="f2")
+    result = replay(sorted([*events, *org.tick(5)], key=lambda e: e.event_time_ms), MODE_2010)
+    assert [(a.type, a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in result.alerts] == [
+        (AlertType.NOT_REDUNDANT, at(0) + 30_000, ["m1"])]

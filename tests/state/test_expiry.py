@@ -1,5 +1,9 @@
 """ShadowMessageAutoDiscardInterval and SafetyNetHoldTime + MessageExpirationTimeout."""
 
+import dataclasses
+
+import pytest
+
 from schemas.events import AlertType
 from state.replay import replay
 from tests.state import timelines
@@ -283,3 +287,42 @@ def test_a_fork_that_failed_for_good_is_no_duplicate_when_the_shadow_resubmits_a
     result = replay(_fork_failed_for_good(org, processed=False))
     assert _duplicates(result) == []
     assert [(c.message.fork_id, c.recipients) for c in result.commands] == [("f1", ("a@fabrikam.com",))]
+
+
+@pytest.mark.parametrize("late_ms, dropped", [(0, False), (1, True)])
+def test_a_query_exactly_at_the_auto_discard_interval_collects_the_discard_and_one_ms_later_does_not(late_ms, dropped):
+    """The edge of ShadowMessageAutoDiscardInterval ("if the shadow server doesn't query the primary server for
+    the duration specified in this parameter, the primary server deletes the queued discard events", 003): mbx02's
+    last answer at 2, mbx01 delivers m1 at 3, mbx02 asks again exactly 2 days after its last answer: it collects
+    m1's discard and the copy goes to Safety Net; 1 ms later the events were deleted at the interval, the copy
+    stays until it expires (receipt + SafetyNetHoldTime + MessageExpirationTimeout)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3)]
+    back = [dataclasses.replace(e, event_time_ms=e.event_time_ms + late_ms)
+            for e in org.query_ok("mbx02", "mbx01", 2 + 2 * 24 * 60, discarded=() if late_ms else ("m1",))]
+    result = replay([*events, *back, *org.tick(6 * 24 * 60)])
+    kinds = (AlertType.DISCARD_EVENTS_DROPPED, AlertType.SHADOW_EXPIRED)
+    assert [(a.type, a.decided_at_ms) for a in result.alerts if a.type in kinds] == (
+        [(AlertType.DISCARD_EVENTS_DROPPED, at(2) + 2 * DAY), (AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY)]
+        if dropped else [])
+    assert [(o.ref.internal_id, o.result) for o in result.outcomes] == [("m1", "expired" if dropped else "delivered")]
+
+
+@pytest.mark.parametrize("late_ms, expired", [(-1, False), (0, False), (1, True)])
+def test_a_delivery_exactly_at_message_expiration_timeout_is_a_delivery_and_one_ms_later_comes_too_late(late_ms,
+                                                                                                        expired):
+    """MessageExpirationTimeout, "How long a message can remain in a queue before it expires" (003): m1, received at
+    0 and held by mbx02, is delivered by mbx01 (whose shadow's queries succeed) 2 days later, to the ms or one ms
+    either side. At the limit it is still a delivery; 1 ms after, it expired at the limit (MESSAGE_EXPIRED) and the
+    delivery changes nothing."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *[e for minute in range(2, 2 * 24 * 60 + 10, 2) for e in org.query_ok("mbx02", "mbx01", minute)],
+              *[dataclasses.replace(e, event_time_ms=e.event_time_ms + late_ms)
+                for e in org.delivered("mbx01", "m1", "mbx09", 2 * 24 * 60)],
+              *org.query_ok("mbx02", "mbx01", 2 * 24 * 60 + 11, discarded=("m1",))]
+    result = replay(sorted(events, key=lambda e: e.event_time_ms))
+    assert [(a.type, a.decided_at_ms) for a in result.alerts] == (
+        [(AlertType.MESSAGE_EXPIRED, at(0) + 2 * DAY)] if expired else [])
+    assert [(o.ref.internal_id, o.result) for o in result.outcomes] == [("m1", "expired" if expired else "delivered")]
