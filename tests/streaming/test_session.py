@@ -66,6 +66,25 @@ def test_the_state_stores_share_one_rocksdb_bound_unless_it_is_zero(spark, setti
     assert _bounded_state_store(0) == {}
 
 
+def test_every_logger_the_log_configuration_names_is_a_class_of_the_twins_spark(spark):
+    """conf/spark-log4j2.properties quiets Spark's loggers by class name. pyspark 4.1.1 moved three (the streaming
+    runtime to `...streaming.runtime`, the state server to `TransformWithStateInPySparkStateServer`), so the twin
+    printed 'Value state version doesn't contain a value' for every new group, 'Current batch is falling behind'
+    and AQE's notices at every start: named classes that no longer existed quieted nothing."""
+    names = [value for key, value in _properties(LOG_CONFIG).items()
+             if key.startswith("logger.") and key.endswith(".name")]
+    jvm = spark.sparkContext._jvm
+    loader = jvm.Thread.currentThread().getContextClassLoader()
+
+    def exists(name: str) -> bool:
+        try:
+            return jvm.java.lang.Class.forName(name, False, loader) is not None
+        except Exception:
+            return False
+
+    assert len(names) >= 8 and [name for name in names if not exists(name)] == []
+
+
 def test_the_jvm_it_launched_runs_with_few_malloc_arenas(spark):
     assert spark.sparkContext._jvm.java.lang.System.getenv("MALLOC_ARENA_MAX") == MALLOC_ARENAS
     assert spark.sparkContext.getConf().get("spark.executorEnv.MALLOC_ARENA_MAX") == MALLOC_ARENAS

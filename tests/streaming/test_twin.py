@@ -556,6 +556,11 @@ def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
         log.close()
     assert {a.alert_id for a in got[topics.alerts]} == alerts, (tmp_path / "twin.log").read_text()[-3000:]
     assert {c.command_id for c in got[topics.commands]} == commands
+    text = (tmp_path / "twin.log").read_text()
+    # Spark's notices that say nothing to the twin's user (conf/spark-log4j2.properties), each printed at least once
+    # by every run before the logger names followed pyspark 4.1.1's classes
+    for notice in ("doesn't contain a value", "spark.sql.adaptive.enabled is not supported", "Disabling AQE"):
+        assert notice not in text, notice
 
 
 # Run by every Python process of a twin started with it on its PYTHONPATH (the driver, PySpark's daemon, whose
