@@ -152,11 +152,6 @@ class ShadowRedundancyModel:
         """The grain of `NodeSeen` facts (state.facts): a minute, or a heartbeat if that is shorter."""
         return max(1, min(60_000, self.config.timing("").heartbeat_ms))
 
-    def silence_span_ms(self, state: PrimaryState, shadow: str) -> int:
-        """How long `shadow` may go without a discard query to `state`'s primary before the twin takes it to be down
-        (0: never); a shadow's queries are remembered that long after its pair emptied."""
-        return _Transition(self, state).silence_span(shadow)
-
     def on_events(self, state: PrimaryState, events: Iterable[ev.Event], output: Output | None = None) -> Output:
         """Apply events (of this group, and the facts every group shares, in event-time order),
         firing deadlines due before each. An event id already applied changes nothing. The

@@ -22,7 +22,7 @@ from state import collector
 from state.facts import shared_facts
 from state.model import SEEN_BUCKET_MS, Outcome, ShadowRedundancyModel
 from state.parameters import ModelConfig
-from state.records import PrimaryState
+from state.records import DeadlineKind, PrimaryState
 
 
 _EVENT_TIME = attrgetter("event_time_ms")
@@ -42,12 +42,12 @@ class ReplayResult:
     def settles(self, primary: str) -> bool:
         """Whether the group holds nothing (no message, memory or deadline) once event time has
         passed the clock-skew allowance (and a liveness bucket and a bucket of applied event ids:
-        a NodeSeen's id is kept from the end of its liveness bucket), and the silence span of each shadow
+        a NodeSeen's id is kept from the end of its liveness bucket), and the deadline that forgets each shadow
         whose discard queries it remembers (`PrimaryState.queried_by`), deciding nothing more on the way."""
-        state, model = self.states[primary], self.model
-        quiet = max([model.config.clock_skew_allowance_ms + 2 * SEEN_BUCKET_MS,
-                     *(model.silence_span_ms(state, shadow) for shadow in state.queried_by)])
-        later = model.on_time(state, state.clock_ms + quiet + 1)
+        state = self.states[primary]
+        until = max([state.clock_ms + self.model.config.clock_skew_allowance_ms + 2 * SEEN_BUCKET_MS,
+                     *state.deadlines.by_kind[DeadlineKind.FORGET_QUERIES].values()])
+        later = self.model.on_time(state, until + 1)
         return not (later.alerts or later.commands) and state.holds_nothing()
 
 
