@@ -3,7 +3,8 @@
 Local mode by default, any master by configuration; Spark's Kafka and Avro connectors at
 exactly the pyspark version (from the jar cache); RocksDB state store with changelog
 checkpointing and one memory bound for all its stores; few glibc malloc arenas for the JVM;
-the parallel garbage collector; Avro's readers bounded by the largest record a topic takes.
+the parallel garbage collector; Avro's readers bounded by the largest record a topic takes; the
+JVM's standard error without what Java and pyspark print at every start (streaming/spark_stderr.py).
 
 On a cluster: the connector jars go to the executors with `spark.jars` (the driver serves
 them: no Maven anywhere but once on the driver, `shadowtwin jars fetch`); the executors run
@@ -31,6 +32,7 @@ from infra import jars
 from infra.config import ConfigError
 from infra.settings import CONF_DIR, Settings
 from infra.topics import OUTPUT_MAX_BYTES
+from streaming import spark_stderr
 
 KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 LOG_CONFIG = CONF_DIR / "spark-log4j2.properties"
@@ -94,17 +96,19 @@ def build_spark(settings: Settings, *, extra: dict[str, str] | None = None) -> S
         "spark.executor.defaultJavaOptions": f"{GARBAGE_COLLECTOR} {AVRO_LIMITS}",
         **(extra or {}),
     }
-    builder = SparkSession.builder.config("spark.jars", ",".join(dict.fromkeys(jar_list)))
+    options = {"spark.jars": ",".join(dict.fromkeys(jar_list))}
     if spark_settings.executor_python:
         ours["spark.pyspark.python"] = spark_settings.executor_python
     for key, value in ours.items():
         if key in JAVA_OPTIONS and key in submitted:  # the user's after ours: where they say otherwise, theirs win
-            builder = builder.config(key, f"{value} {submitted[key]}")
+            options[key] = f"{value} {submitted[key]}"
         elif key not in submitted:
-            builder = builder.config(key, value)
-    with _environment(SUBMIT_ARGS, submit_args):
-        spark = builder.getOrCreate()
+            options[key] = value
     started_by_spark_submit = "PYSPARK_GATEWAY_PORT" in os.environ
+    with _environment(SUBMIT_ARGS, submit_args):
+        if not started_by_spark_submit:
+            spark_stderr.start_jvm(options)
+        spark = SparkSession.builder.config(map=options).getOrCreate()
     if started_by_spark_submit and not spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(KAFKA_SOURCE):
         # spark.jars reaches a running driver's executors, not the driver itself.
         raise ConfigError('spark-submit was not given the Kafka and Avro connectors: '

@@ -39,7 +39,7 @@ print("probe:", json.dumps({
     "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
     "kafka": loads("org.apache.spark.sql.kafka010.KafkaSourceProvider"),
 }))
-spark.stop()
+jvm.java.lang.System.err.println("the JVM's last line")
 """
 
 
@@ -55,7 +55,7 @@ def probe(tmp_path: Path, *command: str, **env: str) -> dict:
                           cwd=PROJECT, capture_output=True, text=True, timeout=300)
     lines = [line for line in done.stdout.splitlines() if line.startswith("probe: ")]
     assert lines, done.stderr[-3000:]
-    return json.loads(lines[0].removeprefix("probe: "))
+    return {**json.loads(lines[0].removeprefix("probe: ")), "stderr": done.stderr}
 
 
 def test_the_state_stores_share_one_rocksdb_bound_unless_it_is_zero(spark, settings):
@@ -122,6 +122,8 @@ def test_the_jvm_options_a_user_gives_pyspark_are_added_to_the_twins(tmp_path, g
     assert properties["log4j2.configurationFile"] == str(LOG_CONFIG)
     assert got["collectors"] == ["PS MarkSweep", "PS Scavenge"]
     assert properties["org.apache.avro.limits.string.maxLength"] == str(OUTPUT_MAX_BYTES)
+    assert got["stderr"].splitlines()[-1] == "the JVM's last line", "what the JVM writes is passed on to the end"
+    assert "WARNING: Using incubator modules" not in got["stderr"]
     if "SPARK_CONF_DIR" in given:
         assert properties["shadowtwin.test.user"] == properties["shadowtwin.test.admin"] == "yes"
 

@@ -561,6 +561,9 @@ def test_kill_minus_nine_loses_nothing(kafka_bootstrap, topics, tmp_path):
     # by every run before the logger names followed pyspark 4.1.1's classes
     for notice in ("doesn't contain a value", "spark.sql.adaptive.enabled is not supported", "Disabling AQE"):
         assert notice not in text, notice
+    # printed, not logged (streaming/spark_stderr.py): the JVM's at its start, pyspark's driver worker's at the query's
+    for notice in ("Using incubator modules", "TransformWithStateInPandas Python worker"):
+        assert notice not in text, notice
 
 
 # Run by every Python process of a twin started with it on its PYTHONPATH (the driver, PySpark's daemon, whose
