@@ -269,9 +269,7 @@ class _Transition:
         self.primary_seen_with_db(e.queue_db_id, t, previous_db=previous)
         for pair in s.pairs.values():
             if pair.heartbeats and pair.held and pair.primary_failed_ms is None and not self.shadow_silent(pair, t):
-                # Back before the span ran out: the shadow's next heartbeat, at most one away, reaches it.
-                due = max(pair.last_contact_ms + self.promotion_span(pair), t + self.heartbeat_of(pair.shadow))
-                s.deadlines.set(_PROMOTE, pair.shadow, due)
+                s.deadlines.set(_PROMOTE, pair.shadow, self.promotion_due(pair))
 
     def unacknowledged_at_restart(self, since: int, t: int, new_database: bool) -> None:
         """The primary restarted (it was down at `since`) before it answered 250 to the senders of what it had
@@ -1369,11 +1367,11 @@ class _Transition:
             if pair.last_heartbeat_ms is not None:
                 self.remember_queries(pair)
             return
-        promotion, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
+        _, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
         # Called for every copy made and released: a deadline not there is not cleared again.
         if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
             # Never in the past: a span that ran out while nobody could act is decided now.
-            due = pair.last_contact_ms + promotion
+            due = self.promotion_due(pair)
             deadlines.set(_PROMOTE, key, due if due > s.clock_ms else s.clock_ms)
         elif key in by_kind[_PROMOTE]:
             deadlines.clear(_PROMOTE, key)
@@ -1385,6 +1383,16 @@ class _Transition:
             deadlines.set(_AUTO_DISCARD, key, self.last_reached_ms(pair) + auto_discard)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
+
+    def promotion_due(self, pair: Pair) -> int:
+        """When the shadow promotes: ShadowResubmitTimeSpan after its last contact, and not before a heartbeat after
+        the primary's latest NodeStarted: back before the span ran out, it is reached by the shadow's next heartbeat,
+        at most one away. Whatever call schedules the pair again (a delivery of the primary's since: hunt seed 3726)."""
+        due = pair.last_contact_ms + self.promotion_span(pair)
+        started = self.s.primary_started_ms
+        if started is not None and pair.heartbeats and not self.shadow_silent(pair, started):
+            due = max(due, started + self.heartbeat_of(pair.shadow))
+        return due
 
     def remember_queries(self, pair: Pair) -> None:
         """The pair emptied (every copy released) while its shadow sent discard queries: the group remembers its

@@ -820,6 +820,25 @@ def primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_n
                     events)
 
 
+def primary_back_just_before_the_span_that_delivers_at_once_is_still_reached_by_the_next_heartbeat() -> Timeline:
+    """As above, but mbx01, back with the SAME queue database at 180.7, delivers m1 at once (180.8), before
+    ShadowResubmitTimeSpan has passed (181), and m2 at 183; mbx02's next heartbeat, at 182.5, is answered and
+    collects m1's discard, its next one m2's. A delivery changes nothing of mbx02's sessions: it still reaches
+    mbx01 and promotes nothing, so nothing is delivered twice (hunt seed 3726: ex03 back at 05:01:00.000, its
+    last contact with ex01 a copy at 04:56:00.675, span 5 minutes; its delivery at 05:01:00.370 brought the
+    deadline back to 05:01:00.675: ex01 forecast to promote 6 messages, 8 forecast delivered twice)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 0), *org.shadowed("mbx01", "mbx02", "m1", 0),
+              *org.received("mbx01", "m2", 0), *org.shadowed("mbx01", "mbx02", "m2", 0),
+              *org.query_ok("mbx02", "mbx01", 1), *org.heartbeats_failing("mbx02", "mbx01", 2.5, 181),
+              *org.started("mbx01", "dbP1", 180.7), *org.delivered("mbx01", "m1", "mbx03", 180.8),
+              *org.query_ok("mbx02", "mbx01", 182.5, discarded=("m1",)),
+              *org.delivered("mbx01", "m2", "mbx03", 183), *org.query_ok("mbx02", "mbx01", 184.5, discarded=("m2",))]
+    return Timeline("primary back just before the span that delivers at once is still reached by the next heartbeat",
+                    events)
+
+
 def primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between() -> Timeline:
     """mbx02's queries to mbx01 fail from 3 to 181: it promotes m1 (ShadowResubmitTimeSpan) and, holding
     nothing more, stops querying. mbx01 comes back with its SAME queue database (the feed has no NodeStarted)
@@ -1686,6 +1705,7 @@ ALL = (
     a_primary_that_answered_451_is_believed, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
     a_side_effect_is_lost_with_its_parents_only_copy,
     primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
+    primary_back_just_before_the_span_that_delivers_at_once_is_still_reached_by_the_next_heartbeat,
     primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
     deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
     prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
@@ -1727,6 +1747,7 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
            a_side_effect_is_lost_with_its_parents_only_copy,
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
+           primary_back_just_before_the_span_that_delivers_at_once_is_still_reached_by_the_next_heartbeat,
            primary_back_with_its_database_then_restarted_with_a_new_one_loses_what_it_took_between,
            deliveries_to_two_databases_of_one_mailbox_server_serve_both_recipients,
            prefer_remote_counts_failures_by_the_candidates_site_when_the_line_does_not_say,
