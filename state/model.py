@@ -219,9 +219,9 @@ class _Transition:
         self.s = state
         self.redundancy_on = self.redundancy_enabled()  # read for every copy; only the primary's NodeStarted changes it
         self.out = Output() if output is None else output
-        # shadow -> (promotion span, silence span, auto-discard interval): they depend on the
+        # shadow -> (promotion span, silence span, auto-discard interval, heartbeat interval): they depend on the
         # servers' modes, which only a NodeStarted changes (it empties this).
-        self.spans: dict[str, tuple[int, int, int]] = {}
+        self.spans: dict[str, tuple[int, int, int, int]] = {}
         self.closed_bucket_end = 0  # the end of the bucket of closing times whose deadline is set
 
     # ---- time -------------------------------------------------------------------------
@@ -1199,14 +1199,15 @@ class _Transition:
     def auto_discard_span(self, shadow: str) -> int:
         return (self.spans.get(shadow) or self.spans_of(shadow))[2]
 
-    def spans_of(self, shadow: str) -> tuple[int, int, int]:
+    def spans_of(self, shadow: str) -> tuple[int, int, int, int]:
         timing = self.config.timing(shadow)
         if self.mode_of(shadow) is _EXCHANGE_2010:
             promotion = timing.heartbeat_timeout_ms * self.config.for_node(shadow).shadow_heartbeat_retry_count
         else:
             promotion = timing.resubmit_ms
-        spans = self.spans[shadow] = (promotion, self.heartbeat_of(shadow) * self.config.shadow_silence_heartbeats,
-                                      self.primary_timing.auto_discard_ms)
+        heartbeat = self.heartbeat_of(shadow)
+        spans = self.spans[shadow] = (promotion, heartbeat * self.config.shadow_silence_heartbeats,
+                                      self.primary_timing.auto_discard_ms, heartbeat)
         return spans
 
     def heartbeat_of(self, shadow: str) -> int:
@@ -1367,7 +1368,7 @@ class _Transition:
             if pair.last_heartbeat_ms is not None:
                 self.remember_queries(pair)
             return
-        _, silence, auto_discard = self.spans.get(key) or self.spans_of(key)
+        _, silence, auto_discard, _ = self.spans.get(key) or self.spans_of(key)
         # Called for every copy made and released: a deadline not there is not cleared again.
         if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
             # Never in the past: a span that ran out while nobody could act is decided now.
@@ -1388,10 +1389,11 @@ class _Transition:
         """When the shadow promotes: ShadowResubmitTimeSpan after its last contact, and not before a heartbeat after
         the primary's latest NodeStarted: back before the span ran out, it is reached by the shadow's next heartbeat,
         at most one away. Whatever call schedules the pair again (a delivery of the primary's since: hunt seed 3726)."""
-        due = pair.last_contact_ms + self.promotion_span(pair)
+        promotion, _, _, heartbeat = self.spans.get(pair.shadow) or self.spans_of(pair.shadow)
+        due = pair.last_contact_ms + promotion
         started = self.s.primary_started_ms
-        if started is not None and pair.heartbeats and not self.shadow_silent(pair, started):
-            due = max(due, started + self.heartbeat_of(pair.shadow))
+        if started is not None and started + heartbeat > due and pair.heartbeats and not self.shadow_silent(pair, started):
+            return started + heartbeat
         return due
 
     def remember_queries(self, pair: Pair) -> None:
