@@ -1434,21 +1434,27 @@ class _Transition:
         if pair is None or not pair.held:
             return
         silence = self.silence_span(shadow)
-        if silence > 0 and at_ms - pair.last_query_ms >= silence and any(
-                i in s.messages and s.messages[i].primary_done_ms is None for i in pair.held) \
+        silent = silence > 0 and at_ms - pair.last_query_ms >= silence
+        heard_until = at_ms  # the end of what the feed shows of the servers
+        if silent and any(i in s.messages and s.messages[i].primary_done_ms is None for i in pair.held) \
                 and self.feed_stopped(at_ms):
-            # Every server fell silent at once: the feed stopped, not the servers. Exchange goes
-            # on without the twin: the shadow promotes what it holds unprocessed at the deadline,
-            # as forecast here (what the twin saw processed waits for its discard notification).
-            self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, forecast=True)
-            return
-        if silence > 0 and at_ms - pair.last_query_ms >= silence:
+            heard_until = max(s.last_seen.values())
+            if heard_until < pair.last_query_ms + silence or not pair.heartbeats:
+                # Every server fell silent at once: the feed stopped, not the servers. Exchange goes
+                # on without the twin: the shadow promotes what it holds unprocessed at the deadline,
+                # as forecast here (what the twin saw processed waits for its discard notification).
+                self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, forecast=True)
+                return
+            # Its queries stopped a silence span before the feed did (taken to be down then, hunt seed
+            # 3348): the feed's stop since changes nothing of that. A shadow whose life is inferred from
+            # its lines (no queries) may have been idle, not down (hunt seed 3669): it promotes.
+        if silent:
             # The shadow itself is silent: it cannot promote anything. Only if the primary is
-            # silent too (no event of its own within the same silence span) are its
-            # unprocessed messages at risk; otherwise the primary still has them.
+            # silent too (no event of its own within the same silence span, while the feed shows the
+            # servers) are its unprocessed messages at risk; otherwise the primary still has them.
             s.deadlines.clear(_PROMOTE, shadow)
             pair.awaiting_shadow = True
-            if s.primary_seen_ms is None or at_ms - s.primary_seen_ms >= silence:
+            if s.primary_seen_ms is None or heard_until - s.primary_seen_ms >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
         if self.query_overdue(pair, at_ms):

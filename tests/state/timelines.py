@@ -372,6 +372,46 @@ def a_feed_that_stops_seconds_after_the_shadows_last_query() -> Timeline:
     ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
 
 
+def a_shadow_silent_long_before_the_feed_stopped_promotes_nothing() -> Timeline:
+    """mbx02, which holds m1's copy, falls silent at 8; mbx03 goes on to 58, then the feed stops. mbx02 was
+    silent for the silence span while the feed was alive: SHADOW_SERVER_UNREACHABLE at 14, and the feed's
+    stop (EVENTS_STOPPED at 64) does not bring it back: at ShadowResubmitTimeSpan it promotes nothing, and
+    m1, whose primary was silent long before the feed stopped too, is at risk, as while others publish.
+    (Before: PRIMARY_FAILED_SHADOWS_PROMOTED at 188 with a command to mbx02; hunt seed 3348: ex02 down for
+    good at 00:55, unreachable at 01:09, the feed alive to 02:35, 31 messages forecast promoted by ex02 at
+    03:54:31.)"""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 9),
+              *org.busy("mbx03", 0, 60),
+              *org.tick(4 * 60)]
+    return Timeline("a shadow silent long before the feed stopped promotes nothing", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.EVENTS_STOPPED, at(58) + 6 * MINUTE),
+        Expected(AlertType.MESSAGE_AT_RISK, at(8) + 3 * HOUR, ("m1",)),
+    ))
+
+
+def a_shadow_known_only_by_its_lines_silent_long_before_the_feed_stopped_still_promotes() -> Timeline:
+    """The same with no discard queries (message-tracking logs): mbx01 and mbx02 log lines to 8, mbx03 to 58.
+    mbx02's life is inferred from its lines, and a server that logs nothing may be idle, not down (no health
+    probe): when the feed stops it is forecast to promote m1 at ShadowResubmitTimeSpan after its last line, as
+    state/README.md says of a stopped feed. (Taking it to be down, as the heartbeat case above, turned hunt seed
+    3669's forecast promotion, right, into MESSAGE_AT_RISK, a false alert.)"""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.busy("mbx01", 2, 9), *org.busy("mbx02", 2, 9), *org.busy("mbx03", 0, 60),
+              *org.tick(4 * 60)]
+    return Timeline("a shadow known only by its lines silent long before the feed stopped still promotes", events,
+                    alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.EVENTS_STOPPED, at(58) + 6 * MINUTE),
+        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
+    ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
+
+
 def silent_shadow_and_primary_while_others_publish() -> Timeline:
     """The contrast: mbx01 and mbx02 stop, mbx03 goes on: mbx02 is down, m1 is at risk."""
     org = Org()
@@ -1685,7 +1725,8 @@ ALL = (
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
     exchange_2010_shadow_from_node_configuration, same_site_copies_after_remote_retries, same_site_copies_local_only,
     deferred_then_primary_fails, stream_sent_twice, returning_shadow_resubmits_what_was_delivered, silent_feed,
-    silent_shadow_and_primary_while_others_publish,
+    silent_shadow_and_primary_while_others_publish, a_shadow_silent_long_before_the_feed_stopped_promotes_nothing,
+    a_shadow_known_only_by_its_lines_silent_long_before_the_feed_stopped_still_promotes,
     at_risk_then_the_primary_returns_with_the_same_database_and_delivers,
     at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
