@@ -67,10 +67,10 @@ class PassingOn:
             with self.busy:
                 *lines, partial = (partial + chunk).split(b"\n")
                 for line in lines:
-                    left_out = LEFT_OUT.match(line) or (after_left_out and not line.strip())
-                    after_left_out = bool(LEFT_OUT.match(line))
-                    if not left_out:
+                    matched = LEFT_OUT.match(line) is not None
+                    if not matched and not (after_left_out and not line.strip()):
                         self._write(line + b"\n")
+                    after_left_out = matched
         with self.busy:
             self._write(partial)
             os.close(self.pipe)
