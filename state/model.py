@@ -264,6 +264,8 @@ class _Transition:
         self.redundancy_on = self.redundancy_enabled()
         s.primary_started_ms = e.event_time_ms
         previous, s.queue_db_id = s.queue_db_id, e.queue_db_id
+        if previous is not None and previous != e.queue_db_id:
+            s.replaced_db_id = previous
         t = e.event_time_ms
         self.unacknowledged_at_restart(t, t, new_database=previous is not None and previous != e.queue_db_id)
         self.primary_seen_with_db(e.queue_db_id, t, previous_db=previous)
@@ -1009,12 +1011,13 @@ class _Transition:
         before that restart: stamped before it (a late event) or less than the clock-skew allowance after it
         (a shadow's clock ahead of the primary's). The primary's own NodeStarted says its database, so the
         answer's is stale (the rest of it counts); a change seen later, or after a query that failed to reach
-        it since that NodeStarted, is a restart the feed did not show."""
+        it since that NodeStarted, is a restart the feed did not show, unless to the database that NodeStarted
+        replaced: a primary does not come back to it (another shadow's query may fail while its service starts)."""
         s = self.s
         started, fact = s.primary_started_ms, s.nodes.get(s.primary)
         return started is not None and fact is not None and fact.queue_db_id != db \
             and t - started < self.config.clock_skew_allowance_ms \
-            and (s.unreachable_ms is None or s.unreachable_ms <= started)
+            and (s.unreachable_ms is None or s.unreachable_ms <= started or db == s.replaced_db_id)
 
     def shadow_discarded(self, e: ev.ShadowDiscarded) -> None:
         pair = self.s.pairs.get(e.node)

@@ -320,6 +320,9 @@ class PrimaryState:
     # The event time of the primary's latest NodeStarted, whose queue database (`nodes[primary]`) is its own
     # word: a shadow's answer naming another one within the clock-skew allowance was given before it.
     primary_started_ms: int | None = None
+    # The queue database that NodeStarted replaced (another than it names): the primary does not come back to it,
+    # so an answer naming it within the clock-skew allowance is stale, whatever query failed since.
+    replaced_db_id: str | None = None
     dag_spans_sites: bool = False  # the primary's DAG has members in another site (derived from `nodes`)
 
     def nodes_span_sites(self) -> bool:

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 12 are still read, a checkpoint may hold them: 12 has no `queried_by`,
+refused rather than misread (formats 3 to 13 are still read, a checkpoint may hold them: 13 has no `replaced_db_id`,
+then unknown (an answer naming the database the primary's NodeStarted replaced, after a failed query, is taken for a
+restart, as before); 12 has no `queried_by`,
 then empty (a shadow whose pair emptied before stores its next copy in a pair without heartbeats until its next
 query, as before); 11 has no
 `discarded_early`, then empty (a discard stamped before its copy, taken in before, closed the message); 10 has no fork's
@@ -39,9 +41,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 13
-# 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 14
+# 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -74,7 +76,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
-              state.unreachable_ms, state.primary_started_ms)
+              state.unreachable_ms, state.primary_started_ms, state.replaced_db_id)
     closed = tuple(state.closed.items())
     facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
              tuple(state.last_seen.items()),
@@ -101,12 +103,14 @@ def load(data: bytes) -> PrimaryState:
         header = (*header, None)  # no `unreachable_ms` before 6
     if version < 7:
         header = (*header, None)  # no `primary_started_ms` before 7: unknown
+    if version < 14:
+        header = (*header, None)  # no `replaced_db_id` before 14: unknown
     (_, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms, unreachable_ms,
-     primary_started_ms) = header
+     primary_started_ms, replaced_db_id) = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
                          shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
                          feed_stopped_ms=feed_stopped_ms, unreachable_ms=unreachable_ms,
-                         primary_started_ms=primary_started_ms)
+                         primary_started_ms=primary_started_ms, replaced_db_id=replaced_db_id)
     redundancy = {r.value: r for r in Redundancy}
     locality = {x.value: x for x in SiteLocality}
     for ref, recipients, level, forks, side_effects, flat, where in messages:

@@ -74,7 +74,7 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
     assert snapshot.load(snapshot.dump(state)) == state
     header, messages, *rest = pickle.loads(snapshot.dump(state))
     older = [(*m[:3], tuple(f[:4] for f in m[3]), *m[4:]) for m in messages]
-    loaded = snapshot.load(pickle.dumps(((8, *header[1:]), older, *rest)))
+    loaded = snapshot.load(pickle.dumps(((8, *header[1:-1]), older, *rest)))
     assert not loaded.messages["m1"].forks["f1"].notified
     assert loaded.messages["m1"].forks["f1"].waiting == ("b@x",)  # before format 11: b@x may wait in f1
     assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True, waiting=()) \
@@ -94,7 +94,7 @@ def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_ans
     assert snapshot.MESSAGE_FLAT[-2:] == ("expired_ms", "stored_ms") and snapshot.PAIR_FLAT[-1] == "last_answered_ms"
     older = [(*m[:5], m[5][:-2], *m[6:]) for m in messages]  # the flat fields without the last two (11's too)
     older_pairs = [(flat[:-1], *p) for flat, *p in pairs]
-    loaded = snapshot.load(pickle.dumps(((9, *header[1:]), older, older_pairs, *rest)))
+    loaded = snapshot.load(pickle.dumps(((9, *header[1:-1]), older, older_pairs, *rest)))
     assert (loaded.messages["m1"].expired_ms, loaded.pairs["mbx02"].last_answered_ms) == (None, None)
     assert loaded.messages["m1"].stored_ms == 0
     assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2), stored_ms=at(0)) == state.messages["m1"]
@@ -102,10 +102,17 @@ def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_ans
 
 
 def as_format_6(state) -> tuple:
-    """`state`'s snapshot as format 6 wrote it: no `primary_started_ms`, the header's last value."""
-    header, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 6 wrote it: no `primary_started_ms`, the header's last value then."""
+    header, *rest = as_format_13(state)
     assert header[-1] == state.primary_started_ms
     return ((6, *header[1:-1]), *rest)
+
+
+def as_format_13(state) -> tuple:
+    """`state`'s snapshot as format 13 wrote it: no `replaced_db_id`, the header's last value."""
+    header, *rest = pickle.loads(snapshot.dump(state))
+    assert header[-1] == state.replaced_db_id
+    return ((13, *header[1:-1]), *rest)
 
 
 def as_format_5(state) -> tuple:
@@ -132,7 +139,7 @@ def test_a_format_6_snapshot_loads_with_the_primarys_start_unknown():
     state = replay(restarted_with_a_new_database(org)).states["mbx01"]
     assert state.primary_started_ms == at(10)
     loaded = snapshot.load(pickle.dumps(as_format_6(state)))
-    assert loaded == dataclasses.replace(state, primary_started_ms=None)
+    assert loaded == dataclasses.replace(state, primary_started_ms=None, replaced_db_id=None)
     stale = org.query_ok("mbx02", "mbx01", 10.5, db="dbP1")
     model = ShadowRedundancyModel()
     assert model.on_events(state, stale).commands == []
@@ -153,7 +160,7 @@ def test_a_format_5_snapshot_loads_without_its_pairs_count_of_failed_queries():
 def test_a_format_5_snapshot_loads_with_the_primarys_start_unknown():
     state = replay(restarted_with_a_new_database(Org())).states["mbx01"]
     loaded = snapshot.load(pickle.dumps(as_format_5(state)))
-    assert loaded == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None)
+    assert loaded == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None, replaced_db_id=None)
 
 
 def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
@@ -315,7 +322,23 @@ def test_a_format_12_snapshot_loads_with_no_shadows_queries_remembered():
     state = model.new_state("mbx01")
     model.on_events(state, first)
     header, *parts = pickle.loads(snapshot.dump(state))
-    loaded = snapshot.load(pickle.dumps(((12, *header[1:]), *parts[:-1])))
+    loaded = snapshot.load(pickle.dumps(((12, *header[1:-1]), *parts[:-1])))
     assert loaded.queried_by == {}
     model.on_events(loaded, rest)
     assert not loaded.pairs["mbx02"].heartbeats
+
+
+def test_a_format_13_snapshot_loads_with_the_replaced_database_unknown():
+    """Format 13 kept no `replaced_db_id`: an answer naming the database mbx01's NodeStarted replaced, after another
+    shadow's failed query, is taken for a restart, as the model did then; format 14 keeps it stale."""
+    org = Org()
+    state = replay([*org.started("mbx03", "dbS3", 0), *restarted_with_a_new_database(org),
+                    *org.query_failed("mbx03", "mbx01", 10.3)]).states["mbx01"]
+    assert state.replaced_db_id == "dbP1"
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_13(state)))
+    assert loaded == dataclasses.replace(state, replaced_db_id=None)
+    stale = org.query_ok("mbx02", "mbx01", 10.5, db="dbP1")
+    model = ShadowRedundancyModel()
+    assert model.on_events(state, stale).commands == []
+    assert [c.message.internal_id for c in model.on_events(loaded, stale).commands] == ["m2"]

@@ -1029,6 +1029,46 @@ def exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledg
                                             Expected(AlertType.MESSAGE_LOST, at(1.2), ("m2",))))
 
 
+def a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database() -> Timeline:
+    """The stale answer above, with mbx04, another shadow, whose query at 10.1 fails: mbx01's transport service,
+    back at 10 with dbP2 (its NodeStarted), is not yet listening. A failed query since the NodeStarted makes an
+    answer naming another database a restart the feed did not show (a new database, as mbx06's dbP5b below), but
+    dbP1 is the database that NodeStarted replaced, and a primary does not come back to it: "Mailbox01 comes back
+    online with a new queue database" (003), and "the original database ID and the current database ID" of a copy
+    (003) differ for good. mbx03's answer at 10.5, given before the restart by mbx01's clock, is stale whatever
+    failed meanwhile: m0 and m1 promoted once, at 10; m2 (taken alone at 10.2) and m3 (dbP2's copy) delivered.
+    Before, the answer set dbP1 back at 10.5: DUPLICATE_DELIVERY_EXPECTED of m0 and m1 (as if mbx01 were back with
+    the queue its shadows had promoted), m3 promoted with a command to mbx03; and mbx04's answer naming dbP2 at
+    12.1 was taken for a second restart: DUPLICATE_DELIVERY_EXPECTED of m3 and m2 MESSAGE_LOST, while mbx01
+    delivers both at 13."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx03", "dbS3", 0), *org.started("mbx04", "dbS4", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx03", "m1", 1),
+              *org.received("mbx01", "m0", 1.1), *org.shadowed("mbx01", "mbx04", "m0", 1.1),
+              *_heartbeats_ok(org, "mbx03", "mbx01", 2.5, 10, shadow_db="dbS3"),
+              *_heartbeats_ok(org, "mbx04", "mbx01", 2.1, 10, shadow_db="dbS4"),
+              *org.started("mbx01", "dbP2", 10),
+              *org.query_failed("mbx04", "mbx01", 10.1, shadow_db="dbS4"),  # the service is not listening yet
+              *org.received("mbx01", "m2", 10.2),
+              *org.shadow_failed("mbx01", "m2", 10.2, reason=ev.ShadowFailureReason.NO_PEER, candidate=""),
+              *org.received("mbx01", "m3", 10.3), *org.shadowed("mbx01", "mbx03", "m3", 10.3, db="dbP2"),
+              *org.query_ok("mbx03", "mbx01", 10.5, db="dbP1", shadow_db="dbS3"),  # given at 10.0 by mbx01's clock
+              *_heartbeats_ok(org, "mbx04", "mbx01", 12.1, 16, db="dbP2", shadow_db="dbS4"),
+              *org.delivered("mbx01", "m2", "mbx09", 13), *org.delivered("mbx01", "m3", "mbx09", 13),
+              *org.query_ok("mbx03", "mbx01", 14.5, db="dbP2", shadow_db="dbS3", discarded=("m3",)),
+              *org.query_ok("mbx03", "mbx01", 16.5, db="dbP2", shadow_db="dbS3")]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a stale answer after another shadow's failed query does not bring back the replaced database",
+                    events, alerts=(
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(10), ("m0",)),
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(10), ("m1",)),
+                        Expected(AlertType.NOT_REDUNDANT, at(10.2), ("m2",))),
+                    commands=(Command("mbx03", "mbx01", "m1", None, None, (), at(10),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),
+                              Command("mbx04", "mbx01", "m0", None, None, (), at(10),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)))
+
+
 def a_primary_that_fails_before_its_shadow_copy_is_made_acknowledged_nothing() -> Timeline:
     """mbx01 received m1 and opened its session to mbx02 for the shadow copy, but failed before mbx02
     acknowledged it, and came back with a new, empty queue database: "After the primary server receives
@@ -1781,6 +1821,7 @@ ALL = (
     a_shadow_that_queried_before_its_copies_were_released_has_heartbeats_with_its_next_copy,
     exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork,
     a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
+    a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1814,5 +1855,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_whose_clock_is_ahead_delivered_before_the_twin_saw_its_new_database,
            a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
            a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
-           a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say)
+           a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
+           a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database)
 
