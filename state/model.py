@@ -51,7 +51,7 @@ _PROMOTE, _SHADOW_SILENT, _AUTO_DISCARD = _PAIR_KINDS = (
 _SETTLE_RESTART, _EXPIRE, _ACK_DELAY = (
     int(DeadlineKind.SETTLE_RESTART), int(DeadlineKind.EXPIRE), int(DeadlineKind.ACK_DELAY))
 _NO_SHADOW = int(DeadlineKind.NO_SHADOW)
-_PENDING, _REDUNDANT = Redundancy.PENDING, Redundancy.REDUNDANT
+_PENDING, _REDUNDANT, _LOST = Redundancy.PENDING, Redundancy.REDUNDANT, Redundancy.LOST
 _MODE_UNKNOWN, _EXCHANGE_2010 = NodeMode.UNKNOWN, NodeMode.EXCHANGE_2010
 _SITE_UNKNOWN, _LOCAL, _REMOTE = ev.SiteLocality.UNKNOWN, ev.SiteLocality.LOCAL, ev.SiteLocality.REMOTE
 _REMOTE_ONLY = ShadowMessagePreference.REMOTE_ONLY
@@ -509,6 +509,10 @@ class _Transition:
         if m is None or not self.redundancy_on:  # disabled (a what-if): no copy is made
             return
         if self.s.discarded_early and self.copy_discarded_already(m, e.shadow_server, e.event_time_ms):
+            return
+        if m.redundancy is _LOST and m.shadow_server == e.shadow_server and m.stored_ms:
+            # The copy its shadow reported storing, and lost since (back with a new queue database): the primary's
+            # acknowledgement, stamped later by a clock ahead, is of that copy, not of a new one.
             return
         self.attach_shadow(m, e.shadow_server, e.event_time_ms, self.s.queue_db_id, alternate_route=None,
                            db_reported=False)

@@ -1255,6 +1255,34 @@ def a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered() -> T
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(4), ("m2",)),))
 
 
+def a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone() -> Timeline:
+    """mbx02 stores m1's copy at 9.95 by its clock, 9 s behind mbx01's, and restarts at 10 with a new, empty
+    queue database: m0's copy and m1's are gone (SHADOW_SERVER_UNREACHABLE at 10). mbx01's acknowledgement of
+    that copy, stamped 10.1 by its own clock, came before the restart: it acknowledges the copy that is gone, not
+    a new one (no copy stored since). mbx01 fails for good at 20: mbx02 holds nothing of it to promote, m1 as m0.
+    Before, the acknowledgement put m1's copy back on mbx02: PRIMARY_FAILED_SHADOWS_PROMOTED of m1 at 198
+    with a command to mbx02, which has no such message: back with "una nueva base de datos de transporte", as
+    "la base de datos de transporte no se puede recuperar" (002), it holds nothing of what it stored before."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m0", 1), *org.shadowed("mbx01", "mbx02", "m0", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+              *org.received("mbx01", "m1", 10.1),
+              ev.ShadowCopyRequested(**org._header("mbx01", "mbx01", 10.1, "m1"), candidate="mbx02",
+                                     locality=SiteLocality.LOCAL, attempt=1),
+              ev.ShadowCopyStored(**org._header("mbx02", "mbx01", 9.95, "m1"), primary_queue_db_id="dbP1",
+                                  alternate_route=True),
+              *org.started("mbx02", "dbS2", 10),
+              ev.ShadowCopyAcknowledged(**org._header("mbx01", "mbx01", 10.1, "m1"), shadow_server="mbx02",
+                                        locality=SiteLocality.UNKNOWN),
+              ev.AcknowledgedToSender(**org._header("mbx01", "mbx01", 10.1, "m1"), redundant=True),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 12, 20, shadow_db="dbS2"),
+              *org.heartbeats_failing("mbx02", "mbx01", 20, 4 * 60, shadow_db="dbS2")]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a copy acknowledged after its shadow came back with a new database is gone", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(10), ("m0", "m1")),))
+
+
 def a_copy_the_primary_reported_is_of_the_database_its_first_answer_names() -> Timeline:
     """The twin starts while mbx01 runs: no NodeStarted of it, and its copies are known from its own side
     only (ShadowCopyAcknowledged, as HAREDIRECT; no ShadowCopyStored of mbx02 naming the database). mbx02's
@@ -1822,6 +1850,7 @@ ALL = (
     exchange_2010_a_previous_hop_has_no_discard_notification_of_one_fork,
     a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
     a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
+    a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
