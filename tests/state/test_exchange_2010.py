@@ -194,3 +194,23 @@ def test_a_delayed_acknowledgement_waits_for_every_next_hop():
     result = replay(sorted([*events, *org.tick(5)], key=lambda e: e.event_time_ms), MODE_2010)
     assert [(a.type, a.decided_at_ms, [m.message.internal_id for m in a.messages]) for a in result.alerts] == [
         (AlertType.NOT_REDUNDANT, at(0) + 30_000, ["m1"])]
+
+
+def test_one_heartbeat_retry_declares_the_primary_failed_at_the_first_timeout():
+    """ShadowHeartbeatRetryCount at its minimum, 1: "El número de veces que un servidor puede agotar el tiempo de
+    espera antes de decidir que existe un error en un servidor principal se controla mediante el parámetro
+    ShadowHeartbeatRetryCount" (002): chicago's query of newyork answered at 1, the next times out, and newyork is
+    declared failed at 1 + 1 x 300 s = 6, not 16. A query answered exactly then (at 6) keeps it: failed at 11, after
+    the next timeout."""
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010", "shadow_heartbeat_retry_count": 1}))
+    result = replay(hub_outage(Org()), config)
+    assert [(c.message.internal_id, c.reason, c.decided_at_ms) for c in result.commands] == [
+        ("m1", CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, at(6))]
+    org = Org()
+    answered_at_6 = [*org.started("newyork", "dbNY", 0, mode=NodeMode.EXCHANGE_2010),
+                     *org.received("newyork", "m1", 1), *org.shadowed("newyork", "chicago", "m1", 1, db="dbNY"),
+                     *org.query_ok("chicago", "newyork", 1, db="dbNY"),
+                     *org.query_ok("chicago", "newyork", 6, db="dbNY"),
+                     *org.heartbeats_failing("chicago", "newyork", 11, 40, every=5)]
+    commands = replay(answered_at_6, config).commands
+    assert [(c.message.internal_id, c.decided_at_ms) for c in commands] == [("m1", at(11))]
