@@ -171,11 +171,12 @@ def test_a_snapshot_of_the_previous_format_is_still_loaded():
     state = snapshot.load(harness.states["mbx01"][0])
     header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
     counted = [((*flat[:5], 0, *flat[5:]), held, pending) for flat, held, pending in pairs]
-    # format 3: no token, no `unreachable_ms` nor `primary_started_ms`, a pair's count of failed queries after
-    # its `shadow_db_id`
-    previous = pickle.dumps(((3, *header[2:-2]), messages, counted, *rest))
+    # format 3: no token, no `unreachable_ms`, `primary_started_ms` nor `replaced_db_id`, a pair's count of failed
+    # queries after its `shadow_db_id`
+    previous = pickle.dumps(((3, *header[2:-3]), messages, counted, *rest))
     assert snapshot.token_of(previous) is None
-    assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None)
+    assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None,
+                                                          replaced_db_id=None)
 
 
 def test_a_message_an_earlier_twin_left_with_no_deadline_expires_with_its_copy_once_its_group_is_loaded():

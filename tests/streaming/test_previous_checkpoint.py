@@ -52,14 +52,18 @@ def test_a_new_or_current_checkpoint_is_accepted(tmp_path):
 
 
 def as_format_6(state) -> bytes:
-    """`state`'s snapshot as format 6 wrote it: the header without `primary_started_ms`, its last value."""
+    """`state`'s snapshot as format 6 wrote it: the header without `primary_started_ms` nor `replaced_db_id`, its
+    last two values."""
     header, *rest = pickle.loads(snapshot.dump(state))
-    return pickle.dumps(((6, *header[1:-1]), *rest))
+    return pickle.dumps(((6, *header[1:-2]), *rest))
+
+
+UNKNOWN = {"primary_started_ms": None, "replaced_db_id": None}  # what format 6 does not hold
 
 
 def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(monkeypatch):
-    """Bases written before `primary_started_ms` (format 6) load with it unknown; the twin decides on from them
-    as from its own, and knows it again at the primary's next NodeStarted."""
+    """Bases written before `primary_started_ms` (format 6) load with it (and `replaced_db_id`) unknown; the twin
+    decides on from them as from its own, and knows both again at the primary's next NodeStarted."""
     org = Org()
     before = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
               *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
@@ -67,8 +71,8 @@ def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(mon
               *org.received("mbx01", "m2", 10.2), *org.shadowed("mbx01", "mbx02", "m2", 10.2, db="dbP2")]
     after = [*org.delivered("mbx01", "m2", "mbx09", 11),
              *org.query_ok("mbx02", "mbx01", 12, db="dbP2", discarded=("m2",))]
-    again = [*org.started("mbx01", "dbP2", 20), *org.received("mbx01", "m3", 21),
-             *org.shadowed("mbx01", "mbx02", "m3", 21, db="dbP2")]
+    again = [*org.started("mbx01", "dbP3", 20), *org.received("mbx01", "m3", 21),
+             *org.shadowed("mbx01", "mbx02", "m3", 21, db="dbP3")]
     servers = ("mbx01", "mbx02")
     current, previous = OperatorHarness(servers=servers), OperatorHarness(servers=servers)
     for harness in (current, previous):
@@ -78,15 +82,16 @@ def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(mon
         store.put_base(as_format_6(state))
         store.set_version(Version(token, token, 0, 0, store.version().timer_ms))
     monkeypatch.setattr(held_state, "_held", {})  # a worker started on that checkpoint
-    assert previous.state_of("mbx01") == dataclasses.replace(current.state_of("mbx01"), primary_started_ms=None)
+    assert previous.state_of("mbx01") == dataclasses.replace(current.state_of("mbx01"), **UNKNOWN)
     for harness in (current, previous):
         harness.events(after)
-    assert previous.state_of("mbx01") == dataclasses.replace(current.state_of("mbx01"), primary_started_ms=None)
+    assert previous.state_of("mbx01") == dataclasses.replace(current.state_of("mbx01"), **UNKNOWN)
     for harness in (current, previous):
         harness.events(again)
         harness.advance(harness.max_event_ms + 3 * 60 * 60_000)
     assert previous.state_of("mbx01") == current.state_of("mbx01")
     assert previous.state_of("mbx01").primary_started_ms is not None
+    assert previous.state_of("mbx01").replaced_db_id == "dbP2"
     assert [(a.alert_id, a.type) for a in previous.alerts] == [(a.alert_id, a.type) for a in current.alerts]
     assert [c.command_id for c in previous.commands] == [c.command_id for c in current.commands]
     assert current.commands, "m3 is promoted when mbx02 stops hearing from mbx01"
