@@ -217,7 +217,8 @@ class TwinContainer(_ProjectContainer):
     `settings` are tables of conf/shadowtwin.toml to change, e.g.
     `{"twin": {"watermark_delay": "2 seconds"}, "shadow_redundancy": {"shadow_resubmit_time_span": "10s"}}`;
     they go into a settings file mounted read-only, the topics' names with them. Once started,
-    `publish`, `wait_for_alerts`, `wait_for_commands` and `dead_letters` are those of its `TwinTopics`.
+    `publish`, `wait_for_alerts`, `wait_for_commands` and `dead_letters` are those of its `TwinTopics`; a wait
+    that times out says how the twin's log ends.
     """
 
     def __init__(self, bootstrap: str, topics: TopicSettings = TopicSettings(),
@@ -254,10 +255,17 @@ class TwinContainer(_ProjectContainer):
         return self._io().publish(events)
 
     def wait_for_alerts(self, until: Callable[[list], bool] | None = None, timeout_s: float = 120.0) -> list:
-        return self._io().wait_for_alerts(until, timeout_s)
+        return self._with_log_on_timeout(self._io().wait_for_alerts, until, timeout_s)
 
     def wait_for_commands(self, until: Callable[[list], bool] | None = None, timeout_s: float = 120.0) -> list:
-        return self._io().wait_for_commands(until, timeout_s)
+        return self._with_log_on_timeout(self._io().wait_for_commands, until, timeout_s)
+
+    def _with_log_on_timeout(self, wait: Callable[..., list], until, timeout_s: float) -> list:
+        """`wait`; a TimeoutError also says how the twin's log ends (a stalled query, a batch that failed)."""
+        try:
+            return wait(until, timeout_s)
+        except TimeoutError as timeout:
+            raise TimeoutError(f"{timeout}; the twin container's log ends:\n{self.logs()[-3000:]}") from None
 
     def dead_letters(self) -> list:
         return self._io().dead_letters()

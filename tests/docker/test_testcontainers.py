@@ -34,6 +34,8 @@ def test_the_twin_container_decides_what_the_reference_replay_decides(shadowtwin
     twin = shadowtwin_twin({"twin": {"watermark_delay": f"{DELAY_MS // 1000} seconds", "ticks": False},
                             "spark": {"trigger_interval": "1 second"},
                             "shadow_redundancy": {"servers": servers}})  # the facts every group shares
+    with pytest.raises(TimeoutError, match="0 records arrived: {}; the twin container's log ends:(.|\n)*twin running:"):
+        twin.wait_for_alerts(timeout_s=0.1)  # nothing published yet
     twin.publish([*events, ClockTick(event_id="final", event_time_ms=end + DELAY_MS + 1, node="test",
                                      primary_server="")])
     got_alerts = twin.wait_for_alerts(lambda got: len(got) >= len(alerts), timeout_s=180)
