@@ -890,8 +890,10 @@ class _Transition:
                 parent.side_effects.discard(m.ref.internal_id)
             self.maybe_primary_done(parent, t)
         if m.shadow_held and (pair := s.pairs.get(m.shadow_server)) is not None:
+            first = not pair.pending_discards
             pair.pending_discards.add(m.ref.internal_id)
-            self.schedule_pair(pair)
+            if first:  # else its auto-discard deadline is set, and nothing else its deadlines depend on changed
+                self.schedule_pair(pair)
         elif m.ref.internal_id in s.messages:
             self.close(m, t, "delivered")
 
