@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.hunt --seeds 1700-1720 [--keep DIR]   # one line per seed
     .venv/bin/python -m benchmarks.hunt --show 1700                      # that seed's world as TOML
+    .venv/bin/python -m benchmarks.hunt --seeds 3101-3160 --digest       # what both twins decided, digested
 
 Each seed makes one world (random.Random(seed)): two to four Exchange servers (ex01, ...) in
 one DAG over one or two sites, random ShadowResubmitTimeSpan / ShadowHeartbeatFrequency, a few
@@ -18,11 +19,16 @@ longest delay after a true promotion (logs / native), and flags:
     error       the run raised (its exception follows)
 
 `--keep DIR` keeps each seed's logs in DIR/SEED.
+
+`--digest` prints instead, per seed, how many alerts each twin raised (native, logs) and a digest of
+every alert and command both decided: run in two trees, equal lines show that a change (a speed-up)
+changed no decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import random
 import sys
 import tempfile
@@ -149,7 +155,7 @@ def flags(check: LogCheck) -> list[str]:
     return out
 
 
-def hunt(seed: int, keep: Path | None) -> str:
+def hunt(seed: int, keep: Path | None, digest: bool = False) -> str:
     tables = world(seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as temporary:
@@ -159,6 +165,10 @@ def hunt(seed: int, keep: Path | None) -> str:
             check = check_logs(topology(tables, seed), seed, folder, probes=tables["probe"])
         except Exception as exc:  # a hunt reports a crash as a finding and goes on
             return f"seed {seed}: error {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    if digest:
+        decided = repr([repr(x) for run in (check.native, check.logs) for x in (*run.alerts, *run.commands)])
+        return (f"seed {seed}: alerts {len(check.native.alerts)}/{len(check.logs.alerts)},"
+                f" digest {hashlib.sha1(decided.encode()).hexdigest()[:16]}")
 
     def minutes(ms: int | None) -> str:
         return "-" if ms is None else f"{ms / 60_000:.1f}"
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=_seeds, help="FIRST-LAST (or one seed)")
     parser.add_argument("--show", type=int, metavar="SEED", help="print the seed's world as TOML")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="keep each seed's logs in DIR/SEED")
+    parser.add_argument("--digest", action="store_true", help="per seed, a digest of every decision instead")
     args = parser.parse_args(argv)
     if args.show is not None:
         print(toml(world(args.show)), end="")
@@ -186,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds is None:
         parser.error("give --seeds FIRST-LAST or --show SEED")
     for seed in args.seeds:
-        print(hunt(seed, args.keep), flush=True)
+        print(hunt(seed, args.keep, args.digest), flush=True)
     return 0
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from benchmarks.hunt import main, toml, topology, world
+import re
+
+from benchmarks.hunt import hunt, main, toml, topology, world
 from producers.simulator.topology import load_topology
+from state.model import _Transition
 
 
 def test_one_seed_makes_one_world():
@@ -20,3 +23,13 @@ def test_the_worlds_load_as_topology_files_and_as_built(tmp_path):
 def test_show_prints_the_world_as_toml(capsys):
     assert main(["--show", "1700"]) == 0
     assert capsys.readouterr().out == toml(world(1700))
+
+
+def test_a_digest_is_the_same_for_the_same_decisions_and_differs_with_them(monkeypatch):
+    line = hunt(3101, None, digest=True)
+    assert re.fullmatch(r"seed 3101: alerts 25/25, digest [0-9a-f]{16}", line)
+    assert hunt(3101, None, digest=True) == line
+    alert = _Transition.alert
+    monkeypatch.setattr(_Transition, "alert", lambda run, kind, severity, servers, messages, t, *rest, **named:
+                        alert(run, kind, severity, servers, messages, t + 1, *rest, **named))  # decided 1 ms later
+    assert hunt(3101, None, digest=True) != line
