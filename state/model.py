@@ -247,8 +247,10 @@ class _Transition:
         s.dag_spans_sites = s.nodes_span_sites()
         if e.node != s.primary:
             pair = s.pairs.get(e.node)
+            known = pair.shadow_db_id if pair is not None and pair.shadow_db_id is not None else previous_db
+            if known is not None and known != e.queue_db_id:
+                fact.replaced_db_id = known  # it does not come back to that one: a query naming it is stale
             if pair is not None and pair.held:
-                known = pair.shadow_db_id if pair.shadow_db_id is not None else previous_db
                 if known is not None and known != e.queue_db_id:
                     self.shadow_copies_lost(pair, e.event_time_ms)
                     if (pair := s.pairs.get(e.node)) is not None:
@@ -903,13 +905,18 @@ class _Transition:
         pair = self.s.pairs.get(e.node)
         if pair is None:
             return
-        t = e.event_time_ms
-        if pair.shadow_db_id is not None and pair.shadow_db_id != e.shadow_queue_db_id:
-            self.shadow_copies_lost(pair, t)
-            pair = self.s.pairs.get(e.node)
-            if pair is None:
-                return
-        pair.shadow_db_id, pair.heartbeats = e.shadow_queue_db_id, True
+        t, db = e.event_time_ms, e.shadow_queue_db_id
+        if pair.shadow_db_id != db:
+            if (fact := self.s.nodes.get(e.node)) is not None and fact.replaced_db_id == db:
+                # the database the shadow's NodeStarted replaced: sent before that restart (002: "una nueva base de
+                # datos de transporte" when "la base de datos de transporte no se puede recuperar"), its contact counts
+                db = pair.shadow_db_id
+            elif pair.shadow_db_id is not None:
+                self.shadow_copies_lost(pair, t)
+                pair = self.s.pairs.get(e.node)
+                if pair is None:
+                    return
+        pair.shadow_db_id, pair.heartbeats = db, True
         pair.last_heartbeat_ms = max(pair.last_heartbeat_ms or t, t)
         self.shadow_alive(pair, t)
         if pair.db_change_pending and pair.shadow in self.s.pairs:

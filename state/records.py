@@ -161,6 +161,7 @@ class NodeFact:
     ad_site: str | None = None
     dag: str | None = None
     queue_db_id: str | None = None
+    replaced_db_id: str | None = None  # the queue database its latest NodeStarted replaced (snapshot format 15)
 
 
 @dataclass(slots=True)

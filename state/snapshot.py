@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 13 are still read, a checkpoint may hold them: 13 has no `replaced_db_id`,
+refused rather than misread (formats 3 to 14 are still read, a checkpoint may hold them: 14 has no server's
+`replaced_db_id` in `nodes`, then unknown (a shadow's query naming the queue database its NodeStarted replaced is taken
+for another restart, as before); 13 has no `replaced_db_id`,
 then unknown (an answer naming the database the primary's NodeStarted replaced, after a failed query, is taken for a
 restart, as before); 12 has no `queried_by`,
 then empty (a shadow whose pair emptied before stores its next copy in a pair without heartbeats until its next
@@ -41,9 +43,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 14
-# 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 15
+# 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -78,7 +80,8 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
               state.unreachable_ms, state.primary_started_ms, state.replaced_db_id)
     closed = tuple(state.closed.items())
-    facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id) for n, f in state.nodes.items()),
+    facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id, f.replaced_db_id)
+                   for n, f in state.nodes.items()),
              tuple(state.last_seen.items()),
              tuple((shadow, tuple(_ref(r) for r in refs)) for shadow, refs in state.same_site.items()),
              tuple((bucket, tuple(ids)) for bucket, ids in state.seen_buckets.items()))
@@ -140,7 +143,7 @@ def load(data: bytes) -> PrimaryState:
     state.discarded_early = {key: (shadow, t) for key, shadow, t in discarded_early}
     state.queried_by = dict(queried_by)
     nodes, last_seen, same_site, seen_buckets = facts
-    state.nodes = {n: NodeFact(NodeMode(m), site, dag, db) for n, m, site, dag, db in nodes}
+    state.nodes = {n: NodeFact(NodeMode(m), *rest) for n, m, *rest in nodes}  # before 15: no `replaced_db_id`
     state.dag_spans_sites = state.nodes_span_sites()
     state.last_seen = dict(last_seen)
     state.same_site = {shadow: [MessageRef(*r) for r in refs] for shadow, refs in same_site}

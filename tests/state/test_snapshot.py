@@ -6,7 +6,8 @@ import pickle
 import pytest
 from hypothesis import given, settings
 
-from schemas.events import Recipient
+from schemas import events as ev
+from schemas.events import AlertType, Recipient
 from state import snapshot
 from state.model import ShadowRedundancyModel, _Transition
 from state.records import Message, Pair
@@ -108,9 +109,18 @@ def as_format_6(state) -> tuple:
     return ((6, *header[1:-1]), *rest)
 
 
+def as_format_14(state) -> tuple:
+    """`state`'s snapshot as format 14 wrote it: no server's `replaced_db_id` in `nodes`, its fact's last value."""
+    header, messages, pairs, promoted, closed, deadlines, facts, *rest = pickle.loads(snapshot.dump(state))
+    nodes, *other_facts = facts
+    assert all(node[-1] == state.nodes[node[0]].replaced_db_id for node in nodes)
+    return ((14, *header[1:]), messages, pairs, promoted, closed, deadlines,
+            (tuple(node[:-1] for node in nodes), *other_facts), *rest)
+
+
 def as_format_13(state) -> tuple:
-    """`state`'s snapshot as format 13 wrote it: no `replaced_db_id`, the header's last value."""
-    header, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 13 wrote it: format 14 without `replaced_db_id`, the header's last value."""
+    header, *rest = as_format_14(state)
     assert header[-1] == state.replaced_db_id
     return ((13, *header[1:-1]), *rest)
 
@@ -321,8 +331,8 @@ def test_a_format_12_snapshot_loads_with_no_shadows_queries_remembered():
     model = ShadowRedundancyModel()
     state = model.new_state("mbx01")
     model.on_events(state, first)
-    header, *parts = pickle.loads(snapshot.dump(state))
-    loaded = snapshot.load(pickle.dumps(((12, *header[1:-1]), *parts[:-1])))
+    header, *parts = as_format_13(state)
+    loaded = snapshot.load(pickle.dumps(((12, *header[1:]), *parts[:-1])))
     assert loaded.queried_by == {}
     model.on_events(loaded, rest)
     assert not loaded.pairs["mbx02"].heartbeats
@@ -342,3 +352,22 @@ def test_a_format_13_snapshot_loads_with_the_replaced_database_unknown():
     model = ShadowRedundancyModel()
     assert model.on_events(state, stale).commands == []
     assert [c.message.internal_id for c in model.on_events(loaded, stale).commands] == ["m2"]
+
+
+def test_a_format_14_snapshot_loads_with_the_database_a_shadows_nodestarted_replaced_unknown():
+    """Format 14 kept no server's `replaced_db_id`: a query of mbx02 naming dbS1, the database its NodeStarted at 10
+    replaced, sets it back, and its next query naming dbS2 is taken for another restart (m1's copy, made in dbS2 at
+    10.5, gone), as the model did then; format 15 keeps the query stale."""
+    org = Org()
+    state = replay([*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+                    *org.started("mbx02", "dbS2", 10), *org.received("mbx01", "m1", 10.5),
+                    *org.shadowed("mbx01", "mbx02", "m1", 10.5)]).states["mbx01"]
+    assert state.nodes["mbx02"].replaced_db_id == "dbS1"
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_14(state)))
+    assert loaded.nodes["mbx02"] == dataclasses.replace(state.nodes["mbx02"], replaced_db_id=None)
+    queries = [ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 10.6), shadow_queue_db_id="dbS1"),
+               *org.query_ok("mbx02", "mbx01", 12, shadow_db="dbS2")]
+    model = ShadowRedundancyModel()
+    assert model.on_events(state, queries).alerts == []
+    assert [a.type for a in model.on_events(loaded, queries).alerts] == [AlertType.SHADOW_SERVER_UNREACHABLE]

@@ -1283,6 +1283,31 @@ def a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone()
         Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(10), ("m0", "m1")),))
 
 
+def a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy() -> Timeline:
+    """mbx02 restarts at 10 with a new, empty queue database, dbS2 (its NodeStarted): m0's copy, in dbS1, is gone
+    (SHADOW_SERVER_UNREACHABLE at 10). mbx01 makes m1's copy on mbx02 at 10.5, in dbS2. A DiscardQuerySent naming
+    dbS1 comes stamped 10.6 (the old process's query, reported late): a server back with "una nueva base de datos de
+    transporte" as "la base de datos de transporte no se puede recuperar" (002) does not go back to the database it
+    lost, so the query names the database the NodeStarted replaced and is stale: its contact counts, its database
+    does not. mbx01 delivers m1 at 14, mbx02's answer at 16 discards it. Before, the stale query set mbx02's
+    database back to dbS1, and its next query, naming dbS2 at 12, was taken for a second restart:
+    SHADOW_SERVER_UNREACHABLE of m1 at 12 and m1's copy dropped (mbx01 failing then would promote nothing)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m0", 1), *org.shadowed("mbx01", "mbx02", "m0", 1),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+              *org.started("mbx02", "dbS2", 10),
+              *org.received("mbx01", "m1", 10.5), *org.shadowed("mbx01", "mbx02", "m1", 10.5),
+              ev.DiscardQuerySent(**org._header("mbx02", "mbx01", 10.6), shadow_queue_db_id="dbS1"),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 12, 16, shadow_db="dbS2"),
+              *org.delivered("mbx01", "m0", "mbx09", 13), *org.delivered("mbx01", "m1", "mbx09", 14),
+              *org.query_ok("mbx02", "mbx01", 16, shadow_db="dbS2", discarded=("m1",)),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 18, 20, shadow_db="dbS2")]
+    events.sort(key=lambda e: e.event_time_ms)
+    return Timeline("a shadow's query naming the database its NodeStarted replaced loses no copy", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(10), ("m0",)),))
+
+
 def a_copy_the_primary_reported_is_of_the_database_its_first_answer_names() -> Timeline:
     """The twin starts while mbx01 runs: no NodeStarted of it, and its copies are known from its own side
     only (ShadowCopyAcknowledged, as HAREDIRECT; no ShadowCopyStored of mbx02 naming the database). mbx02's
@@ -1851,6 +1876,7 @@ ALL = (
     a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
     a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
     a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone,
+    a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1885,5 +1911,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_copy_a_fast_shadow_stored_after_its_answer_had_no_discard_notification,
            a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
            a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
-           a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database)
+           a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
+           a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy)
 
