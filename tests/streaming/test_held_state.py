@@ -14,6 +14,7 @@ from state import snapshot
 from state.records import DeadlineKind
 from streaming import held_state
 from tests.state.scenario import DAY, HOUR, Org, at
+from tests.state.test_snapshot import as_format_5
 from tests.state.timelines import at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver
 from tests.streaming.harness import OperatorHarness
 from tests.streaming.test_operator import FAST, SERVERS, stranded
@@ -169,11 +170,8 @@ def test_a_snapshot_of_the_previous_format_is_still_loaded():
     harness = OperatorHarness(FAST, servers=SERVERS)
     harness.events(events)
     state = snapshot.load(harness.states["mbx01"][0])
-    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
-    counted = [((*flat[:5], 0, *flat[5:]), held, pending) for flat, held, pending in pairs]
-    # format 3: no token, no `unreachable_ms`, `primary_started_ms` nor `replaced_db_id`, a pair's count of failed
-    # queries after its `shadow_db_id`
-    previous = pickle.dumps(((3, *header[2:-3]), messages, counted, *rest))
+    header, *rest = as_format_5(state)
+    previous = pickle.dumps(((3, *header[2:]), *rest))  # format 3: format 5 without a token
     assert snapshot.token_of(previous) is None
     assert snapshot.load(previous) == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None,
                                                           replaced_db_id=None)

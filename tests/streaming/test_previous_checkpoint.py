@@ -13,7 +13,6 @@ import pytest
 from infra.config import ConfigError
 from infra.settings import TopicSettings
 from schemas.events import ClockTick
-from state import snapshot
 from state.model import ShadowRedundancyModel
 from state.names import ServerNames
 from state.parameters import ModelConfig
@@ -26,6 +25,7 @@ from streaming.operator import SparkGroupStore
 from streaming.twin import refuse_checkpoint_in_a_file, refuse_previous_operator
 from streaming.views import LiveView, read_state
 from tests.state.scenario import Org
+from tests.state.test_snapshot import as_format_6
 from tests.streaming.harness import OperatorHarness
 from tests.streaming.test_twin import publish, twin_settings
 
@@ -51,13 +51,6 @@ def test_a_new_or_current_checkpoint_is_accepted(tmp_path):
     refuse_previous_operator(tmp_path)
 
 
-def as_format_6(state) -> bytes:
-    """`state`'s snapshot as format 6 wrote it: the header without `primary_started_ms` nor `replaced_db_id`, its
-    last two values."""
-    header, *rest = pickle.loads(snapshot.dump(state))
-    return pickle.dumps(((6, *header[1:-2]), *rest))
-
-
 UNKNOWN = {"primary_started_ms": None, "replaced_db_id": None}  # what format 6 does not hold
 
 
@@ -79,7 +72,7 @@ def test_a_checkpoint_whose_groups_hold_the_previous_snapshot_format_goes_on(mon
         harness.events(before)
     for key, store in previous.stores.items():  # the checkpoint as the previous code wrote it
         state, token = previous.state_of(key), os.urandom(16)
-        store.put_base(as_format_6(state))
+        store.put_base(pickle.dumps(as_format_6(state)))
         store.set_version(Version(token, token, 0, 0, store.version().timer_ms))
     monkeypatch.setattr(held_state, "_held", {})  # a worker started on that checkpoint
     assert previous.state_of("mbx01") == dataclasses.replace(current.state_of("mbx01"), **UNKNOWN)
