@@ -175,9 +175,10 @@ class ShadowRedundancyModel:
                 run.advance(t)
             elif t > state.clock_ms:
                 state.clock_ms = t
+            kind = type(event)
             if remember:  # remembered, in buckets of event time with a deadline each
                 # A NodeSeen's id stands for its whole liveness bucket (state/facts.py): kept from its end.
-                at = t if type(event) is not NodeSeen else t - t % liveness + liveness - 1
+                at = t if kind is not NodeSeen else t - t % liveness + liveness - 1
                 if not bucket_start <= at < bucket_end:
                     bucket = at // grain
                     bucket_start, bucket_end = bucket * grain, (bucket + 1) * grain
@@ -189,7 +190,7 @@ class ShadowRedundancyModel:
                 seen[event_id] = bucket
             if event.node == primary:
                 state.primary_seen_ms = t
-            handler = handlers.get(type(event))
+            handler = handlers.get(kind)
             if handler is not None:
                 handler(run, event)
         return run.out
@@ -1080,10 +1081,13 @@ class _Transition:
         """A discard notification reached the shadow. One naming a fork empties that next hop's shadow queue
         only: the copy is released once every fork is processed (a fork the twin does not know keeps it held
         until the primary names it, and a promotion meanwhile resends its recipients). Whether the pair held the copy, as `release_shadow`."""
-        m = self.s.messages.get(ref.internal_id)
+        key = ref.internal_id
+        m = self.s.messages.get(key)
         if m is None or m.shadow_server is None:
             self.discarded_before_the_copy(ref, pair.shadow, t)
-            return m is None and self.release_shadow(ref.internal_id, pair, t)
+            # (a message closed already, whose copy the pair no longer holds, is the common case: nothing to release)
+            return m is None and (key in pair.held or key in pair.pending_discards) \
+                and self.release_shadow(key, pair, t)
         if ref.fork_id is None or m.shadow_server != pair.shadow or m.primary_done_ms is not None:
             return self.release_shadow(ref.internal_id, pair, t)
         fork = m.forks.get(ref.fork_id)
@@ -1384,16 +1388,33 @@ class _Transition:
             if pair.last_heartbeat_ms is not None:
                 self.remember_queries(pair)
             return
-        _, silence, auto_discard, _ = self.spans.get(key) or self.spans_of(key)
-        # Called for every copy made and released: a deadline not there is not cleared again.
+        promotion, silence, auto_discard, heartbeat = self.spans.get(key) or self.spans_of(key)
+        # Called for every copy made and released: a deadline not there is not cleared again, and the two set for
+        # every copy are set here, not by Deadlines.set (the same steps, without two calls: the deadline moves later
+        # with each copy, and a later time needs no heap entry).
         if pair.held and pair.primary_failed_ms is None and not pair.awaiting_shadow:
+            due = pair.last_contact_ms + promotion
+            started = s.primary_started_ms
+            if started is not None and started + heartbeat > due:
+                due = self.promotion_due(pair)
             # Never in the past: a span that ran out while nobody could act is decided now.
-            due = self.promotion_due(pair)
-            deadlines.set(_PROMOTE, key, due if due > s.clock_ms else s.clock_ms)
+            if due < s.clock_ms:
+                due = s.clock_ms
+            promote = by_kind[_PROMOTE]
+            old = promote.get(key)
+            if old is None or due < old:
+                deadlines.set(_PROMOTE, key, due)
+            else:
+                promote[key] = due
         elif key in by_kind[_PROMOTE]:
             deadlines.clear(_PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
-            deadlines.set(_SHADOW_SILENT, key, pair.last_query_ms + silence)
+            due, silent = pair.last_query_ms + silence, by_kind[_SHADOW_SILENT]
+            old = silent.get(key)
+            if old is None or due < old:
+                deadlines.set(_SHADOW_SILENT, key, due)
+            else:
+                silent[key] = due
         elif key in by_kind[_SHADOW_SILENT]:
             deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
