@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Callable, Iterable
 
 from schemas import events as ev
@@ -1125,6 +1126,13 @@ class _Transition:
         unnotified -= notified
         return tuple(r for r in m.recipients if r.address.lower() in unnotified) if unnotified else ()
 
+    @staticmethod
+    def forks_delivered_by(m: Message, pair: Pair) -> int:
+        """When the forks whose notifications never reached the shadow (`resubmitted_unnotified`) were delivered, at
+        the earliest: the twin keeps no fork's time, but a fork processed before the shadow's last answered query had
+        its notification with that answer."""
+        return max(m.received_ms, pair.last_answered_ms or pair.last_contact_ms)
+
     def notified_fork_named(self, m: Message, fork: Fork, hop: str, recipients: tuple[str, ...], t: int) -> None:
         """The primary names a fork whose discard notification reached the shadow first (by event time: the
         clocks differ): the fork is processed, and if the message now is, the shadow has its notification and
@@ -1151,14 +1159,15 @@ class _Transition:
             # was down, or out of touch past the span) and resubmits it: it arrives twice (once, after
             # the non-delivery report, where the primary expired it).
             if (had := self.served_before_expiry(m)) is not None:
-                self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t)], t,
+                self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t, m.primary_done_ms)], t,
                                         f"had processed a message whose shadow on {e.node} promoted it on its own")
             # an expired message's recipients had a non-delivery report: the shadow's copy is what reaches them
             self.close(m, t, "delivered" if m.expired_ms is None else "promoted")
             return
         pair = s.pairs.get(e.node)
         if again := self.resubmitted_unnotified(m, pair):
-            self.predict_duplicates([Promoted(m.ref.whole(), e.node, again, s.queue_db_id, t)], t,
+            self.predict_duplicates([Promoted(m.ref.whole(), e.node, again, s.queue_db_id, t,
+                                              self.forks_delivered_by(m, pair))], t,
                                     f"had handed forks of a message on, whose discard notifications never reached"
                                     f" {e.node}, which promoted it on its own")
         # Back with its queue, the primary delivers only what it had not handed on: the recipients still pending
@@ -1258,11 +1267,13 @@ class _Transition:
         # transmit promoted messages to the next hop.
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
                   or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
-        twice = [Promoted(m.ref.whole(), pair.shadow, had, self.copy_db(m, pair) or s.queue_db_id, t)
+        twice = [Promoted(m.ref.whole(), pair.shadow, had, self.copy_db(m, pair) or s.queue_db_id, t,
+                          m.primary_done_ms)
                  for m in will_resubmit if (had := self.served_before_expiry(m)) is not None]
         expired = [m for m in will_resubmit if m.expired_ms is not None]
         if not forecast:  # and of the others, the forks processed whose notifications it never had
-            twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t)
+            twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t,
+                               self.forks_delivered_by(m, pair))
                       for m in routed if (again := self.resubmitted_unnotified(m, pair))]
         if twice:
             self.predict_duplicates(
@@ -1355,17 +1366,31 @@ class _Transition:
         if not records:
             return
         s = self.s
-        messages = [AlertMessage(r.ref, tuple(x.address for x in r.recipients if not x.internal))
-                    for r in sorted(records, key=lambda r: r.ref.internal_id)]
-        outside = sum(1 for m in messages if m.recipients)
+        tracked = self.config.duplicate_tracking_ms
+        messages, late = [], 0
+        for r in sorted(records, key=lambda r: r.ref.internal_id):
+            # Mailbox users see the second copy only when their store's duplicate detection forgot the first (004). The
+            # shadow's resubmission comes at its first query after the twin's deadline: up to a heartbeat later.
+            first = r.promoted_ms + self.heartbeat_of(r.holder) if r.first_delivered_ms is None else r.first_delivered_ms
+            seen_inside = t - first > tracked
+            seen = tuple(x.address for x in r.recipients if seen_inside or not x.internal)
+            late += seen_inside and any(x.internal for x in r.recipients)
+            messages.append(AlertMessage(r.ref, seen))
+        listed = sum(1 for m in messages if m.recipients)
+        if late:
+            who = (f"the listed recipients ({listed} message(s)) may receive them twice: those outside the organisation,"
+                   f" and mailbox users, whose duplicate detection keeps a delivery {timedelta(milliseconds=tracked)} (Track"
+                   f" Duplicates), of {late} message(s) delivered again after that")
+        else:
+            who = (f"mailbox users see none (duplicate detection), but the listed recipients outside the organisation"
+                   f" ({listed} message(s)) may receive them twice")
         self.out.alerts.append(Alert(
             alert_id=stable_id("alert", AlertType.DUPLICATE_DELIVERY_EXPECTED.value, s.primary, t,
                                *(m.message.internal_id for m in messages)),
             type=AlertType.DUPLICATE_DELIVERY_EXPECTED, severity=Severity.WARNING,
             servers=(s.primary, *sorted({r.holder for r in records} - {s.primary})), messages=tuple(messages),
             reason=f"{s.primary} {why}: {len(messages)} message(s) resubmitted by their shadows will be"
-                   f" delivered twice; mailbox users see none (duplicate detection), but the listed recipients"
-                   f" outside the organisation ({outside} message(s)) may receive them twice",
+                   f" delivered twice; {who}",
             decided_at_ms=t,
         ))
         for r in records:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Iterable, Mapping
 
 from infra.config import (
-    ConfigError, at_least, build, non_negative_duration, parse_duration, positive_duration, timespan,
+    ConfigError, allowed, at_least, build, non_negative_duration, parse_duration, positive_duration, timespan,
 )
 from schemas.events import NodeMode
 from state.names import ServerNames, server_key
@@ -95,6 +95,9 @@ class ModelConfig:
     # How far apart node clocks may be (the twin's own): a closed message is remembered this
     # long, so that events about it stamped by a slower clock do not open it again.
     clock_skew_allowance_ms: int = 300_000
+    # How long the mailboxes' duplicate detection keeps a delivery (the store's Track Duplicates, 1 hour by default,
+    # 004): a message delivered to a mailbox again later is seen twice by its user.
+    duplicate_tracking_ms: int = 3_600_000
     # Servers declared in the configuration (per-node overrides may name them).
     servers: tuple[str, ...] = ()
     # How far behind the latest event time an event can still reach the model, when the engine
@@ -189,6 +192,10 @@ class TwinParameters:
 
     shadow_silence_heartbeats: int = field(default=3, metadata=at_least(0))
     clock_skew_allowance: timedelta = field(default=timedelta(minutes=5), metadata=non_negative_duration())
+    # The mailbox store's "Track Duplicates (in hours)": 1 hour by default, 49 days at most (004: the store resets a
+    # larger value to 24 hours; the twin refuses it, as a value the store would not keep).
+    track_duplicates: timedelta = field(default=timedelta(hours=1), metadata=allowed(
+        "a duration longer than zero and at most 49 days", lambda v: timedelta(0) < v <= timedelta(days=49)))
     # Every server the per-node overrides may name (besides those of a topology file).
     servers: tuple[str, ...] = ()
 
@@ -239,4 +246,5 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
             raise ConfigError(f"{where}: nodes.{name} = {overrides!r}: expected a table of parameters")
         nodes[name] = parameters_from(overrides, base=defaults, where=f"{where}: nodes.{name}")
     return ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=twin.shadow_silence_heartbeats,
-                       clock_skew_allowance_ms=ms(twin.clock_skew_allowance), servers=twin.servers)
+                       clock_skew_allowance_ms=ms(twin.clock_skew_allowance),
+                       duplicate_tracking_ms=ms(twin.track_duplicates), servers=twin.servers)

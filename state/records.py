@@ -173,6 +173,9 @@ class Promoted:
     recipients: tuple[Recipient, ...]
     primary_db_id: str | None
     promoted_ms: int
+    # The first of the two deliveries, when it was not the shadow's resubmission but the primary's own (a message, or
+    # forks of it, processed before the shadow resubmitted it): not kept, only told (`predict_duplicates`).
+    first_delivered_ms: int | None = None
 
 
 class DeadlineKind(enum.IntEnum):

@@ -6,7 +6,7 @@ really happened; the alerts say what the twin decided. Messages are matched by M
 - promotions: messages a promotion alert names, against messages a shadow really promoted;
 - duplicates: messages a DUPLICATE_DELIVERY_EXPECTED alert names, against messages delivered
   twice to a recipient (`duplicate`, people see it; `duplicate_hidden`, duplicate detection
-  caught it); "outside" counts the predicted ones with recipients named (seen outside);
+  caught it); "seen" counts the predicted ones with recipients named (seen by people);
 - losses: messages a MESSAGE_LOST alert names, against messages lost;
 - false alerts: alerts of those kinds none of whose messages really had that outcome.
 """
@@ -39,7 +39,7 @@ class Score:
     promotions: Match
     duplicates: Match
     duplicates_visible_real: int  # delivered twice where people see it
-    duplicates_seen_outside_predicted: int
+    duplicates_seen_predicted: int
     losses: Match
     false_alerts: dict[str, int]  # alert type -> alerts none of whose messages had the outcome
 
@@ -50,7 +50,7 @@ class Score:
                  f" {'false':>6}"]
         lines += [f"{name:32} {m.predicted:9,} {m.real:6,} {m.found:6,} {m.missed:6,} {m.false:6,}" for name, m in rows]
         lines.append(f"duplicates people see: {self.duplicates_visible_real:,} real,"
-                     f" {self.duplicates_seen_outside_predicted:,} predicted seen outside")
+                     f" {self.duplicates_seen_predicted:,} predicted")
         false = ", ".join(f"{t} {n}" for t, n in sorted(self.false_alerts.items())) or "none"
         lines.append(f"false alerts: {false}")
         return "\n".join(lines)
@@ -78,9 +78,9 @@ def score(alerts: Iterable[Alert], truth: Iterable[dict]) -> Score:
         promotions=Match.of(named(*PROMOTIONS), real_promoted),
         duplicates=Match.of(named(AlertType.DUPLICATE_DELIVERY_EXPECTED), real_duplicates),
         duplicates_visible_real=sum(1 for rs in results.values() if "duplicate" in rs),
-        duplicates_seen_outside_predicted=len({m.message.message_id for a in alerts
-                                               if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED
-                                               for m in a.messages if m.recipients}),
+        duplicates_seen_predicted=len({m.message.message_id for a in alerts
+                                       if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED
+                                       for m in a.messages if m.recipients}),
         losses=Match.of(named(AlertType.MESSAGE_LOST), real_lost),
         false_alerts=false_alerts,
     )

@@ -26,7 +26,7 @@ class Summary:
     not_redundant: int
     rejected: int
     duplicates: int
-    duplicates_seen_outside: int
+    duplicates_seen: int  # of those, the ones people see (the alerts name recipients)
     delay_per_hop_ms: dict[str, int] | None  # `percentiles` of received -> left this hop, in milliseconds
 
     @classmethod
@@ -55,7 +55,7 @@ class Summary:
             not_redundant=len(messages_in(AlertType.NOT_REDUNDANT)),
             rejected=len(messages_in(AlertType.REJECTED_NO_SHADOW)),
             duplicates=sum(len(a.messages) for a in duplicate_alerts),
-            duplicates_seen_outside=sum(1 for a in duplicate_alerts for m in a.messages if m.recipients),
+            duplicates_seen=sum(1 for a in duplicate_alerts for m in a.messages if m.recipients),
             delay_per_hop_ms=percentiles(delays),
         )
 
@@ -75,7 +75,7 @@ def render(summaries: list[Summary]) -> str:
         ("expired in a queue (MessageExpirationTimeout)", lambda s: f"{s.expired:,}"),
         ("not redundantly persisted", lambda s: f"{s.not_redundant:,}"),
         ("rejected 451 4.4.0", lambda s: f"{s.rejected:,}"),
-        ("expected duplicate deliveries", lambda s: f"{s.duplicates:,} ({s.duplicates_seen_outside:,} seen outside)"),
+        ("expected duplicate deliveries", lambda s: f"{s.duplicates:,} ({s.duplicates_seen:,} seen by people)"),
         ("delay per hop p50 / p90 / p99 / max", lambda s: " / ".join(_duration(s.delay_per_hop_ms[k]) for k in
                                                                       ("p50", "p90", "p99", "max"))
          if s.delay_per_hop_ms else "-"),

@@ -39,7 +39,7 @@ def test_summary_compares_two_resubmit_spans_and_writes_the_decisions(tmp_path):
     promotions = next(line for line in lines if line.startswith("promotions"))
     assert promotions.count("1 (3 messages)") == 2
     duplicates = next(line for line in lines if line.startswith("expected duplicate deliveries"))
-    assert duplicates.count("3 (3 seen outside)") == 2
+    assert duplicates.count("3 (3 seen by people)") == 2
     delays = next(line for line in lines if line.startswith("delay per hop")).split()
     assert delays[-1] == "1.0h" and "3.0h" in delays, "the longest wait follows the span"
     commands = (tmp_path / "out" / "commands.jsonl").read_text().splitlines()

@@ -1,7 +1,10 @@
 """Bifurcation and side-effect messages: the copy goes only when every fork is processed."""
 
+from schemas.events import AlertType
+from state.parameters import ModelConfig, parameters_from
 from state.replay import replay
 from tests.state.scenario import Org
+from tests.state.timelines import crash_with_a_fork_pending
 
 
 def forked(org):
@@ -171,3 +174,15 @@ def test_a_fork_served_in_part_and_deferred_before_brings_no_discard_notificatio
               *org.query_ok("mbx02", "mbx01", 3),
               *org.query_failed("mbx02", "mbx01", 5), *org.started("mbx01", "dbP2", 6)]
     assert _duplicates(replay(events)) == [(at(6), [("m1", ("a@fabrikam.com",))])]
+
+
+def test_a_fork_resubmitted_within_the_duplicate_detection_window_is_hidden_from_its_mailbox_user():
+    """timelines.crash_with_a_fork_pending with a ShadowResubmitTimeSpan of 30 minutes: f1, delivered to a@ after
+    mbx02's last answer (1), comes again when mbx02 resubmits it at 31, within her mailbox's duplicate detection
+    (1 hour, 004): the alert names nobody. At the 3-hour default it names her (the timeline)."""
+    short = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "30m"}))
+    duplicates = [a for a in replay(crash_with_a_fork_pending().events, short).alerts
+                  if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert [(m.message.internal_id, m.recipients) for m in duplicates[0].messages] == [("m1", ())]
+    assert duplicates[0].reason.endswith("mailbox users see none (duplicate detection), but the listed recipients"
+                                         " outside the organisation (0 message(s)) may receive them twice")

@@ -145,3 +145,13 @@ def test_a_duration_that_is_no_duration_at_all_is_refused_once_with_the_examples
         parameters_from({"ShadowResubmitTimeSpan": "soon"})
     assert str(refused.value) == ("parameters: ShadowResubmitTimeSpan = 'soon': expected a duration such as"
                                   ' "03:00:00", "2.00:00:00", "3h" or "90s"')
+
+
+def test_track_duplicates_is_the_mailbox_stores_window_up_to_49_days():
+    """The store's "Track Duplicates (in hours)": 1 hour by default, 49 days at most (004)."""
+    assert ModelConfig().duplicate_tracking_ms == model_config_from({}).duplicate_tracking_ms == 3_600_000
+    assert model_config_from({"track_duplicates": "2.00:00:00"}).duplicate_tracking_ms == 2 * 86_400_000
+    for value in ("50d", "00:00:00"):
+        with pytest.raises(ValueError, match=f"track_duplicates = '{value}': expected a duration longer than zero"
+                                             " and at most 49 days"):
+            model_config_from({"track_duplicates": value})

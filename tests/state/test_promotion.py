@@ -239,17 +239,46 @@ def test_same_database_after_promotion_predicts_duplicates_for_outside_recipient
         *org.shadowed("mbx01", "mbx02", "m1", 1),
         *org.received("mbx01", "m2", 1, recipients=["carol@contoso.com"]),
         *org.shadowed("mbx01", "mbx02", "m2", 1),
-        *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
-        *org.started("mbx01", "dbP1", 5 * 60),  # same database, after the span
+        *org.heartbeats_failing("mbx02", "mbx01", 2, 3 * 60 + 30),
+        # same database, after the span (mbx02 promoted at 3:01), within the mailboxes' duplicate detection (1 hour)
+        *org.started("mbx01", "dbP1", 3 * 60 + 30),
     ]
     result = replay(events)
     duplicates = [a for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
-    assert len(duplicates) == 1 and duplicates[0].decided_at_ms == at(5 * 60)
+    assert len(duplicates) == 1 and duplicates[0].decided_at_ms == at(3 * 60 + 30)
     by_message = {m.message.internal_id: m.recipients for m in duplicates[0].messages}
     assert by_message == {"m1": ("bob@fabrikam.com",), "m2": ()}
     assert duplicates[0].reason.endswith("the listed recipients outside the organisation (1 message(s)) may receive"
                                          " them twice"), "a whole sentence, not one that reads cut off"
     assert result.settles("mbx01")
+
+
+def test_same_database_back_after_the_duplicate_detection_window_mailbox_users_see_the_duplicates_too():
+    """"The default duration for tracking duplicates is 1 hour ... Whenever an entry in the deliveredTo table is deleted
+    due to expiration of the storage time property, even if the messages are the same and the user will get
+    duplicates" (004): mbx02 resubmits m1 and m2 at 3:01, mbx01 delivers its queue at 5:00."""
+    org = Org()
+    events = [
+        *org.started("mbx01", "dbP1", 0),
+        *org.received("mbx01", "m1", 1, recipients=["alice@contoso.com"], external=["bob@fabrikam.com"]),
+        *org.shadowed("mbx01", "mbx02", "m1", 1),
+        *org.received("mbx01", "m2", 1, recipients=["carol@contoso.com"]),
+        *org.shadowed("mbx01", "mbx02", "m2", 1),
+        *org.heartbeats_failing("mbx02", "mbx01", 2, 5 * 60),
+        *org.started("mbx01", "dbP1", 5 * 60),
+    ]
+    duplicates = [a for a in replay(events).alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    by_message = {m.message.internal_id: set(m.recipients) for m in duplicates[0].messages}
+    assert by_message == {"m1": {"alice@contoso.com", "bob@fabrikam.com"}, "m2": {"carol@contoso.com"}}
+    assert duplicates[0].reason.endswith(
+        "the listed recipients (2 message(s)) may receive them twice: those outside the organisation, and mailbox"
+        " users, whose duplicate detection keeps a delivery 1:00:00 (Track Duplicates), of 2 message(s) delivered"
+        " again after that")
+    # Their stores keeping deliveries for 3 hours hide them again
+    longer = ModelConfig(duplicate_tracking_ms=3 * HOUR)
+    duplicates = [a for a in replay(events, longer).alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
+    assert {m.message.internal_id: m.recipients for m in duplicates[0].messages} == {"m1": ("bob@fabrikam.com",),
+                                                                                     "m2": ()}
 
 
 def test_new_database_after_promotion_means_no_duplicates():

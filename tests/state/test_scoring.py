@@ -29,7 +29,7 @@ def test_found_missed_and_false_per_outcome():
     assert (s.promotions.predicted, s.promotions.real, s.promotions.found, s.promotions.missed,
             s.promotions.false) == (3, 3, 2, 1, 1)
     assert (s.duplicates.found, s.duplicates.missed, s.duplicates.false) == (1, 1, 0)
-    assert s.duplicates_visible_real == 1 and s.duplicates_seen_outside_predicted == 1
+    assert s.duplicates_visible_real == 1 and s.duplicates_seen_predicted == 1
     assert (s.losses.predicted, s.losses.real, s.losses.false) == (1, 0, 1)
     assert s.false_alerts == {"QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED": 1, "MESSAGE_LOST": 1}
     assert "false alerts: MESSAGE_LOST 1, QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED 1" in s.render()

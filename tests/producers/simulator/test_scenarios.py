@@ -263,3 +263,12 @@ def test_a_message_goes_to_its_next_hop_only_once_its_shadow_attempts_are_over()
     failed = {e.message.internal_id for e in run.events if isinstance(e, ev.ShadowCopyFailed)}
     assert len(failed & set(first_sent)) > 5
     assert all(first_sent[i] >= attempts_end[i] for i in failed & set(first_sent))
+
+
+def test_a_primary_back_after_the_duplicate_detection_window_names_the_mailbox_users_who_see_it_twice():
+    """mbx01 back 1.5 hours after its shadows promoted: its mailbox users get the second copy after their store forgot
+    the first (1 hour, 004), and DUPLICATE_DELIVERY_EXPECTED names them with the recipients outside."""
+    run = simulate(topology([crash("mbx01", duration="04:30:00")], duration="06:00:00"))
+    seen = {(t.message_id, r) for t in run.truth.values() for r in t.recipients if t.result_of(r) == "duplicate"}
+    assert any(r.endswith("@contoso.com") for _, r in seen)
+    assert predicted_outside(run) == seen
