@@ -1369,18 +1369,22 @@ class _Transition:
         tracked = self.config.duplicate_tracking_ms
         messages, late = [], 0
         for r in sorted(records, key=lambda r: r.ref.internal_id):
-            # Mailbox users see the second copy only when their store's duplicate detection forgot the first (004). The
-            # shadow's resubmission comes at its first query after the twin's deadline: up to a heartbeat later.
-            first = r.promoted_ms + self.heartbeat_of(r.holder) if r.first_delivered_ms is None else r.first_delivered_ms
+            # Mailbox users see the second copy only when their store's duplicate detection forgot the first (004).
+            # A shadow resubmits at its first query after the span, up to a heartbeat after the twin's deadline: the
+            # gap counts from that latest time, so that only mailbox users who will see it are named.
+            first = r.first_delivered_ms
+            if first is None:
+                first = r.promoted_ms + self.heartbeat_of(r.holder)
             seen_inside = t - first > tracked
             seen = tuple(x.address for x in r.recipients if seen_inside or not x.internal)
             late += seen_inside and any(x.internal for x in r.recipients)
             messages.append(AlertMessage(r.ref, seen))
         listed = sum(1 for m in messages if m.recipients)
         if late:
-            who = (f"the listed recipients ({listed} message(s)) may receive them twice: those outside the organisation,"
-                   f" and mailbox users, whose duplicate detection keeps a delivery {timedelta(milliseconds=tracked)} (Track"
-                   f" Duplicates), of {late} message(s) delivered again after that")
+            who = (f"the listed recipients ({listed} message(s)) may receive them twice: those outside the"
+                   f" organisation, and mailbox users, whose duplicate detection keeps a delivery"
+                   f" {timedelta(milliseconds=tracked)} (Track Duplicates), of {late} message(s) delivered again after"
+                   f" that")
         else:
             who = (f"mailbox users see none (duplicate detection), but the listed recipients outside the organisation"
                    f" ({listed} message(s)) may receive them twice")
