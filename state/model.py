@@ -1555,7 +1555,8 @@ class _Transition:
             s.deadlines.set(_SHADOW_SILENT, shadow, due)
             return
         pair.silent_alerted = True
-        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages]
+        # A copy of what the primary processed only awaits its discard notification: nothing is unprotected.
+        held = [s.messages[i] for i in sorted(pair.held) if i in s.messages and s.messages[i].primary_done_ms is None]
         if held and not self.feed_stopped(at_ms):
             self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [shadow, s.primary], held, at_ms,
                        f"{shadow} has not queried {s.primary} since {_iso(pair.last_query_ms)}: its shadow copies"
