@@ -302,11 +302,7 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
     for written, value in raw.items():
         key = context.key(str(written))
         if key not in fields:
-            meant = closest(key, fields)
-            spelt = _camel_case if key != written and not str(written).islower() else str  # as it was written
-            raise ConfigError(f"{context.where}: {_join(path, str(written))}: unknown key;"
-                              + (f" did you mean {spelt(meant)}?" if meant else "")
-                              + f" known: {', '.join(sorted(map(spelt, fields)))}")
+            raise unknown_key(context.where, path, str(written), key, fields)
         name = fields[key].name
         values[name] = coerce(hints[name], value, _join(path, str(written)), context, fields[key].metadata)
     if base is not None:
@@ -316,6 +312,16 @@ def _build(cls: type, raw: object, path: str, context: Context, base: object | N
             key = f.metadata.get("key", f.name)
             raise ConfigError(f"{context.where}: {_join(path, key)}: missing; expected {_expected(hints[f.name])}")
     return cls(**values)
+
+
+def unknown_key(where: str, path: str, written: str, key: str, known: Iterable[str]) -> ConfigError:
+    """The error for a key (`written`, read as `key`) that no field has: the closest known key, and every known
+    key, spelt as the key was written (Exchange's CamelCase for a parameter written so)."""
+    known = list(known)
+    spelt = _camel_case if key != written and not written.islower() else str
+    meant = closest(key, known)
+    return ConfigError(f"{where}: {_join(path, written)}: unknown key;" + (f" did you mean {spelt(meant)}?" if meant else "")
+                       + f" known: {', '.join(sorted(map(spelt, known)))}")
 
 
 def _camel_case(name: str) -> str:

@@ -290,7 +290,9 @@ def parser() -> argparse.ArgumentParser:
                                  description="Run the shadow-redundancy model over a recorded event file (.jsonl or"
                                              " .avro) and summarise its decisions; --compare runs a second parameter"
                                              " set beside it. Parameters: Exchange names (ShadowResubmitTimeSpan) or"
-                                             " snake case; NODE:name=value changes one node.")
+                                             " snake case, and the twin's own (track_duplicates,"
+                                             " shadow_silence_heartbeats, clock_skew_allowance) for every node;"
+                                             " NODE:name=value changes one node.")
     whatif.add_argument("file", help="recorded events (.jsonl or .avro)")
     whatif.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="change a parameter for the baseline (repeatable)")

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 from infra.config import (
     ConfigError, allowed, at_least, build, non_negative_duration, parse_duration, positive_duration, timespan,
+    unknown_key,
 )
 from schemas.events import NodeMode
 from state.names import ServerNames, server_key
@@ -154,14 +155,40 @@ class ModelConfig:
             return timing
 
     def with_overrides(self, overrides: Mapping[str, object], node: str | None = None) -> "ModelConfig":
-        """A copy with some parameters changed, for the deployment or for one node (what-if)."""
+        """A copy with some parameters changed, for the deployment or for one node (what-if). The twin's own
+        (`TWIN_OWN`: track_duplicates, ...) hold for every server, so they are refused for one node."""
+        own = {k: v for k, v in overrides.items() if parameter_name(k) in TWIN_OWN}
+        exchange = {k: v for k, v in overrides.items() if k not in own}
+        for written in exchange:
+            if parameter_name(written) not in _EXCHANGE_NAMES:
+                raise unknown_key("parameters", "", written, parameter_name(written), _EXCHANGE_NAMES + TWIN_OWN)
+        config = self
+        if own:
+            if node is not None:
+                raise ConfigError(f"parameters: {node}:{next(iter(own))}: the twin's own parameter, one value for"
+                                  f" every server; expected it without a node")
+            config = config.with_twin(build(TwinParameters, own, "parameters", key=parameter_name, base=config.twin))
+        if not exchange:
+            return config
         if node is None:
-            defaults = parameters_from(overrides, base=self.defaults)
-            nodes = {name: parameters_from(overrides, base=p) for name, p in self.nodes.items()}
-            return dataclasses.replace(self, defaults=defaults, nodes=nodes)
-        nodes = dict(self.nodes)
-        nodes[node] = parameters_from(overrides, base=self.for_node(node))
-        return dataclasses.replace(self, nodes=nodes)
+            defaults = parameters_from(exchange, base=config.defaults)
+            nodes = {name: parameters_from(exchange, base=p) for name, p in config.nodes.items()}
+            return dataclasses.replace(config, defaults=defaults, nodes=nodes)
+        nodes = dict(config.nodes)
+        nodes[node] = parameters_from(exchange, base=config.for_node(node))
+        return dataclasses.replace(config, nodes=nodes)
+
+    @property
+    def twin(self) -> "TwinParameters":
+        """The twin's own parameters, as `[shadow_redundancy]` gives them."""
+        return TwinParameters(shadow_silence_heartbeats=self.shadow_silence_heartbeats,
+                              clock_skew_allowance=timedelta(milliseconds=self.clock_skew_allowance_ms),
+                              track_duplicates=timedelta(milliseconds=self.duplicate_tracking_ms), servers=self.servers)
+
+    def with_twin(self, twin: "TwinParameters") -> "ModelConfig":
+        return dataclasses.replace(self, shadow_silence_heartbeats=twin.shadow_silence_heartbeats,
+                                   clock_skew_allowance_ms=ms(twin.clock_skew_allowance),
+                                   duplicate_tracking_ms=ms(twin.track_duplicates), servers=twin.servers)
 
 
 def ms(duration: timedelta) -> int:
@@ -177,7 +204,7 @@ def parameters_from(values: Mapping[str, object], base: ShadowRedundancyParamete
 def parameter_name(name: str) -> str:
     """The field a parameter's name means, as PowerShell reads Exchange's names: in any case, with or
     without the leading `-` (`-ShadowResubmitTimespan`, `shadowresubmittimespan`); else its snake case."""
-    fields = {f.name.replace("_", ""): f.name for f in dataclasses.fields(ShadowRedundancyParameters)}
+    fields = {field_name.replace("_", ""): field_name for field_name in _EXCHANGE_NAMES + TWIN_OWN}
     return fields.get(name.lstrip("-").replace("_", "").lower(), snake_case(name))
 
 
@@ -198,6 +225,11 @@ class TwinParameters:
         "a duration longer than zero and at most 49 days", lambda v: timedelta(0) < v <= timedelta(days=49)))
     # Every server the per-node overrides may name (besides those of a topology file).
     servers: tuple[str, ...] = ()
+
+
+_EXCHANGE_NAMES = tuple(f.name for f in dataclasses.fields(ShadowRedundancyParameters))
+# The twin's parameters a what-if may change (`servers` only names the servers the overrides may name).
+TWIN_OWN = tuple(f.name for f in dataclasses.fields(TwinParameters) if f.name != "servers")
 
 
 def table_keys() -> list[str]:
@@ -245,6 +277,4 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"{where}: nodes.{name} = {overrides!r}: expected a table of parameters")
         nodes[name] = parameters_from(overrides, base=defaults, where=f"{where}: nodes.{name}")
-    return ModelConfig(defaults=defaults, nodes=nodes, shadow_silence_heartbeats=twin.shadow_silence_heartbeats,
-                       clock_skew_allowance_ms=ms(twin.clock_skew_allowance),
-                       duplicate_tracking_ms=ms(twin.track_duplicates), servers=twin.servers)
+    return ModelConfig(defaults=defaults, nodes=nodes).with_twin(twin)

@@ -11,12 +11,12 @@ from producers.recording import write_events
 from tests.state.scenario import Org
 
 
-def outage_recording(path):
+def outage_recording(path, external=("bob@fabrikam.com",)):
     """mbx01 holds three messages (shadows on mbx02) and dies for 5 hours; it comes back with the same database."""
     org = Org()
     events = [*org.started("mbx01", "dbP1", 0)]
     for i in range(3):
-        events += [*org.received("mbx01", f"m{i}", 1, external=["bob@fabrikam.com"]),
+        events += [*org.received("mbx01", f"m{i}", 1, external=external),
                    *org.shadowed("mbx01", "mbx02", f"m{i}", 1)]
     events += [*org.query_ok("mbx02", "mbx01", 2), *org.heartbeats_failing("mbx02", "mbx01", 4, 5 * 60),
                *org.started("mbx01", "dbP1", 5 * 60)]
@@ -68,6 +68,24 @@ def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     assert "31.0m" in next(line for line in per_node.stdout.splitlines() if line.startswith("delay per hop"))
     bad = whatif(recording, "--set", "ShadowResubmitTimespam=1h")
     assert bad.returncode == 2 and "ShadowResubmitTimespam" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_the_twins_own_parameters_are_asked_what_if_for_every_server(tmp_path):
+    """mbx01 is back 2 hours after its shadows promoted its messages, for mailbox users only. Before, `--compare
+    TrackDuplicates=06:00:00` was refused ('unknown key'), though `[shadow_redundancy]` takes track_duplicates: one
+    could not ask how many duplicates mailbox users would see with their stores' Track Duplicates at 6 hours."""
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording, external=())
+    result = whatif(recording, "--compare", "TrackDuplicates=06:00:00", "--json")
+    assert result.returncode == 0, result.stderr
+    seen = {s["label"]: (s["duplicates"], s["duplicates_seen"]) for s in json.loads(result.stdout)["summaries"]}
+    assert seen == {"baseline": (3, 3), "TrackDuplicates=06:00:00": (3, 0)}
+    one_node = whatif(recording, "--set", "mbx01:track_duplicates=6h")
+    assert one_node.returncode == 2 and one_node.stderr.splitlines() == [
+        "shadowtwin whatif: --set: parameters: mbx01:track_duplicates: the twin's own parameter, one value for every"
+        " server; expected it without a node"], one_node.stderr
+    misspelt = whatif(recording, "--set", "track_duplicate=6h")
+    assert misspelt.returncode == 2 and "did you mean track_duplicates?" in misspelt.stderr, misspelt.stderr
 
 
 @pytest.mark.parametrize("option", ["--set", "--compare"])
