@@ -38,7 +38,6 @@ from state.parameters import ShadowMessagePreference, ms
 
 RETRY_MS = 5 * 60_000  # a deferred next hop is tried again after this long
 SENDER_RETRY_MS = 60_000  # an outside sender retries a 4xx or an unreachable server after this long
-DUPLICATE_WINDOW_MS = 3_600_000  # mailbox duplicate detection keeps Message-ID + submit time this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,7 +538,7 @@ class Simulation:
             for r in fork.recipients:
                 key = (r.address, mail.message_id, mail.submitted_ms)
                 before = self._mailboxes.get(key)
-                seen = before is not None and t - before < DUPLICATE_WINDOW_MS
+                seen = before is not None and t - before < self.model.duplicate_tracking_ms
                 hidden = hidden or seen
                 self._mailboxes[key] = t
                 self.truth.delivered(mail.message_id, r.address, t + 30, hop.name, hidden=seen)

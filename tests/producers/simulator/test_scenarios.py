@@ -272,3 +272,14 @@ def test_a_primary_back_after_the_duplicate_detection_window_names_the_mailbox_u
     seen = {(t.message_id, r) for t in run.truth.values() for r in t.recipients if t.result_of(r) == "duplicate"}
     assert any(r.endswith("@contoso.com") for _, r in seen)
     assert predicted_outside(run) == seen
+
+
+def test_mailbox_stores_that_track_duplicates_longer_hide_the_same_return_from_their_users():
+    """The same return with the topology's track_duplicates at 3 hours: the simulated stores keep each delivery that
+    long, so only the recipients outside see the second copy, as the alert says. Before, the simulator's stores kept
+    a delivery 1 hour whatever the topology said, and its truth had mailbox users see what the twin said they would not."""
+    run = simulate(topology([crash("mbx01", duration="04:30:00")], duration="06:00:00",
+                            shadow_redundancy={"track_duplicates": "03:00:00"}))
+    seen = {(t.message_id, r) for t in run.truth.values() for r in t.recipients if t.result_of(r) == "duplicate"}
+    assert seen and not any(r.endswith("@contoso.com") for _, r in seen)
+    assert predicted_outside(run) == seen
