@@ -317,6 +317,7 @@ class _Transition:
                 self.promote_if_primary_db_changed(pair, t)
             elif pair.held:
                 pair.db_change_pending = True
+                self.discard_status_gone(pair, db_id)
                 if silent and liveness.silence_judged(self, pair):
                     # the copies of another database are the only ones left, on a server that is down:
                     # two servers of these messages' redundancy failed together
@@ -329,6 +330,16 @@ class _Transition:
             lost = [m for m in s.messages.values() if not m.shadow_held and m.primary_done_ms is None and m.decided
                     and (back_after is None or m.received_ms < back_after)]
             self.lost_with_the_database(lost, t, "came back")
+
+    def discard_status_gone(self, pair: Pair, db_id: str) -> None:
+        """The primary is up with queue database `db_id`: the discard notifications it queued for `pair`'s shadow of
+        copies made with another one went with that database (a new one has none of them: the shadow resubmits the
+        copies when it sees the new ID, 003), so the primary deletes none of them after ShadowMessageAutoDiscardInterval."""
+        gone = {i for i in pair.pending_discards
+                if (m := self.s.messages.get(i)) is not None and self.copy_db(m, pair) not in (None, db_id)}
+        if gone:
+            pair.pending_discards -= gone
+            self.schedule_pair(pair)
 
     def in_queue_again(self, m: Message, t: int) -> None:
         """The primary is up with the queue database the unprocessed message is in: it is no longer at risk, and

@@ -1832,6 +1832,38 @@ def a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say(
     return Timeline("a primary in no DAG gives up after its local retries whatever the lines say", events,
                     alerts=(Expected(AlertType.NOT_REDUNDANT, at(1.02), ("m1",)),))
 
+
+def a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow() -> Timeline:
+    """mbx02 holds the copies of mbx01's m1 and m2; its last query is at 2 and it falls silent (down, its queue
+    database intact); mbx01 delivers m1 at 3 and queues its discard notification for mbx02, then fails and comes
+    back at 20 with a new, empty queue database dbP2: m2's only copy is on mbx02, which is down (MESSAGE_AT_RISK).
+    m1's notification went with dbP1: a new queue database has no discard status of the old one's messages (mbx02
+    resubmits "those messages" when it detects "the new queue database ID", 003), and the twin takes none from it
+    (`discard_query_answered`). So ShadowMessageAutoDiscardInterval after mbx02's last query (2 + 2 days) mbx01
+    deletes nothing: no DISCARD_EVENTS_DROPPED ("the primary server deletes the queued discard events", 003: there
+    are none left to delete). Before, the twin said at 2 + 2 days that mbx01 deletes the discard notifications it
+    kept for mbx02 and that m1's copy stays on mbx02 until it expires. mbx02 comes back with its copies at 2 days
+    2 hours and sees dbP2: it promotes both, m1 (delivered by mbx01 at 3, two days before: mailbox users see it
+    twice) and m2 (a command)."""
+    org = Org()
+    back = 2 * 24 * 60 + 120
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.busy("mbx03", 0, back + 10, every=60),
+              *org.started("mbx01", "dbP2", 20), *org.busy("mbx01", 21, back + 10, every=60),
+              *org.started("mbx02", "dbS1", back), *org.query_ok("mbx02", "mbx01", back, db="dbP2")]
+    return Timeline("a primary back with a new database keeps no discard notification for its silent shadow", events,
+                    alerts=(Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8), ("m2",)),
+                            Expected(AlertType.MESSAGE_AT_RISK, at(20), ("m2",)),
+                            Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(back), ("m1",),
+                                     (("alice@contoso.com",),)),
+                            Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(back), ("m2",))),
+                    commands=(Command("mbx02", "mbx01", "m2", None, None, (), at(back),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1897,6 +1929,7 @@ ALL = (
     a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
     a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone,
     a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
+    a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1933,5 +1966,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_forks_discard_notification_dropped_with_the_message_is_not_collected_later,
            a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
            a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
-           a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy)
+           a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
+           a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow)
 
