@@ -1782,6 +1782,12 @@ class _Transition:
             # the primary went on with the message: no other attempt came, and it had accepted it (a 451 ends it)
             self.fire_no_shadow(ref.internal_id, e.event_time_ms, accepted=True)
             m = s.messages.get(ref.internal_id)
+        if m is not None and m.at_risk and e.node == s.primary:
+            pair = s.pairs.get(m.shadow_server)
+            if (self.copy_db(m, pair) if pair is not None else m.primary_db) in (None, s.queue_db_id):
+                # It handles the message (sends or defers it): the message is in its queue, the database of its copy,
+                # and expires there (a new database learnt since has none of it)
+                self.in_queue_again(m, e.event_time_ms)
         if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
             record = s.promoted[ref.internal_id]
             self.predict_duplicates([record], e.event_time_ms, "delivered a message its shadow had already resubmitted")

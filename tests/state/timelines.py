@@ -1864,6 +1864,30 @@ def a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_sil
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there() -> Timeline:
+    """mbx02 holds the copy of mbx01's m1; its last query is at 2 and it falls silent for good (SHADOW_SERVER_UNREACHABLE
+    at 8). mbx01 defers m1 at 3 (mbx09 refuses it), then nothing is heard of mbx01 until 300: at the span (2 + 3
+    hours) both servers of m1's redundancy are silent, MESSAGE_AT_RISK. From 300 mbx01 defers m1 again every 30
+    minutes, with no restart: m1 is in its queue, and "MessageExpirationTimeout ... How long a message can remain in a
+    queue before it expires" (003): mbx01 expires it at 1 + 2 days (MESSAGE_EXPIRED, a non-delivery report to its
+    sender); mbx02, still down, never collects the discard status (DISCARD_EVENTS_DROPPED at 2 + 2 days) and its copy
+    expires at 1 + 4 days (SHADOW_EXPIRED). Before, m1 stayed at risk whatever mbx01 said of it, and at 1 + 4 days the
+    twin said MESSAGE_LOST, 'no server delivered it', of a message its primary held and had expired two days before."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.deferred("mbx01", "m1", "mbx09", 3),
+              *org.busy("mbx03", 0, 5 * 24 * 60, every=30)]
+    for minute in range(300, 2 * 24 * 60, 30):
+        events += org.deferred("mbx01", "m1", "mbx09", minute)
+    return Timeline("a message at risk its primary defers again is in its queue and expires there", events, alerts=(
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8), ("m1",)),
+        Expected(AlertType.MESSAGE_AT_RISK, at(2) + 3 * HOUR, ("m1",)),
+        Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
+        Expected(AlertType.DISCARD_EVENTS_DROPPED, at(2) + 2 * DAY, ("m1",)),
+        Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1930,6 +1954,7 @@ ALL = (
     a_copy_acknowledged_after_its_shadow_came_back_with_a_new_database_is_gone,
     a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
     a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
+    a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -1967,5 +1992,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_in_no_dag_gives_up_after_its_local_retries_whatever_the_lines_say,
            a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
            a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
-           a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow)
+           a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
+           a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there)
 
