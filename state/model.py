@@ -1458,7 +1458,9 @@ class _Transition:
         elif key in by_kind[_SHADOW_SILENT]:
             deadlines.clear(_SHADOW_SILENT, key)
         if pair.pending_discards:
-            deadlines.set(_AUTO_DISCARD, key, self.last_reached_ms(pair) + auto_discard)
+            # A notification queued after the interval ran out is deleted at once, not at a time before it was queued.
+            due = self.last_reached_ms(pair) + auto_discard
+            deadlines.set(_AUTO_DISCARD, key, due if due > s.clock_ms else s.clock_ms)
         elif key in by_kind[_AUTO_DISCARD]:
             deadlines.clear(_AUTO_DISCARD, key)
 

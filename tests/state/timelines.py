@@ -1213,6 +1213,25 @@ def a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow() -> Timeli
         Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),))
 
 
+def a_discard_notification_queued_after_the_interval_ran_out_is_deleted_when_queued() -> Timeline:
+    """As a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow (ShadowMessageAutoDiscardInterval 1 hour,
+    mbx02's last query that reached mbx01 at 2, m1 delivered at 3, its queries failing from 4, answered again from
+    100), but mbx01 makes m2's copy on mbx02 at 70 and delivers m2 at 75. mbx02 has still not queried mbx01 for the
+    interval, so m2's notification goes as soon as it is queued: DISCARD_EVENTS_DROPPED of m2 at 75. Before, the alert
+    was dated 62, when the interval ran out, before m2 was even received."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_message_auto_discard_interval": "1h"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.delivered("mbx01", "m1", "mbx09", 3),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 100),
+              *org.received("mbx01", "m2", 70), *org.shadowed("mbx01", "mbx02", "m2", 70),
+              *org.delivered("mbx01", "m2", "mbx09", 75),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 100, 140)]
+    return Timeline("a discard notification queued after the interval ran out is deleted when queued", events, config,
+                    alerts=(Expected(AlertType.DISCARD_EVENTS_DROPPED, at(62), ("m1",)),
+                            Expected(AlertType.DISCARD_EVENTS_DROPPED, at(75), ("m2",))))
+
 
 def a_forks_discard_notification_dropped_with_the_message_is_not_collected_later() -> Timeline:
     """As a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow (ShadowMessageAutoDiscardInterval
@@ -1926,6 +1945,7 @@ ALL = (
     exchange_2010_a_copy_held_for_want_of_a_route_that_expires_before_its_primary_returns_is_lost,
     a_failed_query_does_not_keep_the_discard_notifications,
     a_copy_the_primary_makes_on_its_shadow_is_no_query_of_its_shadow,
+    a_discard_notification_queued_after_the_interval_ran_out_is_deleted_when_queued,
     a_shadow_back_with_a_new_database_loses_no_copy_of_what_was_delivered,
     a_silent_shadow_loses_no_copy_of_what_was_delivered,
     a_copy_the_primary_reported_is_of_the_database_its_first_answer_names,
