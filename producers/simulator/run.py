@@ -70,8 +70,9 @@ class SimulationOutcome:
 
 
 def truth_path_for(path: Path) -> Path:
-    """simulation-7.avro -> simulation-7.truth.jsonl"""
-    return path.with_name(path.name.split(".")[0] + ".truth.jsonl")
+    """simulation-7.avro -> simulation-7.truth.jsonl; only the recording's suffix goes (day.seed7.avro ->
+    day.seed7.truth.jsonl, day.truth.jsonl -> day.truth.truth.jsonl): never another run's truth, nor the events file."""
+    return path.with_name(path.name.removesuffix(path.suffix) + ".truth.jsonl")
 
 
 def sync_marker(seed: int) -> bytes:

@@ -102,6 +102,20 @@ def test_a_truth_file_that_is_the_events_output_is_refused_before_the_run(option
     assert not list(tmp_path.iterdir()), "nothing simulated"
 
 
+def test_the_default_truth_is_named_after_the_whole_events_file_and_never_overwrites_it(tmp_path, monkeypatch, capsys):
+    """Before, the truth's name kept the events file's name up to its first dot: `--out day.seed7.avro` and `--out
+    day.seed8.avro` both wrote day.truth.jsonl, the second run's truth over the first's (whatif --truth then scored
+    seed 7 against seed 8's truth); `--out day.truth.jsonl` wrote the events, then the truth over them, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    for seed, out in (("7", "day.seed7.avro"), ("8", "day.seed8.avro"), ("7", "day.truth.jsonl")):
+        assert main(["simulate", "--seed", seed, "--duration", "00:05:00", "--out", out]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "day.seed7.avro", "day.seed7.truth.jsonl", "day.seed8.avro", "day.seed8.truth.jsonl", "day.truth.jsonl",
+        "day.truth.truth.jsonl"]
+    assert next(read_events(tmp_path / "day.truth.jsonl"), None) is not None, "the events are still there"
+    assert "ground truth: day.truth.truth.jsonl" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("value", ["abc", "1y", "0s", "0.5ms"])  # "": any empty argument (test_errors.py)
 def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp_path, capsys):
     assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
