@@ -134,7 +134,7 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
                 seconds = float(match["s"] or 0)
                 span = timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
                                  seconds=seconds)
-                _check_exchange_span(text, int(match["h"]), int(match["m"]), seconds, span,
+                _checkexchange_span(text, int(match["h"]), int(match["m"]), seconds, span,
                                      days=match["days"] is not None, with_seconds=match["s"] is not None)
                 return _within_longest(value, span)
             if match := _SHORT_SPAN.match(text):
@@ -149,7 +149,7 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
 
 def _bare_number(value: int | float) -> str:
     """How to write a number an Exchange parameter was given: its seconds, or its days, in Exchange's notation."""
-    seconds = _exchange_span(_within_longest(value, timedelta(seconds=value)))
+    seconds = exchange_span(_within_longest(value, timedelta(seconds=value)))
     days = f" or \"{value}.00:00:00\" ({value} days, as Exchange's TimeSpan reads \"{value}\")" \
         if isinstance(value, int) and 0 <= value <= LONGEST.days else ""
     return f"a bare number is ambiguous here: write \"{seconds}\" ({value} seconds){days}"
@@ -185,11 +185,11 @@ def _why_not(text: str) -> str:
     if (iso := _ISO_SPAN.match(text)) and any(iso.groups()):
         span = timedelta(days=int(iso["d"] or 0), hours=int(iso["h"] or 0), minutes=int(iso["m"] or 0),
                          seconds=float(iso["s"] or 0))
-        return f"ISO 8601 is not Exchange's notation: write \"{_exchange_span(span)}\""
+        return f"ISO 8601 is not Exchange's notation: write \"{exchange_span(span)}\""
     return _EXAMPLES
 
 
-def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool,
+def _checkexchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool,
                          with_seconds: bool = True) -> None:
     """ValueError for a field of "d.hh:mm:ss" beyond .NET's range, naming the value and how to write it."""
     for name, value, top in (("hours", hours, 23), ("minutes", minutes, 59), ("seconds", int(seconds), 59)):
@@ -197,11 +197,11 @@ def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, sp
             days_quirk = name == "hours" and not days and with_seconds
             quirk = f", which takes \"{value}:00:00\" for {value} days" if days_quirk else ""
             as_what = "as hours, " if quirk else ""
-            why = f"as in Exchange's TimeSpan{quirk}; {as_what}write \"{_exchange_span(span)}\""
+            why = f"as in Exchange's TimeSpan{quirk}; {as_what}write \"{exchange_span(span)}\""
             raise DurationError(text, f"{name} go from 0 to {top}, {why}")
 
 
-def _exchange_span(span: timedelta) -> str:
+def exchange_span(span: timedelta) -> str:
     """`span` in Exchange's notation: "03:00:00", "1.01:00:00", "00:00:01.5"."""
     hours, rest = divmod(span.seconds, 3600)
     fraction = f".{span.microseconds:06d}".rstrip("0") if span.microseconds else ""

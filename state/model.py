@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Callable, Iterable
 
+from infra.config import exchange_span
 from schemas import events as ev
 from schemas.events import (
     Alert, AlertMessage, AlertType, CommandReason, MessageRef, NodeMode, Recipient, RedeliveryCommand, Severity,
@@ -1393,12 +1394,14 @@ class _Transition:
         listed = sum(1 for m in messages if m.recipients)
         if late:
             who = (f"the listed recipients ({listed} message(s)) may receive them twice: those outside the"
-                   f" organisation, and mailbox users, whose duplicate detection keeps a delivery"
-                   f" {timedelta(milliseconds=tracked)} (Track Duplicates), of {late} message(s) delivered again after"
-                   f" that")
-        else:
+                   f" organisation, and the mailbox users of the {late} message(s) delivered again more than"
+                   f" {exchange_span(timedelta(milliseconds=tracked))} after the first copy, when their duplicate"
+                   f" detection (Track Duplicates) no longer knows it")
+        elif listed:
             who = (f"mailbox users see none (duplicate detection), but the listed recipients outside the organisation"
                    f" ({listed} message(s)) may receive them twice")
+        else:
+            who = "mailbox users see none (duplicate detection) and no recipient is outside the organisation"
         self.out.alerts.append(Alert(
             alert_id=stable_id("alert", AlertType.DUPLICATE_DELIVERY_EXPECTED.value, s.primary, t,
                                *(m.message.internal_id for m in messages)),

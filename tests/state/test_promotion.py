@@ -271,9 +271,9 @@ def test_same_database_back_after_the_duplicate_detection_window_mailbox_users_s
     by_message = {m.message.internal_id: set(m.recipients) for m in duplicates[0].messages}
     assert by_message == {"m1": {"alice@contoso.com", "bob@fabrikam.com"}, "m2": {"carol@contoso.com"}}
     assert duplicates[0].reason.endswith(
-        "the listed recipients (2 message(s)) may receive them twice: those outside the organisation, and mailbox"
-        " users, whose duplicate detection keeps a delivery 1:00:00 (Track Duplicates), of 2 message(s) delivered"
-        " again after that")
+        "the listed recipients (2 message(s)) may receive them twice: those outside the organisation, and the mailbox"
+        " users of the 2 message(s) delivered again more than 01:00:00 after the first copy, when their duplicate"
+        " detection (Track Duplicates) no longer knows it")
     # Their stores keeping deliveries for 3 hours hide them again
     longer = ModelConfig(duplicate_tracking_ms=3 * HOUR)
     duplicates = [a for a in replay(events, longer).alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
