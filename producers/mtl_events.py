@@ -112,6 +112,7 @@ class MtlMapper:
         self._line_id = ""  # the id of the line being mapped
         self._servers: set[str] = set()  # the servers that logged a line read so far
         self._handoffs: dict[str, int] = {}  # server -> the minute of its latest hand-off evidence
+        self.mailbox_domains_outside: list[str] = []  # domains a DELIVER put in mailboxes, no internal domain
 
     def map(self, row: Row, line_id: str, token: Any = None) -> list[ev.Event] | Skip | Held:
         """The line's events, or why it makes none; `Held` when it waits for its primary's line
@@ -360,6 +361,9 @@ class MtlMapper:
         failed = [(r, s) for r, s in pairs if _failure(s)]
         events: list[ev.Event] = []
         delivered = tuple(r for r, s in pairs if not _failure(s))
+        for domain in {r.rpartition("@")[2].lower() for r in delivered} - self.internal_domains:
+            if domain and domain not in self.mailbox_domains_outside:
+                self.mailbox_domains_outside.append(domain)
         if delivered or not failed:
             events.append(ev.DeliveredToMailbox(**header, mailbox_server=mailbox, recipients=delivered,
                                                 duplicate=duplicate))

@@ -76,6 +76,7 @@ class IngestCounts:
     unreadable: int = 0  # files that came while following and could still not be read at the end
     unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
     refused: int = 0  # events too large to send (for the producer or the events topic): dead letters instead
+    mailbox_domains_outside: list[str] = field(default_factory=list)  # delivered to mailboxes, no --internal-domain
 
     def set_aside(self, kinds: Counter) -> None:
         """Events too large to send (`KafkaSink.set_aside`): dead letters, not events."""
@@ -100,6 +101,10 @@ class IngestCounts:
         if self.unjoined:
             parts.append(f"  {self.unjoined} lines named a message whose primary's internal id was not seen"
                          " (see producers/EXCHANGE_LOGS.md)")
+        for domain in self.mailbox_domains_outside:
+            parts.append(f"  {domain}: its recipients were delivered to mailboxes (DELIVER), but no --internal-domain"
+                         " names it: the twin takes them for recipients outside the organisation, whose duplicates no"
+                         f" duplicate detection hides (add --internal-domain {domain})")
         if self.unread is not None:
             left = {path: n for path, n in self.unread.items() if n}
             parts.append(f"interrupted: {sum(left.values()):,} bytes in {len(left)} of the {len(self.unread)} files"
@@ -194,6 +199,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
     finally:
         tail.close()
     counts.unjoined, counts.unreadable = mapper.unjoined, len(tail.unreadable)
+    counts.mailbox_domains_outside = mapper.mailbox_domains_outside
     return counts
 
 

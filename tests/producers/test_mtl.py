@@ -208,6 +208,17 @@ def test_recipients_of_internal_domains_are_internal():
         ("dave@fabrikam.com", False), ("erin@contoso.com", True)]
 
 
+def test_the_summary_names_a_domain_delivered_to_mailboxes_that_no_internal_domain_names():
+    """Before, `ingest exchange-mtl` without --internal-domain said nothing: every recipient counted as outside the
+    organisation, so the twin named all of them in DUPLICATE_DELIVERY_EXPECTED (simulate --format exchange-mtl's
+    logs: 154 messages 'seen by people', the truth 26). The DELIVER lines show which domains are mailboxes'."""
+    note = ("  contoso.com: its recipients were delivered to mailboxes (DELIVER), but no --internal-domain names it: the"
+            " twin takes them for recipients outside the organisation, whose duplicates no duplicate detection hides"
+            " (add --internal-domain contoso.com)")
+    assert run([EX01, EX02])[1].describe().splitlines()[-1] == note
+    assert note not in run([EX01, EX02], internal_domains=frozenset({"Contoso.com"}))[1].describe()
+
+
 def follow(paths, stop):
     sink = ListSink()
     result = {}
