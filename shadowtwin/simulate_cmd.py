@@ -15,6 +15,7 @@ from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.arguments import SECONDS, duration_option, events_topic, speed_option, topic
+from schemas.convert import AVRO_SUFFIXES
 from schemas.jsonl import iso_time
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
@@ -65,7 +66,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
     speed = speed_option(args.speed or ("1" if args.live else "max"))
     topics, kafka = settings.topics, settings.kafka
     to = events_topic(topics, args.topic)
-    truth = writable_file(Path(args.truth)) if args.truth else None  # known now, not after the run
+    truth = _truth_file(Path(args.truth)) if args.truth else None  # known now, not after the run
     progress = lambda line: print(line, flush=True)  # noqa: E731
     stop = stop_on_signals()
     if args.live:
@@ -89,6 +90,15 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     return stop.exit_status()
 
+
+
+def _truth_file(truth: Path) -> Path:
+    """--truth, refused when named as an Avro recording: the truth is JSON Lines, and such a name is likely a
+    recording's, which it would overwrite."""
+    if truth.suffix.lower() in AVRO_SUFFIXES:
+        raise UsageError(f"--truth {truth}: the ground truth is JSON Lines, not Avro: name it NAME.truth.jsonl (the"
+                         " events go to --out)")
+    return writable_file(truth)
 
 
 def _apart(truth: Path | None, out: Path) -> Path | None:

@@ -86,7 +86,7 @@ def test_an_output_in_a_folder_that_does_not_exist_is_refused_before_the_run(opt
 
 
 @pytest.mark.parametrize("options, truth, out", [
-    (["--out", "day.avro", "--truth", "./day.avro"], "day.avro", "day.avro"),
+    (["--out", "day.jsonl", "--truth", "./day.jsonl"], "day.jsonl", "day.jsonl"),
     (["--format", "exchange-mtl", "--out", "logs", "--truth", "logs"], "logs", "logs"),
 ], ids=["events file", "logs folder"])
 def test_a_truth_file_that_is_the_events_output_is_refused_before_the_run(options, truth, out, tmp_path, monkeypatch,
@@ -114,6 +114,19 @@ def test_the_default_truth_is_named_after_the_whole_events_file_and_never_overwr
         "day.truth.truth.jsonl"]
     assert next(read_events(tmp_path / "day.truth.jsonl"), None) is not None, "the events are still there"
     assert "ground truth: day.truth.truth.jsonl" in capsys.readouterr().out
+
+
+def test_a_truth_named_as_an_avro_recording_is_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """Before: `--out y.avro --truth day.avro` (the truth option taken for the events') wrote the ground truth's JSON
+    Lines over the recording day.avro, exit 0; whatif day.avro then said 'not an Avro container file'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "day.avro").write_bytes(b"a recording")
+    assert main(["simulate", "--duration", "00:05:00", "--out", "y.avro", "--truth", "day.avro"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "shadowtwin simulate: --truth day.avro: the ground truth is JSON Lines, not Avro: name it NAME.truth.jsonl (the"
+        " events go to --out)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["day.avro"]
+    assert (tmp_path / "day.avro").read_bytes() == b"a recording"
 
 
 @pytest.mark.parametrize("value", ["abc", "1y", "0s", "0.5ms"])  # "": any empty argument (test_errors.py)
