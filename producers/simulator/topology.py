@@ -17,6 +17,7 @@ from typing import Mapping
 from infra.config import ConfigError, Milliseconds, allowed, at_least, build, closest, more_than, one_of, written_as
 from infra.settings import CONF_DIR
 from schemas.events import NodeMode
+from state.names import server_key
 from state.parameters import ModelConfig, model_config_from
 
 
@@ -186,7 +187,7 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
     names = [s.name for s in servers]
     if not servers:
         raise refuse("servers: at least one server is needed ([[servers]] with name and site)")
-    if len(set(names)) != len(names):
+    if len({server_key(n) for n in names}) != len(names):  # in any case: Exchange reads MBX01 as mbx01
         raise refuse(f"servers: a name appears twice in {names}")
     dags = {s.dag for s in servers if s.dag}
     for i, d in enumerate(file.mailbox_databases):
@@ -201,15 +202,24 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
                          f" ({', '.join(sorted(boundaries))})")
     model = model_config_from(file.shadow_redundancy, f"{where}: shadow_redundancy", known_servers=names)
     hops = {d.name for d in file.mailbox_databases} | set(internet.receivers) | set(names)
-    for i, fault in enumerate(file.faults):
+    faults = tuple(_respelled(fault, {server_key(n): n for n in names}) for fault in file.faults)
+    for i, fault in enumerate(faults):
         _check_fault(fault, f"faults[{i}]", set(names), hops, refuse)
-    _check_crashes_apart(file.faults, refuse)
+    _check_crashes_apart(faults, refuse)
     org = file.organisation
     return Topology(
         domain=org.domain, start_ms=_instant(org.start), duration_ms=int(org.duration_ms),
         servers=servers, mailbox_databases=file.mailbox_databases, internet=internet,
-        workload=file.workload, model=model, faults=file.faults, users_per_database=org.users_per_database,
+        workload=file.workload, model=model, faults=faults, users_per_database=org.users_per_database,
     )
+
+
+def _respelled(fault: Fault, spelled: dict[str, str]) -> Fault:
+    """The fault with the servers it names spelled as [[servers]] spells them: a name is read in any case, as Exchange
+    reads server names (state/names.py); a next hop that is no server keeps its spelling."""
+    def one(name: str | None) -> str | None:
+        return spelled.get(server_key(name), name) if name else name
+    return replace(fault, server=one(fault.server), servers=tuple(map(one, fault.servers)), next_hop=one(fault.next_hop))
 
 
 def _check_fault(fault: Fault, at: str, servers: set[str], hops: set[str], refuse) -> None:

@@ -57,6 +57,24 @@ def test_a_fault_naming_a_misspelt_server_gets_the_closest_name(fault, named, tm
     assert line.endswith(named), line
 
 
+def test_a_fault_names_its_servers_in_any_case_as_exchange_reads_them(tmp_path, capsys):
+    """Before: `server = "MBX02"` in a crash of a topology whose [[servers]] says mbx02 was refused, 'expected a server
+    of the topology' and no closest name, where the twin, whatif --set and `server` read names in any case; and
+    [[servers]] MBX01 and mbx01 were two servers, the twin's one."""
+    from producers.simulator.topology import load_topology
+
+    topology = tmp_path / "topology.toml"
+    servers = ('[organisation]\nduration = "1h"\n[[mailbox_databases]]\nname = "DB01"\ndag = "d"\n'
+               '[[servers]]\nname = "mbx01"\nsite = "s"\ndag = "d"\n[[servers]]\nname = "mbx02"\nsite = "s"\ndag = "d"\n')
+    topology.write_text(servers + '[[faults]]\nkind = "crash"\nserver = "MBX02"\nat = "00:10:00"\nduration = "00:10:00"\n'
+                        '[[faults]]\nkind = "partition"\nservers = ["Mbx01", "MBX02"]\nat = "00:30:00"\nduration = "00:05:00"\n')
+    assert [(f.server, f.servers) for f in load_topology(topology).faults] == [("mbx02", ()), (None, ("mbx01", "mbx02"))]
+    assert main(["simulate", "--topology", str(topology), "--out", str(tmp_path / "x.avro")]) == 0
+    topology.write_text(servers + '[[servers]]\nname = "MBX01"\nsite = "s"\ndag = "d"\n')
+    assert main(["simulate", "--topology", str(topology), "--out", str(tmp_path / "y.avro")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("servers: a name appears twice in ['mbx01', 'mbx02', 'MBX01']")
+
+
 def test_crashes_of_one_server_that_overlap_are_refused(tmp_path, capsys):
     """Before, the simulator brought the server back at the first crash's end, inside the second one's
     window (hunt seeds 875, 986, 999: a server down '5 hours' logging again after 8 minutes)."""
