@@ -206,6 +206,9 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
     for i, fault in enumerate(faults):
         _check_fault(fault, f"faults[{i}]", set(names), hops, refuse)
     _check_crashes_apart(faults, refuse)
+    if not file.mailbox_databases:  # internal recipients' mailboxes, and the mailbox submissions' senders
+        raise refuse("mailbox_databases: at least one is needed ([[mailbox_databases]] with name and the dag of a"
+                     " server: where the organisation's mailboxes live)")
     org = file.organisation
     return Topology(
         domain=org.domain, start_ms=_instant(org.start), duration_ms=int(org.duration_ms),

@@ -75,6 +75,18 @@ def test_a_fault_names_its_servers_in_any_case_as_exchange_reads_them(tmp_path, 
     assert capsys.readouterr().err.splitlines()[-1].endswith("servers: a name appears twice in ['mbx01', 'mbx02', 'MBX01']")
 
 
+def test_a_topology_without_mailbox_databases_is_refused_in_one_line(tmp_path, capsys):
+    """Before: simulate started, then ended in a traceback, IndexError 'Cannot choose from an empty sequence' (the
+    first message submitted from a mailbox), exit 1, a recording cut at its start left behind."""
+    topology = tmp_path / "topology.toml"
+    topology.write_text('[organisation]\nduration = "1h"\n[[servers]]\nname = "mbx01"\nsite = "s"\ndag = "d"\n')
+    assert main(["simulate", "--topology", str(topology), "--out", str(tmp_path / "x.avro")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"shadowtwin simulate: {topology}: mailbox_databases: at least one is needed ([[mailbox_databases]] with name"
+        " and the dag of a server: where the organisation's mailboxes live)"]
+    assert not (tmp_path / "x.avro").exists()
+
+
 def test_crashes_of_one_server_that_overlap_are_refused(tmp_path, capsys):
     """Before, the simulator brought the server back at the first crash's end, inside the second one's
     window (hunt seeds 875, 986, 999: a server down '5 hours' logging again after 8 minutes)."""
