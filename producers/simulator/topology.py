@@ -66,7 +66,7 @@ class Workload:
         "24 multipliers >= 0, one per hour", lambda v: len(v) == 24 and min(v) >= 0))
     internal_submission_share: float = field(default=0.6, metadata=_SHARE)
     recipients_weights: tuple[float, ...] = field(default=(70, 20, 7, 3), metadata=allowed(
-        "weights >= 0 for 1, 2, 3, ... recipients, at least one above 0", lambda v: min(v) >= 0 and sum(v) > 0))
+        "weights >= 0 for 1, 2, 3, ... recipients, at least one above 0", lambda v: bool(v) and min(v) >= 0 and sum(v) > 0))
     external_recipient_share: float = field(default=0.25, metadata=_SHARE)
     size_bytes_median: int = field(default=40_000, metadata=at_least(1))
     queue_time_ms: Milliseconds = field(default=Milliseconds("2s"), metadata=written_as("queue_time", **allowed(
@@ -200,6 +200,13 @@ def _topology(file: _TopologyFile, where: str) -> Topology:
         if getattr(internet, key) not in boundaries:
             raise refuse(f"internet.{key} = {getattr(internet, key)!r}: expected a boundary"
                          f" ({', '.join(sorted(boundaries))})")
+    workload = file.workload
+    if not internet.senders and workload.internal_submission_share < 1:
+        raise refuse("internet.senders = []: expected an outside server that sends mail in (workload."
+                     "internal_submission_share is below 1)")
+    if not internet.receivers and workload.internal_submission_share > 0 and workload.external_recipient_share > 0:
+        raise refuse("internet.receivers = []: expected an outside domain that mail goes to (workload."
+                     "external_recipient_share is above 0)")
     model = model_config_from(file.shadow_redundancy, f"{where}: shadow_redundancy", known_servers=names)
     hops = {d.name for d in file.mailbox_databases} | set(internet.receivers) | set(names)
     faults = tuple(_respelled(fault, {server_key(n): n for n in names}) for fault in file.faults)

@@ -87,6 +87,26 @@ def test_a_topology_without_mailbox_databases_is_refused_in_one_line(tmp_path, c
     assert not (tmp_path / "x.avro").exists()
 
 
+@pytest.mark.parametrize("table, line", [
+    ('[internet]\nsenders = []', "internet.senders = []: expected an outside server that sends mail in"
+                                  " (workload.internal_submission_share is below 1)"),
+    ('[internet]\nreceivers = []', "internet.receivers = []: expected an outside domain that mail goes to"
+                                    " (workload.external_recipient_share is above 0)"),
+    ('[workload]\nrecipients_weights = []', "workload.recipients_weights = []: expected weights >= 0 for 1, 2, 3, ..."
+                                             " recipients, at least one above 0"),
+], ids=["senders", "receivers", "weights"])
+def test_an_empty_list_the_workload_draws_from_is_refused_in_one_line(table, line, tmp_path, capsys):
+    """Before: senders = [] or receivers = [] started the run and ended in a traceback, IndexError 'Cannot choose
+    from an empty sequence', exit 1; recipients_weights = [] said "workload = 'a table': expected Workload (min() arg
+    is an empty sequence)"."""
+    topology = tmp_path / "topology.toml"
+    topology.write_text('[organisation]\nduration = "1h"\n[[mailbox_databases]]\nname = "DB01"\ndag = "d"\n'
+                        f'[[servers]]\nname = "mbx01"\nsite = "s"\ndag = "d"\n{table}\n')
+    assert main(["simulate", "--topology", str(topology), "--out", str(tmp_path / "x.avro")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"shadowtwin simulate: {topology}: {line}"]
+    assert not (tmp_path / "x.avro").exists()
+
+
 def test_crashes_of_one_server_that_overlap_are_refused(tmp_path, capsys):
     """Before, the simulator brought the server back at the first crash's end, inside the second one's
     window (hunt seeds 875, 986, 999: a server down '5 hours' logging again after 8 minutes)."""
