@@ -15,6 +15,7 @@ from producers.smtp_probe import Prober, load_targets, parse_target, unresolved
 from shadowtwin.arguments import COUNT, duration_option, events_topic, topic
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
+from state.names import server_key
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -54,9 +55,11 @@ def _targets(servers: list[str], servers_file: str | None, options: tuple[str, .
         raise UsageError(f"{options[1]} {exc}") from None
     if not targets:
         raise UsageError(f"name at least one server ({options[0]} NAME=HOST:PORT or {options[1]} FILE)")
-    names = [t.name for t in targets]
-    if len(set(names)) < len(names):
-        raise UsageError(f"a server is named twice ({', '.join(sorted({n for n in names if names.count(n) > 1}))})")
+    keys = [server_key(t.name) for t in targets]  # in any case: MBX01 is mbx01, as the twin reads it
+    twice = sorted({t.name for t in targets if keys.count(server_key(t.name)) > 1})
+    if twice:
+        in_any_case = ": server names are read in any case" if len(twice) > len(set(map(server_key, twice))) else ""
+        raise UsageError(f"a server is named twice ({', '.join(twice)}{in_any_case})")
     return targets
 
 

@@ -274,6 +274,9 @@ def test_servers_come_from_a_toml_list_and_a_bad_entry_is_named(tmp_path):
     ([], "name at least one server"),
     (["--server", "mbx01"], "--server 'mbx01': expected NAME=HOST:PORT"),
     (["--server", "a=h:25", "--server", "a=g:25"], "a server is named twice (a)"),
+    # was: two probes of one server, the twin's mbx01, one of which could answer while the other failed
+    (["--server", "mbx01=h:25", "--server", "MBX01=g:25"], "a server is named twice (MBX01, mbx01: server names are"
+                                                         " read in any case)"),
     (["--server", "a=h:25", "--every", "soon"], "--every"),
     (["--servers", "nosuch.toml"], "--servers nosuch.toml: No such file or directory\n"),  # was: 'cannot be read as TOML'
 ])
