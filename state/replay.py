@@ -34,6 +34,7 @@ class ReplayResult:
     commands: list[RedeliveryCommand] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     states: dict[str, PrimaryState] = field(default_factory=dict)
+    messages: int = 0  # tracked, closed or held, counted per primary: internal ids are one server's (Exchange's logs)
     events: int = 0
     start_ms: int | None = None
     end_ms: int | None = None
@@ -90,6 +91,7 @@ def _replay(events: Iterable[Event], config: ModelConfig | None, until_ms: int |
         result.commands.extend(output.commands)
         result.outcomes.extend(output.outcomes)
         result.states[primary] = state
+        result.messages += len({o.ref.internal_id for o in output.outcomes} | state.messages.keys())
         if progress is not None:
             progress(done, len(groups))
     result.alerts.sort(key=lambda a: (a.decided_at_ms, a.alert_id))

@@ -31,8 +31,9 @@ class Summary:
 
     @classmethod
     def of(cls, label: str, result: ReplayResult) -> "Summary":
-        def messages_in(*types: AlertType) -> set[str]:
-            return {m.message.internal_id for a in result.alerts if a.type in types for m in a.messages}
+        def messages_in(*types: AlertType) -> set[tuple[tuple[str, ...], str]]:
+            # by primary (the alert's first server) too: each server numbers its messages (Exchange's logs: 1, 2, ...)
+            return {(a.servers[:1], m.message.internal_id) for a in result.alerts if a.type in types for m in a.messages}
 
         promotion_types = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
         duplicate_alerts = [a for a in result.alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED]
@@ -44,8 +45,7 @@ class Summary:
             events=result.events,
             start_ms=result.start_ms,
             end_ms=result.end_ms,
-            messages=len({o.ref.internal_id for o in result.outcomes}
-                         | {i for s in result.states.values() for i in s.messages}),
+            messages=result.messages,
             promotions=sum(1 for a in result.alerts if a.type in promotion_types),
             promoted_messages=len(messages_in(*promotion_types)),
             commands=len(result.commands),

@@ -260,3 +260,21 @@ def test_a_jsonl_recording_saved_with_a_byte_order_mark_is_read_as_without(tmp_p
     read = whatif(marked, "--json")
     assert read.returncode == 0, read.stderr
     assert read.stdout == whatif(plain, "--json").stdout
+
+
+def test_messages_of_two_servers_with_the_same_internal_id_count_twice(tmp_path):
+    """Exchange numbers each server's messages on its own (internal-message-id 1, 2, ... in its logs), so two primaries'
+    messages share ids. Before, the summary counted the ids of all servers as one set: mbx01's and mbx02's message 1,
+    each promoted by the other, were 1 message tracked and '2 (1 messages)' promoted; simulate --format exchange-mtl's
+    14 hours, ingested and recorded, were 57,425 messages tracked where the same day's events give 152,820."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbP2", 0),
+              *org.received("mbx01", "1", 1), *org.shadowed("mbx01", "mbx02", "1", 1),
+              *org.received("mbx02", "1", 1), *org.shadowed("mbx02", "mbx01", "1", 1, db="dbP2"),
+              *org.heartbeats_failing("mbx02", "mbx01", 2, 4 * 60),
+              *org.heartbeats_failing("mbx01", "mbx02", 2, 4 * 60, shadow_db="dbS2")]
+    write_events(tmp_path / "day.jsonl", events)
+    result = whatif(tmp_path / "day.jsonl", "--json")
+    assert result.returncode == 0, result.stderr
+    (summary,) = json.loads(result.stdout)["summaries"]
+    assert (summary["messages"], summary["promotions"], summary["promoted_messages"]) == (2, 2, 2)
