@@ -134,7 +134,7 @@ def parse_duration(value: object, *, days_alone: bool = False) -> timedelta:
                 seconds = float(match["s"] or 0)
                 span = timedelta(days=int(match["days"] or 0), hours=int(match["h"]), minutes=int(match["m"]),
                                  seconds=seconds)
-                _checkexchange_span(text, int(match["h"]), int(match["m"]), seconds, span,
+                _check_exchange_span(text, int(match["h"]), int(match["m"]), seconds, span,
                                      days=match["days"] is not None, with_seconds=match["s"] is not None)
                 return _within_longest(value, span)
             if match := _SHORT_SPAN.match(text):
@@ -189,7 +189,7 @@ def _why_not(text: str) -> str:
     return _EXAMPLES
 
 
-def _checkexchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool,
+def _check_exchange_span(text: str, hours: int, minutes: int, seconds: float, span: timedelta, *, days: bool,
                          with_seconds: bool = True) -> None:
     """ValueError for a field of "d.hh:mm:ss" beyond .NET's range, naming the value and how to write it."""
     for name, value, top in (("hours", hours, 23), ("minutes", minutes, 59), ("seconds", int(seconds), 59)):
