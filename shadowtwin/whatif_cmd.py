@@ -91,6 +91,8 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         progress(f"read {len(recorded):,} events from {file}" + (" (cut short)" if damage else ""), final=True)
         if not recorded:  # nothing to replay: a summary of zeros would only hide the reason
             raise damage or UsageError(f"{file}: holds no events")
+        if truth_records is not None:
+            _check_truth_matches(truth_records, recorded, truth, file)
         spelled = _check_nodes(settings.shadow_redundancy, {"--set": sets, "--compare": compares}, recorded, file)
         if spelled != {"--set": sets, "--compare": compares}:
             base = _assigned(settings.shadow_redundancy, spelled["--set"], "--set")
@@ -180,6 +182,16 @@ def _truth(path: Path) -> list[dict]:
     if not all(isinstance(m, dict) and "message_id" in m for m in messages):
         raise refused("a line without a message_id")
     return messages
+
+
+def _check_truth_matches(truth_records: list[dict], recorded: list, truth: Path, file: Path) -> None:
+    """Refuse a truth none of whose messages the recording holds: another run's, which would be scored as every real
+    promotion missed (a recording that holds part of the truth's day is scored)."""
+    ids = {m["message_id"] for m in truth_records}
+    if ids and not any((message := getattr(event, "message", None)) is not None and message.message_id in ids
+                       for event, _ in recorded):
+        raise UsageError(f"{truth}: none of its {len(ids):,} messages is in {file} (the ground truth of another"
+                         " simulation? simulate writes each run's beside its events: NAME.truth.jsonl)")
 
 
 class StderrProgress:

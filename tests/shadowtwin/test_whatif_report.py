@@ -181,6 +181,22 @@ def test_a_recording_or_other_json_given_as_the_truth_is_refused_in_one_line_say
                              " a line per message)"), line
 
 
+def test_the_truth_of_another_simulation_is_refused_in_one_line(tmp_path):
+    """Before, `whatif outage.jsonl --truth day.truth.jsonl` (another run's truth) scored it, exit 0: every real
+    promotion 'missed', none found, as if the twin had missed them all."""
+    day = topology([], duration="01:00:00", rate=0.02)
+    outcome = to_file(day, seed=3, path=tmp_path / "day.avro")
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    result = whatif(recording, "--truth", outcome.truth_path)
+    (line,) = result.stderr.splitlines()
+    assert result.returncode == 2 and result.stdout == ""
+    assert line.startswith(f"shadowtwin whatif: {outcome.truth_path}: none of its ") and \
+        line.endswith(f" messages is in {recording} (the ground truth of another simulation? simulate writes each"
+                      " run's beside its events: NAME.truth.jsonl)"), line
+    assert whatif(tmp_path / "day.avro", "--truth", outcome.truth_path).returncode == 0, "its own truth is scored"
+
+
 def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_path):
     recording = tmp_path / "outage.jsonl"
     outage_recording(recording)
