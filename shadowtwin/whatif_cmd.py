@@ -104,8 +104,12 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
     summaries, results = [], []
     for index, (name, config) in enumerate(runs):
-        result = replay(verdict.accepted, config,
-                        progress=lambda done, total: progress(f"replaying {name}: {done}/{total} servers"))
+        try:
+            result = replay(verdict.accepted, config,
+                            progress=lambda done, total: progress(f"replaying {name}: {done}/{total} servers"))
+        except KeyboardInterrupt:
+            _remove(made)  # Ctrl-C: the folders made for this run and still empty go (rmdir keeps any written)
+            raise
         progress(f"replayed {name}: {len(result.alerts):,} alerts, {len(result.commands):,} commands", final=True)
         summaries.append(Summary.of(name, result))
         results.append(result)

@@ -11,6 +11,8 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from infra.settings import load_settings
 from producers.simulator.run import to_file
 from shadowtwin.whatif_cmd import StderrProgress, run_whatif
@@ -195,6 +197,22 @@ def test_the_truth_of_another_simulation_is_refused_in_one_line(tmp_path):
         line.endswith(f" messages is in {recording} (the ground truth of another simulation? simulate writes each"
                       " run's beside its events: NAME.truth.jsonl)"), line
     assert whatif(tmp_path / "day.avro", "--truth", outcome.truth_path).returncode == 0, "its own truth is scored"
+
+
+def test_ctrl_c_during_the_replay_leaves_no_empty_output_folder(tmp_path):
+    """Before, Ctrl-C while the model replayed left the --report and --out folders it had made, empty (Ctrl-C while
+    the recording was read removed them already)."""
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+
+    def ctrl_c(line, final=False):
+        if line.startswith("replaying"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_whatif(load_settings(), recording, [], [], tmp_path / "out", say=lambda line: None,
+                   report=tmp_path / "report", progress=ctrl_c)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outage.jsonl"]
 
 
 def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_path):
