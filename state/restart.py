@@ -135,10 +135,11 @@ def same_database(run: "_Transition", start: int, t: int, evidence: str) -> None
     s.deadlines.clear(DeadlineKind.SETTLE_RESTART, KEY)
     copies = [m for m in _unprocessed(run, start) if m.shadow_held]
     records = sorted(s.promoted.values(), key=lambda r: r.ref.internal_id)
+    kept = f"; {len(copies)} shadow copies stay until it has" if copies else ""
+    twice = f"; {len(records)} message(s) its shadows resubmitted are delivered twice" if records else ""
     _alert(run, AlertType.RESTART_QUEUE_DATABASE_SETTLED, Severity.INFO, [s.primary], [], t,
            f"{s.primary} restarted at {_iso(start)} with the same queue database ({evidence}): it delivers its"
-           f" queue; {len(copies)} shadow copies stay until it has; {len(records)} message(s) its shadows"
-           " resubmitted are delivered twice")
+           f" queue{kept}{twice}")
     run.predict_duplicates(records, t, "restarted with the same queue database and will deliver its queue")
     for r in records:
         run.forget_promoted(r.ref.internal_id)

@@ -51,6 +51,8 @@ def test_same_database_after_the_resubmit_span_its_loads_settle_it_at_once_and_t
     assert not of(result, UNKNOWN)
     settled = of(result, SETTLED)
     assert len(settled) == 1 and settled[0].decided_at_ms == at(back) and "the same queue database" in settled[0].reason
+    assert settled[0].reason.endswith(": it delivers its queue; 3 message(s) its shadows resubmitted are delivered"
+                                      " twice"), "no copy stays: no '0 shadow copies stay'"
     duplicates = of(result, AlertType.DUPLICATE_DELIVERY_EXPECTED)
     assert [(d.decided_at_ms, {m.message.internal_id for m in d.messages}) for d in duplicates] == [
         (at(back), {"m0", "m1", "m2"})]
@@ -81,6 +83,8 @@ def test_a_message_it_held_sent_on_after_the_restart_settles_the_same_database_a
     assert [a.decided_at_ms for a in of(result, UNKNOWN)] == [at(back)]
     settled = of(result, SETTLED)
     assert [a.decided_at_ms for a in settled] == [at(back + 1)] and "the same queue database" in settled[0].reason
+    assert settled[0].reason.endswith(": it delivers its queue; 3 shadow copies stay until it has"), \
+        "nothing was resubmitted: no '0 message(s) ... delivered twice'"
     assert result.commands == [] and not of(result, AlertType.MESSAGE_LOST)
 
 
