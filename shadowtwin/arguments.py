@@ -59,6 +59,29 @@ def topic(text: str) -> str:
     return text
 
 
+def parse_assignment(assignment: str) -> tuple[str | None, str, str]:
+    """(node, or None for every node; name; value) of `name=value` or `node:name=value` (whatif's --set, --compare)."""
+    if "=" not in assignment:
+        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r}")
+    name, value = assignment.split("=", 1)
+    node, colon, name = name.rpartition(":")
+    if colon and not node.strip():
+        raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
+    if not name.strip():
+        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before the =)")
+    return node.strip() or None, name.strip(), value.strip()
+
+
+def assignment(text: str) -> str:
+    """An argparse `type`: `name=value` or `node:name=value`, checked when the option is read: `--set
+    ShadowResubmitTimeSpan 01:00:00` (PowerShell's space) said 'unrecognized argument: 01:00:00', not the mistake."""
+    try:
+        parse_assignment(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def domain(text: str) -> str:
     """An argparse `type`: a mail domain (`contoso.com`; `@contoso.com` is taken for it). An address or a text with
     spaces is refused: no recipient's domain would ever equal it, and every recipient would count as external."""

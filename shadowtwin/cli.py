@@ -37,7 +37,7 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, domain, duration_option, events_topic, speed_option, topic
+from shadowtwin.arguments import COUNT, SECONDS, assignment, domain, duration_option, events_topic, speed_option, topic
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -294,9 +294,9 @@ def parser() -> argparse.ArgumentParser:
                                              " shadow_silence_heartbeats, clock_skew_allowance) for every node;"
                                              " NODE:name=value changes one node.")
     whatif.add_argument("file", help="recorded events (.jsonl or .avro)")
-    whatif.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    whatif.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=assignment,
                         help="change a parameter for the baseline (repeatable)")
-    whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE",
+    whatif.add_argument("--compare", action="append", default=[], metavar="NAME=VALUE", type=assignment,
                         help="change a parameter for a second run shown beside the baseline (repeatable)")
     whatif.add_argument("--out", metavar="DIR",
                         help="write JSON Lines into this folder: alerts.jsonl, commands.jsonl, state.jsonl (where"
@@ -411,8 +411,8 @@ class _Parser(argparse.ArgumentParser):
         return super()._get_value(action, text)
 
     def parse_known_args(self, args=None, namespace=None):
-        self._given = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        self._given = _exchange_assignments(list(sys.argv[1:] if args is None else args))
+        return super().parse_known_args(self._given, namespace)
 
     def _check_value(self, action: argparse.Action, value) -> None:
         """An option before the action (`commands --bootstrap B tail`) left its value to be taken for the action:
@@ -434,6 +434,19 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _exchange_assignments(args: list[str]) -> list[str]:
+    """`--set -ShadowResubmitTimeSpan=01:00:00`, a parameter as PowerShell writes it, joined to its option: argparse
+    took it for an option of its own ('--set: expected one argument'; so `--set -ShadowResubmitTimeSpan 01:00:00`,
+    now told to write NAME=VALUE)."""
+    joined: list[str] = []
+    for arg in args:
+        if joined and joined[-1] in ("--set", "--compare") and arg.startswith("-") and not arg.startswith("--") \
+                and arg != "-h":
+            arg = f"{joined.pop()}={arg}"
+        joined.append(arg)
+    return joined
 
 
 # An action named by another word for it (`lab stop`), when the command has no action of that name.

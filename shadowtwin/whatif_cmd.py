@@ -32,7 +32,7 @@ from schemas import jsonl
 from schemas.codec import encode, kafka_key
 from schemas.container import ContainerError
 from schemas.events import DeadLetter, Event
-from shadowtwin.arguments import did_you_mean, server_name
+from shadowtwin.arguments import did_you_mean, parse_assignment, server_name
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state import collector
@@ -56,19 +56,6 @@ def apply_assignments(config: ModelConfig, assignments: list[str]) -> ModelConfi
                              " two, --set one and --compare the other)")
         config = config.with_overrides({name: value}, node=node)
     return config
-
-
-def parse_assignment(assignment: str) -> tuple[str | None, str, str]:
-    """(node, or None for every node; name; value) of `name=value` or `node:name=value`."""
-    if "=" not in assignment:
-        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r}")
-    name, value = assignment.split("=", 1)
-    node, colon, name = name.rpartition(":")
-    if colon and not node.strip():
-        raise ValueError(f"expected NODE:NAME=VALUE, got {assignment!r} (no node before the colon)")
-    if not name.strip():
-        raise ValueError(f"expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before the =)")
-    return node.strip() or None, name.strip(), value.strip()
 
 
 def label(assignments: list[str]) -> str:

@@ -111,7 +111,30 @@ def test_an_assignment_with_no_name_says_so(assignment, tmp_path):
     outage_recording(recording)
     result = whatif(recording, "--set", assignment)
     assert result.returncode == 2 and result.stderr.splitlines() == [
-        f"shadowtwin whatif: --set: expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before the =)"]
+        f"shadowtwin whatif: argument --set: expected NAME=VALUE or NODE:NAME=VALUE, got {assignment!r} (no name before"
+        " the =) (see shadowtwin whatif --help)"]
+
+
+@pytest.mark.parametrize("spelled, named", [
+    (["ShadowResubmitTimeSpan", "01:00:00"], "ShadowResubmitTimeSpan"),
+    (["-ShadowResubmitTimeSpan", "01:00:00"], "-ShadowResubmitTimeSpan")])
+def test_a_parameter_written_as_powershell_takes_it_is_told_to_write_name_equals_value(spelled, named, tmp_path):
+    """Before: 'unrecognized argument: 01:00:00' and '--set: expected one argument', neither naming the mistake."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    result = whatif(recording, "--compare", *spelled)
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"shadowtwin whatif: argument --compare: expected NAME=VALUE or NODE:NAME=VALUE, got {named!r} (see shadowtwin"
+        " whatif --help)"], result.stderr
+
+
+def test_a_parameter_in_powershells_spelling_with_its_dash_is_taken(tmp_path):
+    """`--compare -ShadowResubmitTimeSpan=01:00:00`: argparse took the value for an option ('expected one argument')."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    result = whatif(recording, "--compare", "-ShadowResubmitTimeSpan=01:00:00")
+    assert result.returncode == 0, result.stderr
+    assert "-ShadowResubmitTimeSpan=01:00:00" in next(line for line in result.stdout.splitlines() if "baseline" in line)
 
 
 def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_line(tmp_path):
