@@ -608,7 +608,7 @@ class _Transition:
             m.shadow_alternate_route = alternate_route
         pair = s.pairs.get(shadow)
         if pair is None:
-            pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t)
+            pair = s.pairs[shadow] = Pair(shadow=shadow, last_contact_ms=t, last_query_ms=t, first_copy_ms=t)
             if s.queried_by:
                 self.querying_again(pair)
         else:  # the primary just reached the shadow with a copy: both are up and talking
@@ -1504,11 +1504,14 @@ class _Transition:
     @staticmethod
     def last_reached_ms(pair: Pair) -> int:
         """The shadow's last query that reached the primary: a failed one did not, nor a copy the primary made on
-        it (without heartbeats, its life)."""
-        if pair.heartbeats and pair.last_answered_ms is not None:
+        it (without heartbeats, its life); none answered yet, its first copy."""
+        if not pair.heartbeats:
+            return pair.last_query_ms
+        if pair.last_answered_ms is not None:
             return pair.last_answered_ms
-        return pair.last_contact_ms if pair.heartbeats and pair.last_contact_ms < pair.last_query_ms \
-            else pair.last_query_ms
+        if pair.first_copy_ms is not None:
+            return pair.first_copy_ms
+        return min(pair.last_contact_ms, pair.last_query_ms)  # a snapshot before format 16: as it was read then
 
     def fire_promote(self, shadow: str, at_ms: int) -> None:
         s = self.s

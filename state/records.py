@@ -151,6 +151,8 @@ class Pair:
     contact_via: str = ""  # without heartbeats, what showed the primary's life last: "" its own events, probe, handoff
     last_heartbeat_ms: int | None = None  # the shadow's last discard query seen (sent), while it held copies
     last_answered_ms: int | None = None  # its last answered discard query (a copy is contact, but no query)
+    first_copy_ms: int | None = None  # when its first copy was made: ShadowMessageAutoDiscardInterval counts from it
+    # until a query is answered (None: loaded from a snapshot before format 16)
 
 
 @dataclass(slots=True)

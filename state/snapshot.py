@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 14 are still read, a checkpoint may hold them: 14 has no server's
+refused rather than misread (formats 3 to 15 are still read, a checkpoint may hold them: 15 has no pair's
+`first_copy_ms`, then unknown (with no answered query yet, ShadowMessageAutoDiscardInterval counts from the pair's
+last copy or query, whichever came first, as before); 14 has no server's
 `replaced_db_id` in `nodes`, then unknown (a shadow's query naming the queue database its NodeStarted replaced is taken
 for another restart, as before); 13 has no `replaced_db_id`,
 then unknown (an answer naming the database the primary's NodeStarted replaced, after a failed query, is taken for a
@@ -43,9 +45,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 15
-# 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 16
+# 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -57,7 +59,7 @@ MESSAGE_FLAT = ("received_ms", "sender_supports_shadow", "shadow_server", "remot
 MESSAGE_NESTED = ("ref", "recipients", "redundancy", "forks", "side_effects", "shadow_locality")
 PAIR_FLAT = ("shadow", "last_contact_ms", "last_query_ms", "primary_db_seen", "shadow_db_id",
              "primary_failed_ms", "silent_alerted", "awaiting_shadow", "db_change_pending", "heartbeats", "contact_via",
-             "last_heartbeat_ms", "last_answered_ms")
+             "last_heartbeat_ms", "last_answered_ms", "first_copy_ms")
 PAIR_NESTED = ("held", "pending_discards")
 _MESSAGE, _PAIR = attrgetter(*MESSAGE_FLAT), attrgetter(*PAIR_FLAT)
 _COUNT_BEFORE_6 = PAIR_FLAT.index("shadow_db_id") + 1  # where formats 3 to 5 hold a pair's count

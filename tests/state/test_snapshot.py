@@ -92,14 +92,15 @@ def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_ans
     assert (state.messages["m1"].expired_ms, state.pairs["mbx02"].last_answered_ms) == (at(2), at(1))
     assert snapshot.load(snapshot.dump(state)) == state
     header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
-    assert snapshot.MESSAGE_FLAT[-2:] == ("expired_ms", "stored_ms") and snapshot.PAIR_FLAT[-1] == "last_answered_ms"
+    assert snapshot.MESSAGE_FLAT[-2:] == ("expired_ms", "stored_ms")
+    assert snapshot.PAIR_FLAT[-2:] == ("last_answered_ms", "first_copy_ms")
     older = [(*m[:5], m[5][:-2], *m[6:]) for m in messages]  # the flat fields without the last two (11's too)
-    older_pairs = [(flat[:-1], *p) for flat, *p in pairs]
+    older_pairs = [(flat[:-2], *p) for flat, *p in pairs]  # without 16's `first_copy_ms` too
     loaded = snapshot.load(pickle.dumps(((9, *header[1:-1]), older, older_pairs, *rest)))
     assert (loaded.messages["m1"].expired_ms, loaded.pairs["mbx02"].last_answered_ms) == (None, None)
     assert loaded.messages["m1"].stored_ms == 0
     assert dataclasses.replace(loaded.messages["m1"], expired_ms=at(2), stored_ms=at(0)) == state.messages["m1"]
-    assert dataclasses.replace(loaded.pairs["mbx02"], last_answered_ms=at(1)) == state.pairs["mbx02"]
+    assert dataclasses.replace(loaded.pairs["mbx02"], last_answered_ms=at(1), first_copy_ms=at(0)) == state.pairs["mbx02"]
 
 
 def as_format_6(state) -> tuple:
@@ -109,9 +110,23 @@ def as_format_6(state) -> tuple:
     return ((6, *header[1:-1]), *rest)
 
 
+def before_16(state):
+    """`state` as a snapshot before format 16 keeps it: no pair's `first_copy_ms`."""
+    return dataclasses.replace(state, pairs={shadow: dataclasses.replace(pair, first_copy_ms=None)
+                                             for shadow, pair in state.pairs.items()})
+
+
+def as_format_15(state) -> tuple:
+    """`state`'s snapshot as format 15 wrote it: no pair's `first_copy_ms`, its flat values' last."""
+    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    assert all(flat[-1] == state.pairs[flat[0]].first_copy_ms for flat, *_ in pairs)
+    return ((15, *header[1:]), messages, [(flat[:-1], *p) for flat, *p in pairs], *rest)
+
+
 def as_format_14(state) -> tuple:
-    """`state`'s snapshot as format 14 wrote it: no server's `replaced_db_id` in `nodes`, its fact's last value."""
-    header, messages, pairs, promoted, closed, deadlines, facts, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 14 wrote it: format 15 without a server's `replaced_db_id` in `nodes`, its
+    fact's last value."""
+    header, messages, pairs, promoted, closed, deadlines, facts, *rest = as_format_15(state)
     nodes, *other_facts = facts
     assert all(node[-1] == state.nodes[node[0]].replaced_db_id for node in nodes)
     return ((14, *header[1:]), messages, pairs, promoted, closed, deadlines,
@@ -149,7 +164,7 @@ def test_a_format_6_snapshot_loads_with_the_primarys_start_unknown():
     state = replay(restarted_with_a_new_database(org)).states["mbx01"]
     assert state.primary_started_ms == at(10)
     loaded = snapshot.load(pickle.dumps(as_format_6(state)))
-    assert loaded == dataclasses.replace(state, primary_started_ms=None, replaced_db_id=None)
+    assert loaded == dataclasses.replace(before_16(state), primary_started_ms=None, replaced_db_id=None)
     stale = org.query_ok("mbx02", "mbx01", 10.5, db="dbP1")
     model = ShadowRedundancyModel()
     assert model.on_events(state, stale).commands == []
@@ -164,13 +179,14 @@ def test_a_format_5_snapshot_loads_without_its_pairs_count_of_failed_queries():
                     *org.query_failed("mbx02", "mbx01", 1)]).states["mbx01"]
     assert state.pairs and state.unreachable_ms is not None
     loaded = snapshot.load(pickle.dumps(as_format_5(state)))
-    assert loaded == dataclasses.replace(state, unreachable_ms=None)
+    assert loaded == dataclasses.replace(before_16(state), unreachable_ms=None)
 
 
 def test_a_format_5_snapshot_loads_with_the_primarys_start_unknown():
     state = replay(restarted_with_a_new_database(Org())).states["mbx01"]
     loaded = snapshot.load(pickle.dumps(as_format_5(state)))
-    assert loaded == dataclasses.replace(state, unreachable_ms=None, primary_started_ms=None, replaced_db_id=None)
+    assert loaded == dataclasses.replace(before_16(state), unreachable_ms=None, primary_started_ms=None,
+                                         replaced_db_id=None)
 
 
 def test_a_format_4_snapshot_loads_its_messages_without_their_copys_database():
@@ -347,7 +363,7 @@ def test_a_format_13_snapshot_loads_with_the_replaced_database_unknown():
     assert state.replaced_db_id == "dbP1"
     assert snapshot.load(snapshot.dump(state)) == state
     loaded = snapshot.load(pickle.dumps(as_format_13(state)))
-    assert loaded == dataclasses.replace(state, replaced_db_id=None)
+    assert loaded == dataclasses.replace(before_16(state), replaced_db_id=None)
     stale = org.query_ok("mbx02", "mbx01", 10.5, db="dbP1")
     model = ShadowRedundancyModel()
     assert model.on_events(state, stale).commands == []
@@ -371,3 +387,23 @@ def test_a_format_14_snapshot_loads_with_the_database_a_shadows_nodestarted_repl
     model = ShadowRedundancyModel()
     assert model.on_events(state, queries).alerts == []
     assert [a.type for a in model.on_events(loaded, queries).alerts] == [AlertType.SHADOW_SERVER_UNREACHABLE]
+
+
+def test_a_format_15_snapshot_loads_with_the_pairs_first_copy_unknown():
+    """Format 15 kept no pair's `first_copy_ms`: with no query of mbx02's answered yet, a copy restarts
+    ShadowMessageAutoDiscardInterval (1 hour), as the model did then. Timeline
+    a_copy_before_any_answered_query_does_not_restart_the_discard_interval up to 56, then m3's copy at 57: m1's and
+    m2's notifications go at 61 (the pair's first copy at 1), and from the old snapshot not before 117."""
+    timeline = timelines.a_copy_before_any_answered_query_does_not_restart_the_discard_interval()
+    state = replay([e for e in timeline.events if e.event_time_ms <= at(56)], timeline.config).states["mbx01"]
+    assert state.pairs["mbx02"].first_copy_ms == at(1)
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_15(state)))
+    assert loaded == before_16(state)
+    org, model = Org(), ShadowRedundancyModel(timeline.config)
+    copy = [*org.received("mbx01", "m3", 57), *org.shadowed("mbx01", "mbx02", "m3", 57)]
+    dropped = []
+    for each in (state, loaded):
+        model.on_events(each, copy)
+        dropped.append([(a.type, a.decided_at_ms) for a in model.on_time(each, at(62)).alerts])
+    assert dropped == [[(AlertType.DISCARD_EVENTS_DROPPED, at(61))], []]
