@@ -416,6 +416,8 @@ class Simulation:
         return found
 
     def _store_shadow(self, shadow: Node, primary: Node, mail: Mail, t: int, alternate_route: bool) -> None:
+        if not shadow.shadows.get(primary.name):  # ShadowMessageAutoDiscardInterval counts from here until it queries
+            primary.queried_by[shadow.name] = t
         shadow.shadows.setdefault(primary.name, {})[mail.internal_id] = Copy(mail, primary.name, primary.db,
                                                                              alternate_route)
         shadow.last_contact[primary.name] = max(shadow.last_contact.get(primary.name, t), t)
@@ -602,13 +604,19 @@ class Simulation:
                               "no contact with the primary for ShadowResubmitTimeSpan")
             return
         notifications = primary.discard.pop(shadow.name, [])
+        fork_notifications = primary.fork_discards.pop(shadow.name, [])
+        reached, primary.queried_by[shadow.name] = primary.queried_by.get(shadow.name, t), t
+        if t - reached >= primary.timing.auto_discard_ms:
+            # "if the shadow server doesn't query the primary server for the duration specified in this parameter,
+            # the primary server deletes the queued discard events" (003): its copies stay, unacknowledged
+            notifications, fork_notifications = [], []
         shadow.event(ev.DiscardQueryAnswered, t + 20, primary_name, None, primary_queue_db_id=primary.db,
                      discarded=tuple(notifications))
         shadow.last_contact[primary_name], shadow.failures[primary_name] = t, 0
         for ref in notifications:
             if copies.pop(ref.internal_id, None) is not None:
                 shadow.event(ev.ShadowDiscarded, t + 25, primary_name, ref)
-        for ref in primary.fork_discards.pop(shadow.name, ()):  # a fork's next hop has it: not resubmitted
+        for ref in fork_notifications:  # a fork's next hop has it: not resubmitted
             copy = copies.get(ref.internal_id)
             if copy is not None:
                 copy.discarded_forks = (*copy.discarded_forks, ref.fork_id)

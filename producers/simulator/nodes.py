@@ -85,6 +85,7 @@ class Node:
         self.shadows: dict[str, dict[str, Copy]] = {}  # primary -> internal id -> copy
         self.discard: dict[str, list[MessageRef]] = {}  # shadow -> discard notifications waiting for it
         self.fork_discards: dict[str, list[MessageRef]] = {}  # shadow -> those of single forks (fork_id set)
+        self.queried_by: dict[str, int] = {}  # shadow -> its last query that reached this primary (or its first copy)
         self.last_contact: dict[str, int] = {}  # primary -> last answered query (or copy stored)
         self.failures: dict[str, int] = {}  # primary -> consecutive failed queries
 
@@ -117,7 +118,7 @@ class Node:
             destroyed = Destroyed(list(self.queue.values()),
                                   [c for copies in self.shadows.values() for c in copies.values()])
             self.db = f"{self.name}-qdb{next(self._databases)}"
-            self.queue, self.shadows, self.discard, self.fork_discards = {}, {}, {}, {}
+            self.queue, self.shadows, self.discard, self.fork_discards, self.queried_by = {}, {}, {}, {}, {}
             self.last_contact, self.failures = {}, {}
         self.up = True
         self.epoch += 1

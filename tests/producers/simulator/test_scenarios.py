@@ -102,6 +102,29 @@ def test_partition_past_the_span_the_shadow_resubmits_what_the_primary_delivered
     assert_nothing_left(run)
 
 
+def test_discard_notifications_deleted_after_the_auto_discard_interval_come_back_as_duplicates():
+    """mbx03 is cut off from mbx01 for an hour; ShadowMessageAutoDiscardInterval is 30 minutes, so mbx01 deletes the
+    discard notifications it kept for mbx03 (003), whose copies of what mbx01 delivered stay. When mbx01 dies later
+    for longer than the span, mbx03 resubmits them too, as the twin says (DISCARD_EVENTS_DROPPED, then
+    DUPLICATE_DELIVERY_EXPECTED naming them). Before, the simulator's primaries kept the notifications until the
+    shadow's next answered query, and its truth had none of these duplicates."""
+    run = simulate(topology([{"kind": "partition", "servers": ["mbx01", "mbx03"], "at": "01:00:00",
+                              "duration": "01:00:00"}, crash("mbx01", at="03:00:00", duration="03:30:00")],
+                            duration="07:00:00", shadow_redundancy={"shadow_message_auto_discard_interval": "00:30:00"}))
+    crash_at = run.simulation.start_ms + 3 * 3_600_000
+    dropped = {m.message.message_id for a in run.alerts(AlertType.DISCARD_EVENTS_DROPPED)
+               if a.servers == ("mbx01", "mbx03") and a.decided_at_ms < crash_at for m in a.messages}
+    assert dropped and dropped <= duplicated_in_truth(run)
+    assert duplicates_predicted(run) == duplicated_in_truth(run)
+    assert run.results()["lost"] == 0 and not run.alerts(AlertType.MESSAGE_LOST)
+    # mbx03's own notifications for mbx01 went the same way: their copies stay on mbx01 until they expire (days)
+    held = {(primary, shadow, i) for primary, state in run.result.states.items()
+            for shadow, pair in state.pairs.items() for i in pair.held}
+    assert held and held == {(primary, node.name, i) for node in run.simulation.nodes.values()
+                             for primary, copies in node.shadows.items() for i in copies}
+    assert run.result.settles("mbx01") and run.result.settles("mbx02")
+
+
 def test_slow_next_hop_delays_mail_without_a_promotion():
     run = simulate(topology([{"kind": "slow_next_hop", "next_hop": "DB01", "at": "01:00:00", "duration": "00:30:00",
                               "delay": "00:10:00"}]))
