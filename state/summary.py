@@ -111,6 +111,8 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
         record["status"] = ("at_risk" if m.at_risk else "in_queue" if m.primary_done_ms is None
                             else "processed" if not shadow_held
                             else "processed, shadow copy awaiting discard" if _discard_kept(s, m)
+                            else "processed, shadow copy resubmitted when its shadow sees the new queue database"
+                            if _awaiting_new_database(s, m)
                             else "processed, shadow copy unacknowledged until it expires")
         record["received_ms"] = m.received_ms
         record["redundancy"] = _VALUE[m.redundancy]
@@ -141,6 +143,13 @@ def _discard_kept(state: PrimaryState, m: Message) -> bool:
     ShadowMessageAutoDiscardInterval: the copy waits for Safety Net's expiry)."""
     pair = state.pairs.get(m.shadow_server)
     return pair is not None and m.ref.internal_id in pair.pending_discards
+
+
+def _awaiting_new_database(state: PrimaryState, m: Message) -> bool:
+    """Whether `m`'s copy is on a shadow, silent, that the primary came back to with a new queue database: its
+    discard notification went with the old one, and the shadow resubmits the copy when it sees the new ID."""
+    pair = state.pairs.get(m.shadow_server)
+    return pair is not None and pair.db_change_pending
 
 
 def due_message_deadlines(state: PrimaryState, before_ms: int) -> set[str]:

@@ -29,10 +29,12 @@ class StateWatch:
     messages it held and when each is forgotten (a promoted record may be forgotten, or its forgetting
     moved, without a decision, in a call only facts reach: its record must go or follow), whether a
     deadline is due and which messages' own deadlines are (a deadline may change the state without a
-    decision: an expiry moved on to Safety Net's hold, say), and which messages the call's events name
-    that the group does not hold yet."""
+    decision: an expiry moved on to Safety Net's hold, say), which messages the call's events name
+    that the group does not hold yet, and which shadows are to see the primary's new queue database (when
+    another one is, the copies it holds are to be resubmitted, their discard notifications gone, with no decision:
+    rare, at a restart, so their records are all written again)."""
 
-    __slots__ = ("promoted", "fires", "due", "named", "new")
+    __slots__ = ("promoted", "fires", "due", "named", "new", "awaiting_new_database")
 
     def __init__(self, state: PrimaryState, next_deadline: int | None, watermark_ms: int,
                  own_events: list[Event] = ()):
@@ -42,17 +44,22 @@ class StateWatch:
         # the events are walked once for the messages they name (`rows` takes them from here)
         self.named = {m.internal_id for e in own_events if (m := e.message) is not None}
         self.new = self.named.difference(state.messages, self.promoted)
+        self.awaiting_new_database = {shadow for shadow, pair in state.pairs.items() if pair.db_change_pending}
 
     def rows(self, state: PrimaryState, own_events: list[Event], output: Output, topic: str) -> pd.DataFrame | None:
         """The state rows of the call, or None when it changed nothing an operator reads (only facts came)."""
         forgotten = state.deadlines.by_kind[DeadlineKind.FORGET_PROMOTED]
+        awaiting = [pair.held for shadow, pair in state.pairs.items()
+                    if pair.db_change_pending and shadow not in self.awaiting_new_database]
         if not (own_events or self.fires or output.alerts or output.commands or output.outcomes
-                or forgotten != self.promoted):
+                or forgotten != self.promoted or awaiting):
             return None
         gone = [i for i, at_ms in self.promoted.items() if forgotten.get(i) != at_ms]  # or forgotten at another time
         touched = touched_messages([e for e in own_events if e.__class__ in NAMING_OTHERS], output.alerts,
                                    output.commands, [*(o.ref.internal_id for o in output.outcomes), *gone, *self.due])
         touched |= self.named
+        for held in awaiting:
+            touched |= held
         touched -= {i for i in self.new if i not in state.messages and i not in state.promoted}  # came and went
         records = summary_records(state, touched)
         return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],

@@ -4,6 +4,8 @@ from schemas.events import AlertType
 from state.model import ShadowRedundancyModel
 from state.summary import TopologyView, message_key, message_where, server_key, server_summary, summary_records, \
     touched_messages
+from state.replay import replay
+from tests.state import timelines
 from tests.state.scenario import DAY, HOUR, Org, at
 
 
@@ -75,6 +77,16 @@ def test_a_processed_message_whose_discard_events_were_dropped_waits_for_its_cop
     assert message_where(state, "m1")["status"] == "processed, shadow copy unacknowledged until it expires"
     [pair] = server_summary(state)["pairs"]
     assert (pair["held"], pair["pending_discards"]) == (1, 0)
+
+
+def test_a_processed_message_whose_silent_shadow_will_see_its_primarys_new_database_is_to_be_resubmitted():
+    """Timeline a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow: m1's
+    notification went with dbP1, and mbx02 resubmits its copy when it sees dbP2. Before, `where` said the copy
+    stayed unacknowledged until it expired."""
+    timeline = timelines.a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow()
+    state = replay([e for e in timeline.events if e.event_time_ms <= at(600)], timeline.config).states["mbx01"]
+    assert message_where(state, "m1")["status"] == \
+        "processed, shadow copy resubmitted when its shadow sees the new queue database"
 
 
 def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
