@@ -1139,6 +1139,12 @@ class _Transition:
         return tuple(r for r in m.recipients if r.address.lower() in unnotified) if unnotified else ()
 
     @staticmethod
+    def refused_forks_resubmitted(m: Message) -> bool:
+        """Whether `m` has a fork that failed for good (the primary's MessageExpired of it: a non-delivery report)
+        whose discard notification never reached the shadow: that next hop's shadow queue still holds the copy."""
+        return any(f.done and f.next_hop == "" and not f.notified for f in m.forks.values())
+
+    @staticmethod
     def forks_delivered_by(m: Message, pair: Pair) -> int:
         """When the forks whose notifications never reached the shadow (`resubmitted_unnotified`) were delivered, at
         the earliest: the twin keeps no fork's time, but a fork processed before the shadow's last answered query had
@@ -1283,6 +1289,10 @@ class _Transition:
                           m.primary_done_ms)
                  for m in will_resubmit if (had := self.served_before_expiry(m)) is not None]
         expired = [m for m in will_resubmit if m.expired_ms is not None]
+        # A fork that failed for good (its recipients had a non-delivery report) whose discard notification never
+        # reached the shadow keeps its copy in that next hop's shadow queue ("each next hop for the primary message
+        # requires separate shadow queues", 003): resubmitted, it reaches them now, once, as an expired message does.
+        refused = [m for m in will_resubmit if m.expired_ms is None and self.refused_forks_resubmitted(m)]
         if not forecast:  # and of the others, the forks processed whose notifications it never had
             twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t,
                                self.forks_delivered_by(m, pair))
@@ -1325,7 +1335,7 @@ class _Transition:
                         self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair))
                     self.close(child, t, "promoted")
             self.close(m, t, "promoted")
-        if routed or expired:
+        if routed or expired or refused:
             alert_type = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED if reason is CommandReason.PRIMARY_HEARTBEAT_TIMEOUT
                           else AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
             why = {
@@ -1337,8 +1347,12 @@ class _Transition:
             }[reason]
             late = (f"; {len(expired)} of them had expired in {s.primary}'s queue, whose senders had a non-delivery"
                     " report: their recipients get them now" if expired else "")
-            self.alert(alert_type, Severity.WARNING, [s.primary, pair.shadow], routed + expired, t,
-                       f"{why}: {pair.shadow} promotes {len(routed) + len(expired)} shadow message(s) and resubmits"
+            if refused:
+                late += (f"; {len(refused)} of them had forks that failed for good, whose senders had a non-delivery"
+                         " report for those recipients: they get them now")
+            promoted = routed + expired + refused
+            self.alert(alert_type, Severity.WARNING, [s.primary, pair.shadow], promoted, t,
+                       f"{why}: {pair.shadow} promotes {len(promoted)} shadow message(s) and resubmits"
                        f" them{late}")
         if unrouted:
             self.alert(AlertType.HELD_NO_ALTERNATE_ROUTE, Severity.WARNING, [s.primary, pair.shadow], unrouted, t,

@@ -1927,6 +1927,31 @@ def a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there
         Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",))))
 
 
+def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it() -> Timeline:
+    """m1 is for a@fabrikam.com (fork f1, by gw-fabrikam, acknowledged at 1.5) and bob@tailspin.com (f2, by
+    gw-tailspin, refused for good at 2.5: mbx01 expires that fork, bob has a non-delivery report). mbx02's last
+    answer, at 2, brought f1's discard notification, not f2's; mbx01 then fails and mbx02's queries fail from 4. "For
+    messages with multiple recipients, each next hop for the primary message requires separate shadow queues", and
+    the shadow moves a copy into Safety Net "once the shadow server knows the primary server has successfully
+    transmitted the message to the next hop" (003): f2's shadow queue on mbx02 still holds m1. At ShadowResubmitTimeSpan
+    after its last answer mbx02 "promotes the shadow messages as primary messages, and transmits the messages to the
+    next hop" (003): bob gets m1 now, once, after his non-delivery report, as the recipients of a message the primary
+    expired do; a@ does not (f1's queue is empty). So PRIMARY_FAILED_SHADOWS_PROMOTED names m1 (no command: the
+    twin saw mbx01 process it; no duplicate). Before, the twin said nothing at all of m1's resubmission."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
+              *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
+              *org.sent("mbx01", "m1", "gw-tailspin", 1, fork="f2", recipients=("bob@tailspin.com",), outside=True),
+              *org.query_ok("mbx02", "mbx01", 2),
+              *org.expired("mbx01", "m1", 2.5, fork="f2"),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 190)]
+    return Timeline("a fork that failed for good is resubmitted by a shadow that had no discard notification for it",
+                    events, alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * HOUR, ("m1",)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -1996,6 +2021,7 @@ ALL = (
     a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
     a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
     a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
+    a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2034,5 +2060,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_stale_answer_after_another_shadows_failed_query_does_not_bring_back_the_replaced_database,
            a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
            a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
-           a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there)
+           a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
+           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it)
 
