@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from schemas import events as ev
-from schemas.events import Alert, AlertMessage, AlertType, CommandReason, Severity
+from schemas.events import Alert, AlertMessage, AlertType, CommandReason, NodeMode, Severity
 from state.records import DeadlineKind, Message
 
 if TYPE_CHECKING:
@@ -105,12 +105,22 @@ def _unprocessed(run: "_Transition", start: int) -> list[Message]:
     return [m for m in run.s.messages.values() if m.primary_done_ms is None and m.received_ms < start]
 
 
+def _acknowledgement_delayed(run: "_Transition", m: Message, start: int) -> bool:
+    """Whether a 2010 primary's delayed acknowledgement of `m` (its sender without shadow support) had not run out
+    when it restarted at `start`: it never answered 250."""
+    return not m.decided and not m.sender_supports_shadow and run.mode_of(run.s.primary) is NodeMode.EXCHANGE_2010 \
+        and m.received_ms + run.primary_timing.max_ack_delay_ms > start
+
+
 def _open(run: "_Transition", start: int) -> None:
     s, primary = run.s, run.s.primary
     s.deadlines.set(DeadlineKind.SETTLE_RESTART, KEY, start + window_ms(run))
+    # It restarted before its delayed acknowledgements ran out: no 250 follows, whichever database it opened, as at a
+    # NodeStarted (`unacknowledged_at_restart`).
+    run.unacknowledged_at_restart(start, start, new_database=False)
     waiting = sorted(_unprocessed(run, start), key=lambda m: m.ref.internal_id)
     copies = [m for m in waiting if m.shadow_held]
-    alone = [m for m in waiting if not m.shadow_held]
+    alone = [m for m in waiting if not m.shadow_held and not _acknowledgement_delayed(run, m, start)]
     promoted = sorted(s.promoted.values(), key=lambda r: r.ref.internal_id)
     holders = sorted({m.shadow_server for m in copies})
     resubmitters = sorted({r.holder for r in promoted})
@@ -152,6 +162,10 @@ def new_database(run: "_Transition", start: int, t: int, evidence: str) -> None:
     s.deadlines.clear(DeadlineKind.SETTLE_RESTART, KEY)
     for internal_id in list(s.promoted):
         run.forget_promoted(internal_id)
+    # What a 2010 primary had not answered 250 for by the restart is its sender's, which "dará por hecho que el mensaje
+    # nunca llegó a Exchange y tratará de entregarlo de nuevo" (002): not lost, as at a NodeStarted.
+    for m in [m for m in _unprocessed(run, start) if _acknowledgement_delayed(run, m, start)]:
+        run.close(m, t, "rejected")
     lost = sorted((m for m in _unprocessed(run, start) if not m.shadow_held), key=lambda m: m.ref.internal_id)
     _alert(run, AlertType.RESTART_QUEUE_DATABASE_SETTLED, Severity.WARNING, [s.primary], [], t,
            f"{s.primary} restarted at {_iso(start)} with a new, empty queue database ({evidence}): its shadows"

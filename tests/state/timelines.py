@@ -1952,6 +1952,30 @@ def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_n
                     events, alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * HOUR, ("m1",)),))
 
 
+def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
+    """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
+    takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
+    s). hub01 restarts: its LOAD at 6 names no message it held, and nothing it held is heard of by 8
+    (ShadowHeartbeatFrequency later): a new, empty database, hub02 resubmits h0. hub01 never answered 250 for h1:
+    "si se produce un error en el servidor de Exchange 2010, el servidor de correo que realiza el envío dará por hecho
+    que el mensaje nunca llegó a Exchange y tratará de entregarlo de nuevo" (002). So h1 is its sender's: neither
+    NOT_REDUNDANT (no 250 went, best effort or not) nor lost, as when a NodeStarted shows the restart
+    (exchange_2010_a_hub_that_fails_during_its_delayed_acknowledgement_acknowledged_nothing). Before, the twin said
+    NOT_REDUNDANT of h1 at 6.3, after the restart, and MESSAGE_LOST of it at 8."""
+    org = Org()
+    events = [*org.received("hub01", "h0", 1), *org.shadowed("hub01", "hub02", "h0", 1, db=""),
+              *org.received("hub01", "h1", 5.8, sender_supports_shadow=False),
+              *org.loaded("hub01", "hub01", "x8", 6),
+              *org.busy("hub02", 2, 30, every=1), *org.busy("hub01", 7, 30, every=1)]
+    config = ModelConfig(defaults=parameters_from({"mode": "EXCHANGE_2010"}))
+    return Timeline("exchange 2010: a hub whose logs show a restart during its delayed acknowledgement acknowledged"
+                    " nothing", events, config, alerts=(
+                        Expected(AlertType.RESTARTED_QUEUE_DATABASE_UNKNOWN, at(6), ("h0", "h1")),
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(8), ("h0",)),
+                        Expected(AlertType.RESTART_QUEUE_DATABASE_SETTLED, at(8))),
+                    commands=(Command("hub02", "hub01", "h0", None, None, (), at(8),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2022,6 +2046,7 @@ ALL = (
     a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
     a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
+    exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2061,5 +2086,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_shadows_query_naming_the_database_its_nodestarted_replaced_loses_no_copy,
            a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
            a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
-           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it)
+           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
+           exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing)
 
