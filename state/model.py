@@ -1553,7 +1553,8 @@ class _Transition:
             # servers) are its unprocessed messages at risk; otherwise the primary still has them.
             s.deadlines.clear(_PROMOTE, shadow)
             pair.awaiting_shadow = True
-            if s.primary_seen_ms is None or heard_until - s.primary_seen_ms >= silence:
+            alive = self.primary_last_alive()
+            if alive is None or heard_until - alive >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
         if self.query_overdue(pair, at_ms):
@@ -1562,6 +1563,17 @@ class _Transition:
             s.deadlines.set(_PROMOTE, shadow, pair.last_query_ms + silence)
             return
         self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)
+
+    def primary_last_alive(self) -> int | None:
+        """The primary's latest sign of life: its own latest event, or a discard query of any of its shadows that it
+        answered ("The SMTP communication between the shadow server and the primary server is used as the heartbeat
+        that determines the availability of the servers", 003): a primary that answers another shadow is up, with
+        its queue, however quiet its own lines."""
+        alive = self.s.primary_seen_ms
+        for pair in self.s.pairs.values():
+            if pair.last_answered_ms is not None and (alive is None or pair.last_answered_ms > alive):
+                alive = pair.last_answered_ms
+        return alive
 
     def put_at_risk(self, pair: Pair, t: int, primary_state: str, current_db: str | None = None) -> None:
         """The primary cannot deliver the unprocessed messages whose copies `pair`'s silent shadow holds

@@ -1976,6 +1976,36 @@ def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledge
                     commands=(Command("hub02", "hub01", "h0", None, None, (), at(8),
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
+def a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds() -> Timeline:
+    """mbx01 holds m1 (its copy on mbx02) and m2 (its copy on mbx03), both deferred at 3 (mbx09 refuses them), and logs
+    nothing more of its own. mbx02's last query is at 2 (it falls silent for good: SHADOW_SERVER_UNREACHABLE at 8);
+    mbx03 queries mbx01 every 2 minutes and is answered, naming dbP1, throughout. "The SMTP communication between the
+    shadow server and the primary server is used as the heartbeat that determines the availability of the servers"
+    (003): mbx01 is up, with its queue, and m1 is in it; only one server of m1's redundancy failed, not "two or more
+    ... at the same time" (003). So at the span (2 + 3 hours) m1 is not at risk, and "MessageExpirationTimeout ... How
+    long a message can remain in a queue before it expires" (003): mbx01 expires m1 and m2 at 1 + 2 days
+    (MESSAGE_EXPIRED); mbx03 collects m2's discard, mbx02 never collects m1's (DISCARD_EVENTS_DROPPED at 2 + 2 days)
+    and its copy expires at 1 + 4 days (SHADOW_EXPIRED). Before, the twin took mbx01 for silent (no event of its own):
+    MESSAGE_AT_RISK of m1 at the span, 'mbx01 has been unreachable', and MESSAGE_LOST at 1 + 4 days, 'no server
+    delivered it', of a message its primary held and expired two days before, as it expired m2."""
+    org = Org()
+    day = 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx03", "m2", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx03", "mbx01", 2, shadow_db="dbX1"),
+              *org.deferred("mbx01", "m1", "mbx09", 3), *org.deferred("mbx01", "m2", "mbx09", 3),
+              *_heartbeats_ok(org, "mbx03", "mbx01", 4, 2 * day + 2, shadow_db="dbX1"),
+              *org.query_ok("mbx03", "mbx01", 2 * day + 2, discarded=("m2",), shadow_db="dbX1"),
+              *org.tick(4 * day + 10)]
+    return Timeline("a primary that answers another shadow is up and keeps what its silent shadow holds", events,
+                    alerts=(Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8), ("m1",)),
+                            Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
+                            Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m2",)),
+                            Expected(AlertType.DISCARD_EVENTS_DROPPED, at(2) + 2 * DAY, ("m1",)),
+                            Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2047,6 +2077,7 @@ ALL = (
     a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
     exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
+    a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2087,5 +2118,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_back_with_a_new_database_keeps_no_discard_notification_for_its_silent_shadow,
            a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
-           exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing)
+           exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
+           a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds)
 
