@@ -1642,11 +1642,12 @@ class _Transition:
                     self.copy_expired_first(m, pair, at_ms)
                 s.deadlines.set(_EXPIRE, internal_id, queue_end)
                 return
+            alive = self.primary_last_alive() or 0  # (an answer to another shadow: the primary is up, 003)
             if pair is not None:
-                unanswered = pair.last_query_ms - max(s.primary_seen_ms or 0, pair.last_contact_ms)
+                unanswered = pair.last_query_ms - max(alive, pair.last_contact_ms)
                 silence = self.silence_span(pair.shadow)
             else:  # no copy of it is held: a query of any shadow that failed to reach the primary since its last answer
-                unanswered = (s.unreachable_ms or 0) - (s.primary_seen_ms or 0)
+                unanswered = (s.unreachable_ms or 0) - alive
                 silence = self.silence_span(s.primary)
             if silence > 0 and unanswered > silence:
                 # Its shadow's queries go unanswered (it shows life, the primary none): a server that is down

@@ -2006,6 +2006,36 @@ def a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow
                             Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",))))
 
 
+def a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds() -> Timeline:
+    """ShadowResubmitTimeSpan 3 days, longer than MessageExpirationTimeout (2 days). mbx01 holds m1 (its copy on mbx02)
+    and m2 (its copy on mbx03), both deferred at 3, and logs nothing more of its own. From 4 mbx02's queries fail (cut
+    off from mbx01, it goes on asking); mbx03's are answered every 2 minutes, naming dbP1. "The SMTP communication
+    between the shadow server and the primary server is used as the heartbeat that determines the availability of the
+    servers" (003): mbx01 is up, and "MessageExpirationTimeout ... How long a message can remain in a queue before it
+    expires" (003): it expires m1 and m2 at 1 + 2 days (MESSAGE_EXPIRED, a non-delivery report to their senders).
+    mbx02 never collects m1's discard (DISCARD_EVENTS_DROPPED at 2 + 2 days) and at 2 + 3 days promotes its copy: m1
+    reaches alice once, after the report (PRIMARY_FAILED_SHADOWS_PROMOTED, no command: mbx01 processed it). Before,
+    the twin took mbx01 for down ('a server that is down expires nothing': mbx02's queries unanswered, mbx01 showing
+    no event of its own) and never expired m1; at 2 + 3 days it commanded mbx02 to send m1 to mbx09 as a message
+    still in flight."""
+    org = Org()
+    day = 24 * 60
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx03", "m2", 1),
+              *org.query_ok("mbx02", "mbx01", 2), *org.query_ok("mbx03", "mbx01", 2, shadow_db="dbX1"),
+              *org.deferred("mbx01", "m1", "mbx09", 3), *org.deferred("mbx01", "m2", "mbx09", 3),
+              *org.heartbeats_failing("mbx02", "mbx01", 4, 3 * day + 30),
+              *_heartbeats_ok(org, "mbx03", "mbx01", 4, 2 * day + 2, shadow_db="dbX1"),
+              *org.query_ok("mbx03", "mbx01", 2 * day + 2, discarded=("m2",), shadow_db="dbX1")]
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "3.00:00:00"}))
+    return Timeline("a primary that answers another shadow expires what a cut-off shadow holds", events, config,
+                    alerts=(Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m1",)),
+                            Expected(AlertType.MESSAGE_EXPIRED, at(1) + 2 * DAY, ("m2",)),
+                            Expected(AlertType.DISCARD_EVENTS_DROPPED, at(2) + 2 * DAY, ("m1",)),
+                            Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * DAY, ("m1",))))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2078,6 +2108,7 @@ ALL = (
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
     exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
     a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
+    a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2119,5 +2150,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
            exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
-           a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds)
+           a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
+           a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds)
 
