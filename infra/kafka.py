@@ -127,7 +127,11 @@ def consumer(kafka: Kafka, group_id: str, topics: Iterable[str] = (), **override
 
 
 class NoSuchTopic(LookupError):
-    """Topics the brokers do not have; the message names them."""
+    """Topics the brokers do not have; the message names them, `topic` the one asked for (when one was)."""
+
+    def __init__(self, message: str, topic: str | None = None):
+        super().__init__(message)
+        self.topic = topic
 
 
 # What a broker answers for a topic it does not have, or cannot (an invalid name); any other
@@ -146,7 +150,7 @@ def partitions_of(client: Consumer | Producer, topic: str, timeout: float = 10.0
     error = metadata.error if metadata is not None else None
     if metadata is None or error is not None and error.code() in _NO_SUCH_TOPIC:
         at = f" at {bootstrap_of(kafka)}" if kafka is not None else ""
-        raise NoSuchTopic(f"{topic}: no such topic{at} ({error.str() if error else 'not in the metadata'})")
+        raise NoSuchTopic(f"{topic}: no such topic{at} ({error.str() if error else 'not in the metadata'})", topic)
     if error is not None:
         raise KafkaException(error)
     return sorted(metadata.partitions)

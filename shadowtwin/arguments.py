@@ -123,7 +123,8 @@ def server_name(name: str, known: Iterable[str]) -> str | None:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`; did you mean 'mbx06'?` with the server of `known` closest to `name` in any case, or "" when none is."""
+    """`; did you mean 'mbx06'?` with the server (or topic) of `known` closest to `name` in any case, or "" when none
+    is."""
     folded = {server_key(k): k for k in sorted(known)}
     meant = closest(server_key(name), folded)
     return f"; did you mean {folded[meant]!r}?" if meant else ""

@@ -20,7 +20,7 @@ from typing import NoReturn
 from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
-from infra.kafka import NoSuchTopic, bootstrap_of
+from infra.kafka import NoSuchTopic, bootstrap_of, cluster_metadata
 from infra.kafka_tools import TOOLS
 from infra.topics import TopicsDiffer
 from infra.config import closest
@@ -37,7 +37,8 @@ from producers.simulator.topology import TopologyError
 from schemas.container import ContainerError
 from schemas.convert import ConversionError
 from schemas.jsonl import JsonlError
-from shadowtwin.arguments import COUNT, SECONDS, assignment, domain, duration_option, events_topic, speed_option, topic
+from shadowtwin.arguments import (COUNT, SECONDS, assignment, did_you_mean, domain, duration_option, events_topic,
+                                  speed_option, topic)
 from shadowtwin.errors import UsageError, interrupted
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
@@ -547,7 +548,17 @@ def _one_line(exc: BaseException, settings: Settings | None = None) -> str:
     if isinstance(exc, KafkaException):
         at = f" at {bootstrap_of(settings.kafka)}" if settings is not None else ""  # which brokers were tried
         return f"Kafka{at}: {exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc}"
+    if isinstance(exc, NoSuchTopic) and exc.topic and settings is not None:  # `shadowtwin.event`: the topic meant
+        return f"{exc}{did_you_mean(exc.topic, _topics_at(settings))}"
     return " ".join(str(exc).split())
+
+
+def _topics_at(settings: Settings) -> list[str]:
+    """The topics the brokers have, or none when they do not say within a few seconds."""
+    try:
+        return list(cluster_metadata(settings.kafka, timeout=5).topics)
+    except (KafkaException, ConfigError):  # no answer, or credentials refused this time
+        return []
 
 
 def _quiet_stdout() -> None:

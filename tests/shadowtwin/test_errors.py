@@ -646,6 +646,18 @@ def test_a_topic_the_broker_does_not_have_is_one_line_and_exit_1(command, kafka_
     assert not list(tmp_path.iterdir()), "no recording begun"
 
 
+@pytest.mark.parametrize("command", [["record", "{topic}", "r.avro"], ["replay", "{recording}", "--to", "{topic}"]],
+                         ids=lambda c: c[0])
+def test_a_misspelt_topic_is_told_the_topic_meant(command, topics, kafka_bootstrap, recording, tmp_path):
+    """Before: `record shadowtwin.event` said only 'no such topic', not the topic the brokers have."""
+    misspelt = topics.events[:-1].upper()  # `event` for `events`, and in the wrong case
+    args = [a.format(topic=misspelt, recording=recording) for a in command]
+    result = shadowtwin(*args, "--bootstrap", kafka_bootstrap, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert result.stderr.splitlines() == [f"shadowtwin {command[0]}: {misspelt}: no such topic at {kafka_bootstrap}"
+                                          f" (Broker: Unknown topic or partition); did you mean {topics.events!r}?"]
+
+
 SMTP_RECEIVE_LOG = ("#Software: Microsoft Exchange Server\r\n#Version: 15.2.1544.4\r\n"
                     "#Log-type: SMTP Receive Protocol Log\r\n#Date: 2026-11-22T02:00:00.000Z\r\n#Fields: date-time,connector-id,session-id,sequence-number,"
                     "local-endpoint,remote-endpoint,event,data,context\r\n"
