@@ -140,6 +140,18 @@ def test_an_action_named_by_another_word_or_misspelt_is_given_the_one_meant(args
     one_line_naming(shadowtwin(*args), f"invalid choice: {args[-1]!r}", f"did you mean {meant!r}?")
 
 
+def test_a_log_format_ingest_does_not_read_is_named_as_the_log_format():
+    """`ingest mtl` said 'argument source: invalid choice', where the help calls it the log format."""
+    line = one_line_naming(shadowtwin("ingest", "mtl", "MSGTRK1.LOG"), "argument LOG_FORMAT: invalid choice: 'mtl'",
+                           "(choose from 'exchange-mtl')")
+    assert "source" not in line
+
+
+def test_a_log_format_in_exchanges_capitals_is_read(tmp_path):
+    result = shadowtwin("ingest", "Exchange-MTL", tmp_path / "MSGTRK*.LOG")  # the case Exchange writes its names in
+    assert "LOG_FORMAT" not in result.stderr and "no file matches this pattern" in result.stderr, result.stderr
+
+
 def test_record_of_a_recording_with_the_topic_left_out_says_the_topic_is_missing(tmp_path):
     """`record day.avro` said 'the following arguments are required: file', day.avro having been taken for the topic."""
     line = one_line_naming(shadowtwin("record", tmp_path / "day.avro"), "is the recording to write: name the topic"
