@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from datetime import datetime
 
 import pytest
 
+from infra.settings import PROJECT_ROOT
 from producers.recording import read_events
 from shadowtwin.cli import main
 
@@ -235,3 +238,21 @@ def test_the_topic_to_publish_to_is_named_with_to_as_in_replay_ingest_and_probe(
     assert args.to_kafka and args.topic == "scratch.events"
     for command in (["replay", "x.jsonl"], ["ingest", "exchange-mtl", "x.LOG"], ["probe"]):
         assert parser().parse_args([*command, "--to", "scratch.events"]).to == "scratch.events"
+
+
+def test_the_readmes_ingest_of_simulated_logs_reads_every_line_simulate_wrote(topics, kafka_bootstrap, tmp_path,
+                                                                              monkeypatch):
+    """README showed `simulate --format exchange-mtl --out DIR` (a folder per server) and no ingest of it: `ingest
+    exchange-mtl DIR` reads no subfolder. Its command, as written, publishes every line of every server's logs."""
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_EVENTS", topics.events)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", topics.dead_letters)
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    (command,) = re.findall(r"--format exchange-mtl --out DIR` writes.*?`(shadowtwin ingest exchange-mtl [^`]*)`", readme)
+    cli = [sys.executable, "-m", "shadowtwin.cli"]
+    simulated = subprocess.run([*cli, "simulate", "--format", "exchange-mtl", "--out", "DIR", "--duration", "30m"],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    written = int(re.search(r"wrote ([\d,]+) message-tracking lines", simulated.stdout)[1].replace(",", ""))
+    ingested = subprocess.run([*cli, *shlex.split(command)[1:], "--bootstrap", kafka_bootstrap],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ingested.returncode == 0, ingested.stderr[-2000:]
+    assert ingested.stdout.startswith(f"{written} lines: "), ingested.stdout
