@@ -77,6 +77,7 @@ class IngestCounts:
     unread: dict[str, int] | None = None  # stopped before the end: the bytes left unread, per file
     refused: int = 0  # events too large to send (for the producer or the events topic): dead letters instead
     mailbox_domains_outside: list[str] = field(default_factory=list)  # delivered to mailboxes, no --internal-domain
+    # (with `follow`, said as soon as seen: only those not said yet)
 
     def set_aside(self, kinds: Counter) -> None:
         """Events too large to send (`KafkaSink.set_aside`): dead letters, not events."""
@@ -101,15 +102,19 @@ class IngestCounts:
         if self.unjoined:
             parts.append(f"  {self.unjoined} lines named a message whose primary's internal id was not seen"
                          " (see producers/EXCHANGE_LOGS.md)")
-        for domain in self.mailbox_domains_outside:
-            parts.append(f"  {domain}: its recipients were delivered to mailboxes (DELIVER), but no --internal-domain"
-                         " names it: the twin takes them for recipients outside the organisation, whose duplicates no"
-                         f" duplicate detection hides (add --internal-domain {domain})")
+        parts += [f"  {mailbox_domain_outside(domain)}" for domain in self.mailbox_domains_outside]
         if self.unread is not None:
             left = {path: n for path, n in self.unread.items() if n}
             parts.append(f"interrupted: {sum(left.values()):,} bytes in {len(left)} of the {len(self.unread)} files"
                          " were not read")
         return "\n".join(parts)
+
+
+def mailbox_domain_outside(domain: str) -> str:
+    """What is said of a domain the logs deliver to mailboxes that no --internal-domain names."""
+    return (f"{domain}: its recipients were delivered to mailboxes (DELIVER), but no --internal-domain names it: the"
+            " twin takes them for recipients outside the organisation, whose duplicates no duplicate detection hides"
+            f" (add --internal-domain {domain})")
 
 
 def line_id(raw: bytes) -> str:
@@ -156,7 +161,8 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
            wall_clock: Callable[[], float] = time.time, positions: Positions | None = None,
            max_age_s: float | None = None, say: Callable[[str], None] = print) -> IngestCounts:
     """Read the files (to their end, or with `follow` until `stop` is set) into `sink`; `say` gets a line
-    for each file skipped. `paths` may be what `open_logs` opened, with the same `follow` and `max_age_s`."""
+    for each file skipped and, with `follow`, for each domain delivered to mailboxes that no internal domain
+    names, once, as soon as it is seen (a service's summary comes only when it stops). `paths` may be what `open_logs` opened, with the same `follow` and `max_age_s`."""
     stop = stop or threading.Event()
     tail = paths if isinstance(paths, LogTail) else open_logs(paths, follow=follow, max_age_s=max_age_s,
                                                                wall_clock=wall_clock)
@@ -165,6 +171,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
     holds: dict[int, Callable] = {}  # id(line) -> the delivery callback that keeps a held line in flight
     read_to: dict[Path, int] = {}  # the byte after the last line read, per file
     said_unreadable: set[Path] = set()
+    said_domains = 0  # of mapper.mailbox_domains_outside
     try:
         while True:
             idle = True
@@ -190,6 +197,10 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
             if idle or not follow:  # nothing more to join them with for now
                 for (line, again), result in mapper.flush():
                     _emit(line, again, result, sink, counts, wall_clock, positions, holds)
+            if follow:
+                for domain in mapper.mailbox_domains_outside[said_domains:]:
+                    say(mailbox_domain_outside(domain))
+                said_domains = len(mapper.mailbox_domains_outside)
             if positions is not None:
                 sink.poll()
                 if not positions.save() or follow and positions.refused:
@@ -199,7 +210,7 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
     finally:
         tail.close()
     counts.unjoined, counts.unreadable = mapper.unjoined, len(tail.unreadable)
-    counts.mailbox_domains_outside = mapper.mailbox_domains_outside
+    counts.mailbox_domains_outside = mapper.mailbox_domains_outside[said_domains:]
     return counts
 
 

@@ -222,7 +222,8 @@ from producers.mtl_ingest import ingest
 from tests.producers.test_mtl import ListSink
 folder, said, stop, sink = Path(sys.argv[1]), [], threading.Event(), ListSink()
 thread = threading.Thread(target=lambda: said.append(ingest([str(folder)], sink, follow=True, stop=stop,
-                                                             poll_seconds=0.05, say=said.append)))
+                                                             poll_seconds=0.05, say=said.append,
+                                                             internal_domains=frozenset({"contoso.com"}))))
 thread.start()
 n = -1
 while n != len(sink.events):  # the first file read to its end

@@ -206,7 +206,7 @@ def test_ingest_follow_dead_letters_an_event_the_events_topic_refuses_and_follow
     conf = tmp_path / "topics.toml"
     conf.write_text(f'[topics]\nevents = "{events}"\ndead_letters = "{topics.dead_letters}"\n')
     process = start(kafka_bootstrap, "--conf", conf, "ingest", "exchange-mtl", log, "--follow",
-                    "--state", tmp_path / "positions.json")
+                    "--state", tmp_path / "positions.json", "--internal-domain", "contoso.com")
     try:
         letters = dead_letters(kafka_bootstrap, topics.dead_letters, len(GARBLED) + 1)
         (letter,) = [d for d in letters if d.offset == 6]

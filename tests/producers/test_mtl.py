@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from producers.mtl_events import MtlMapper, Skip, server
-from producers.mtl_ingest import IngestCounts, ingest, line_id
+from producers.mtl_ingest import IngestCounts, ingest, line_id, mailbox_domain_outside
 from producers.mtl_log import BadLine, MtlReader, Row, parse_time
 from schemas import events as ev
 from schemas.codec import encode
@@ -217,6 +217,22 @@ def test_the_summary_names_a_domain_delivered_to_mailboxes_that_no_internal_doma
             " (add --internal-domain contoso.com)")
     assert run([EX01, EX02])[1].describe().splitlines()[-1] == note
     assert note not in run([EX01, EX02], internal_domains=frozenset({"Contoso.com"}))[1].describe()
+
+
+def test_following_says_a_domain_delivered_to_mailboxes_that_no_internal_domain_names_at_once_and_once():
+    """Before, `ingest --follow` (a service) named such a domain only in its summary, when stopped: days later."""
+    said, stop, result = [], threading.Event(), {}
+    thread = threading.Thread(target=lambda: result.update(counts=ingest(
+        [str(EX01), str(EX02)], ListSink(), follow=True, stop=stop, poll_seconds=0.05, say=said.append)))
+    thread.start()
+    try:
+        assert wait_for(lambda: said), "said while following"
+        time.sleep(0.3)  # more rounds of polling
+    finally:
+        stop.set()
+        thread.join(10)
+    assert said == [mailbox_domain_outside("contoso.com")]
+    assert "contoso.com" not in result["counts"].describe(), "not again in the summary"
 
 
 def follow(paths, stop):
