@@ -225,9 +225,12 @@ class TopologyView:
             table[name] = record
 
     def where(self, message: str) -> list[dict]:
-        """Every record of the message, by its Message-ID or internal id, in order of primary; with
-        the deadlines of its shadow's heartbeat pair, from its primary's summary."""
-        found = sorted((r for r in self.messages.values() if message in (r["message_id"], r["internal_id"])),
+        """Every record of the message, by its Message-ID (with or without its angle brackets: `1.7@contoso.com`
+        found nothing of `<1.7@contoso.com>`) or internal id, in order of primary; with the deadlines of its
+        shadow's heartbeat pair, from its primary's summary."""
+        bare = message.strip().removeprefix("<").removesuffix(">")
+        found = sorted((r for r in self.messages.values()
+                        if message == r["internal_id"] or bare == r["message_id"].removeprefix("<").removesuffix(">")),
                        key=lambda r: (r["primary"], r["internal_id"]))
         return [self._with_pair_deadlines(r) for r in found]
 

@@ -1,5 +1,7 @@
 """The state summary (state/summary.py): what a group's state says about its server and each message."""
 
+import pytest
+
 from schemas.events import AlertType
 from state.model import ShadowRedundancyModel
 from state.summary import TopologyView, message_key, message_where, server_key, server_summary, summary_records, \
@@ -87,6 +89,18 @@ def test_a_processed_message_whose_silent_shadow_will_see_its_primarys_new_datab
     state = replay([e for e in timeline.events if e.event_time_ms <= at(600)], timeline.config).states["mbx01"]
     assert message_where(state, "m1")["status"] == \
         "processed, shadow copy resubmitted when its shadow sees the new queue database"
+
+
+@pytest.mark.parametrize("given", ["<m1@contoso.com>", "m1@contoso.com", " <m1@contoso.com> ", "m1"])
+def test_a_message_is_found_by_its_message_id_with_or_without_its_angle_brackets(given):
+    """`where m1@contoso.com` (the Message-ID as pasted without its brackets) said the twin held nothing of it."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.received("mbx01", "m1", 1)]
+    state, output = run(events)
+    view = TopologyView()
+    for key, record in summary_records(state, touched_messages(events, output.alerts, output.commands)):
+        view.apply(key, record)
+    assert [r["internal_id"] for r in view.where(given)] == ["m1"]
 
 
 def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
