@@ -150,6 +150,8 @@ def test_a_log_format_ingest_does_not_read_is_named_as_the_log_format():
 def test_a_log_format_in_exchanges_capitals_is_read(tmp_path):
     result = shadowtwin("ingest", "Exchange-MTL", tmp_path / "MSGTRK*.LOG")  # the case Exchange writes its names in
     assert "LOG_FORMAT" not in result.stderr and "no file matches this pattern" in result.stderr, result.stderr
+    written = shadowtwin("simulate", "--format", "Exchange-MTL", "--duration", "1m", "--out", tmp_path / "logs")
+    assert written.returncode == 0 and (tmp_path / "logs" / "truth.jsonl").is_file(), written.stderr
 
 
 def test_record_of_a_recording_with_the_topic_left_out_says_the_topic_is_missing(tmp_path):
