@@ -483,11 +483,15 @@ def _command_parser(top: argparse.ArgumentParser, args: argparse.Namespace) -> a
 
 
 def _meant(command: argparse.ArgumentParser, unknown: list[str], conf: str | None, top: argparse.ArgumentParser) -> str:
-    """`; did you mean --seconds?`, the commands that take the option, or where the setting an option names is set,
-    with its form; else ""."""
+    """`; did you mean --seconds?`, shadowtwin's own option written after the command, the commands that take the
+    option, or where the setting an option names is set, with its form; else ""."""
     option, _, value = unknown[0].partition("=")
     if not option.startswith("--"):
         return ""
+    if (own := top._option_string_actions.get(option)) is not None:  # `whatif day.avro --conf c.toml`: not --json
+        given = " ".join(unknown[:1 if value or own.nargs == 0 else 2])
+        return (f"; it is shadowtwin's own option, which comes before the command (shadowtwin {given}"
+                f" {command.prog.removeprefix('shadowtwin ')} ...)")
     options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
     if meant := closest(option, options):
         return f"; did you mean {meant}?"

@@ -61,8 +61,13 @@ def test_replay_of_a_file_that_is_no_recording(tmp_path):
                                         ' SHADOWTWIN_SPARK_TRIGGER_INTERVAL="5 seconds"'),
     (["whatif", "day.avro", "--sett", "x=1"], "shadowtwin whatif: unrecognized arguments: --sett x=1; did you mean --set?"),
     (["simulate", "--second", "5"], "shadowtwin simulate: unrecognized arguments: --second 5; did you mean --seconds?"),
+    (["whatif", "day.avro", "--conf", "c.toml"], "shadowtwin whatif: unrecognized arguments: --conf c.toml; it is"
+     " shadowtwin's own option, which comes before the command (shadowtwin --conf c.toml whatif ...)"),  # not --json
+    (["simulate", "--debug"], "shadowtwin simulate: unrecognized argument: --debug; it is shadowtwin's own option,"
+     " which comes before the command (shadowtwin --debug simulate ...)"),
     (["whatif", "day.avro", "--se", "x=1"], "shadowtwin whatif: unrecognized arguments: --se x=1; did you mean --set?"),
-], ids=["a setting", "a misspelt option", "the start of an option", "a shortened option"])
+], ids=["a setting", "a misspelt option", "the start of an option", "shadowtwin's option after the command",
+        "shadowtwin's flag after the command", "a shortened option"])
 def test_an_argument_the_command_does_not_take_is_named_by_the_command_with_what_was_meant(args, says):
     """`twin run --trigger 5` said 'shadowtwin: unrecognized arguments: --trigger 5 (see shadowtwin --help)'; `simulate
     --second 5` was taken as --seconds (argparse's abbreviations: 'simulate: --seconds is only for --live')."""
