@@ -149,10 +149,11 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _record(settings: Settings, args: argparse.Namespace) -> int:
-    if args.file is None:  # argparse would say 'file' is missing, having taken a recording's name for the topic
-        if Path(args.topic).suffix in RECORDING_SUFFIXES:
-            raise UsageError(f"{args.topic} is the recording to write: name the topic to read before it"
-                             f" (shadowtwin record TOPIC {args.topic})")
+    # argparse would say 'file' is missing, having taken a recording's name for the topic; or the two are swapped
+    if Path(args.topic).suffix in RECORDING_SUFFIXES and Path(args.file or "").suffix not in RECORDING_SUFFIXES:
+        raise UsageError(f"{args.topic} is the recording to write: name the topic to read before it"
+                         f" (shadowtwin record {args.file or 'TOPIC'} {args.topic})")
+    if args.file is None:
         raise UsageError(f"the recording to write is missing (shadowtwin record {args.topic} FILE)")
     path = check_name(Path(args.file))
     if not args.force and path.is_file() and path.stat().st_size > 0:  # the topic may no longer hold what it has

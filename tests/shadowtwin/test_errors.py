@@ -159,6 +159,14 @@ def test_a_log_format_in_exchanges_capitals_is_read(tmp_path):
     assert written.returncode == 0 and (tmp_path / "logs" / "truth.jsonl").is_file(), written.stderr
 
 
+def test_record_with_the_recording_and_the_topic_swapped_says_which_comes_first(tmp_path):
+    """`record day.avro shadowtwin.events` said 'shadowtwin.events: a recording ends in .jsonl, .ndjson, .avro'."""
+    one_line_naming(shadowtwin("record", "day.avro", "shadowtwin.events", cwd=tmp_path), "shadowtwin record: day.avro"
+                    " is the recording to write: name the topic to read before it (shadowtwin record shadowtwin.events"
+                    " day.avro)")
+    assert not list(tmp_path.iterdir())
+
+
 def test_record_of_a_recording_with_the_topic_left_out_says_the_topic_is_missing(tmp_path):
     """`record day.avro` said 'the following arguments are required: file', day.avro having been taken for the topic."""
     line = one_line_naming(shadowtwin("record", tmp_path / "day.avro"), "is the recording to write: name the topic"
