@@ -35,7 +35,9 @@ class RecordingNameError(ValueError):
     """A file name whose suffix says no recording format."""
 
     def __init__(self, path: Path):
-        super().__init__(f"{path}: a recording ends in {', '.join(SUFFIXES)}")
+        logs = " (a message-tracking log is read by shadowtwin ingest exchange-mtl, which publishes its events)"
+        super().__init__(f"{path}: a recording ends in {', '.join(SUFFIXES)}"
+                         f"{logs if path.name.upper().startswith('MSGTRK') else ''}")
 
 
 def read_events(path: Path) -> Iterator[Event]:

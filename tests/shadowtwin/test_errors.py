@@ -55,6 +55,15 @@ def test_replay_of_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("replay", tmp_path / "notes.txt"), "notes.txt", "a recording ends in")
 
 
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_message_tracking_log_given_for_a_recording_is_told_ingest_reads_it(command, tmp_path):
+    """`whatif MSGTRK2026010500-1.LOG` said only 'a recording ends in .jsonl, .ndjson, .avro'."""
+    log = tmp_path / "MSGTRK2026010500-1.LOG"
+    log.write_text("#Software: Microsoft Exchange Server\r\n")
+    one_line_naming(shadowtwin(command, log), f"{log}: a recording ends in .jsonl, .ndjson, .avro (a message-tracking"
+                    " log is read by shadowtwin ingest exchange-mtl, which publishes its events)")
+
+
 @pytest.mark.parametrize("args, says", [
     (["twin", "run", "--trigger", "5"], 'shadowtwin twin: unrecognized arguments: --trigger 5; it is a setting, not an'
                                         ' option: [spark] trigger_interval = "2 seconds" in the configuration, or'
