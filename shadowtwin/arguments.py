@@ -7,6 +7,7 @@ a duration when the command reads them.
     events_topic(settings.topics, args.to)          # the alerts topic: `--to shadowtwin.alerts: the twin writes its alerts there; ...`
     seconds = duration_option(args.duration, "--duration")   # 'abc': `--duration: not a duration ...`, exit 2
     server_name("EX01", {"ex01", "ex02"})           # 'ex01': Exchange's server names are read in any case
+    server_name("EX01.contoso.com", {"ex01"})       # 'ex01': and by their host name
 
 A refused value is one line naming the option and the value, exit status 2: argparse's error for
 the numbers, a UsageError for the others.
@@ -23,6 +24,7 @@ from infra.config import closest
 from infra.settings import TOPIC_NAME, TOPIC_NAME_EXPECTED, TopicSettings
 from infra.topics import json_topic
 
+from producers.mtl_events import server as host_name
 from producers.replayer import parse_speed
 from shadowtwin.errors import UsageError
 from state.names import server_key
@@ -117,9 +119,14 @@ def duration_option(text: str, option: str, *, whole_ms: bool = False) -> float:
 
 
 def server_name(name: str, known: Iterable[str]) -> str | None:
-    """The server of `known` that `name` names, read in any case as Exchange reads server names; None if none."""
+    """The server of `known` that `name` names, read in any case as Exchange reads server names, else the one
+    whose host name it names (`MBX01.contoso.com`: mbx01, as the message-tracking logs are read); None if none."""
     known = set(known)
-    return name if name in known else next((k for k in sorted(known) if server_key(k) == server_key(name)), None)
+    if name in known:
+        return name
+    same = next((k for k in sorted(known) if server_key(k) == server_key(name)), None)
+    hosts = [k for k in sorted(known) if host_name(k) == host_name(name)]
+    return same or (hosts[0] if len(hosts) == 1 else None)
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

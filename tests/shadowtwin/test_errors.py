@@ -842,6 +842,8 @@ def test_server_is_named_in_any_case_and_an_unknown_one_gets_the_closest_name(ka
     monkeypatch.setenv("SHADOWTWIN_TOPICS_STATE", topics.state)
     found = shadowtwin("server", "MBX01", "--bootstrap", kafka_bootstrap)
     assert found.returncode == 0 and found.stdout.startswith("mbx01: DAG dag1"), found.stderr[-2000:]
+    fqdn = shadowtwin("server", "MBX01.contoso.com", "--bootstrap", kafka_bootstrap)  # as Get-ExchangeServer says it
+    assert fqdn.returncode == 0 and fqdn.stdout == found.stdout, fqdn.stderr[-2000:]
     holder = shadowtwin("server", "Mbx02", "--bootstrap", kafka_bootstrap)
     assert holder.returncode == 0 and "it holds shadow copies for: mbx01 2" in holder.stdout, holder.stderr[-2000:]
     unknown = shadowtwin("server", "mbx1", "--bootstrap", kafka_bootstrap)
