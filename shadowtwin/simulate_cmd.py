@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.settings import Settings
-from infra.signals import stop_on_signals
+from infra.signals import Stop, stop_on_signals
 from producers.recording import check_writable, writable_file
 from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
@@ -78,7 +78,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
                                 speed=speed, truth_path=truth, progress=progress, stop=stop,
                                 delivery_timeout_s=kafka.delivery_timeout_seconds)
     elif args.format == "exchange-mtl":
-        return _to_logs(topology, args, _apart(truth, Path(args.out or f"simulation-{args.seed}-logs")))
+        return _to_logs(topology, args, _apart(truth, Path(args.out or f"simulation-{args.seed}-logs")), stop)
     else:
         out = check_writable(Path(args.out or f"simulation-{args.seed}.avro"))
         truth = _apart(truth, out) or writable_file(runs.truth_path_for(out))
@@ -131,13 +131,16 @@ def _refuse_unused_options(args: argparse.Namespace) -> None:
         raise UsageError(f"{option} is only for {where}")
 
 
-def _to_logs(topology, args: argparse.Namespace, truth: Path | None) -> int:
+def _to_logs(topology, args: argparse.Namespace, truth: Path | None, stop: Stop) -> int:
+    """The logs' run; Ctrl-C or SIGTERM ends it early, as a file run's (they were taken and ignored)."""
     folder = Path(args.out or f"simulation-{args.seed}-logs")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--out {folder}: expected a new or empty folder for the logs")
     folder.mkdir(exist_ok=True)  # in a folder that exists: a missing one is refused, as for every output
-    events, lines, simulation = to_mtl(topology, args.seed, folder, truth)
+    events, lines, simulation = to_mtl(topology, args.seed, folder, truth, stop=stop.is_set)
     results = ", ".join(f"{k} {v}" for k, v in simulation.truth.counts().items() if v)
-    print(f"simulated {events:,} events; wrote {lines:,} message-tracking lines to {folder}; messages: {results}")
+    done = (f"interrupted after {events:,} events, up to simulated time {iso_time(simulation.now)} of"
+            f" {iso_time(simulation.end_ms)}" if stop.is_set() else f"simulated {events:,} events")
+    print(f"{done}; wrote {lines:,} message-tracking lines to {folder}; messages: {results}")
     print(f"ground truth: {truth or folder / 'truth.jsonl'}")
-    return 0
+    return stop.exit_status()

@@ -316,8 +316,9 @@ def writer_for(simulation: Simulation, folder: Path, max_bytes: int = DEFAULT_MA
 
 
 def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None = None,
-           max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[int, int, Simulation]:
-    """Simulate and write the logs (and the ground truth, default FOLDER/truth.jsonl); (events, lines, simulation)."""
+           max_bytes: int = DEFAULT_MAX_BYTES, stop: Callable[[], bool] = lambda: False) -> tuple[int, int, Simulation]:
+    """Simulate and write the logs (and the ground truth, default FOLDER/truth.jsonl); (events, lines, simulation).
+    `stop` returning true ends the run early (Ctrl-C), the logs and the truth written up to there."""
     simulation = Simulation(topology, seed)
     writer = writer_for(simulation, folder, max_bytes)
     count = 0
@@ -325,6 +326,8 @@ def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None 
     def counted(events):
         nonlocal count
         for e in events:
+            if stop():
+                return
             count += 1
             yield e
 
@@ -332,5 +335,7 @@ def to_mtl(topology: Topology, seed: int, folder: Path, truth_path: Path | None 
         writer.write(counted(simulation.events()))
     finally:
         writer.close()
+    if stop():
+        simulation.stopped_early()
     simulation.truth.write(truth_path or folder / "truth.jsonl", seed, count)
     return count, writer.lines, simulation

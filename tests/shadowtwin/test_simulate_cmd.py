@@ -256,3 +256,24 @@ def test_the_readmes_ingest_of_simulated_logs_reads_every_line_simulate_wrote(to
                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ingested.returncode == 0, ingested.stderr[-2000:]
     assert ingested.stdout.startswith(f"{written} lines: "), ingested.stdout
+
+
+def test_ctrl_c_ends_a_run_of_logs_early_with_the_logs_and_truth_written_so_far(tmp_path):
+    """`simulate --format exchange-mtl` took Ctrl-C and SIGTERM and went on: two days ran to their end (minutes)."""
+    out = tmp_path / "logs"
+    run = subprocess.Popen([sys.executable, "-m", "shadowtwin.cli", "simulate", "--format", "exchange-mtl",
+                            "--duration", "2d", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not list(out.glob("*/MSGTRK*.LOG")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=20)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert stderr == ""
+    assert stdout.startswith("interrupted after "), stdout
+    assert " of 2026-01-07T00:00:00.000Z; wrote " in stdout, stdout
+    assert json.loads((out / "truth.jsonl").read_text().splitlines()[0])["events"] > 0
