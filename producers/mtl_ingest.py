@@ -162,7 +162,8 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
            max_age_s: float | None = None, say: Callable[[str], None] = print) -> IngestCounts:
     """Read the files (to their end, or with `follow` until `stop` is set) into `sink`; `say` gets a line
     for each file skipped and, with `follow`, for each domain delivered to mailboxes that no internal domain
-    names, once, as soon as it is seen (a service's summary comes only when it stops). `paths` may be what `open_logs` opened, with the same `follow` and `max_age_s`."""
+    names, once, as soon as it is seen (a service's summary comes only when it stops). `paths` may be what
+    `open_logs` opened, with the same `follow` and `max_age_s`."""
     stop = stop or threading.Event()
     tail = paths if isinstance(paths, LogTail) else open_logs(paths, follow=follow, max_age_s=max_age_s,
                                                                wall_clock=wall_clock)

@@ -351,7 +351,8 @@ def parser() -> argparse.ArgumentParser:
                                              " their shadow-redundancy and transport events; unreadable lines go to"
                                              " the dead-letter topic with their file and line number. Mapping and"
                                              " limits: producers/EXCHANGE_LOGS.md.")
-    ingest.add_argument("source", choices=["exchange-mtl"], type=str.lower, metavar="LOG_FORMAT",  # not 'argument source'
+    # metavar: an error names 'argument LOG_FORMAT', not 'argument source'
+    ingest.add_argument("source", choices=["exchange-mtl"], type=str.lower, metavar="LOG_FORMAT",
                         help="the log format: exchange-mtl (Exchange's message-tracking logs)")
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="log files, or quoted globs ('logs/MSGTRK*.LOG')")
     ingest.add_argument("--follow", action="store_true",

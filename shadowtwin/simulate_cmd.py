@@ -34,7 +34,7 @@ def add_parser(commands) -> None:
     simulate.add_argument("--seed", type=int, default=7, help="random seed: one seed, one run (default: 7)")
     simulate.add_argument("--out", metavar="FILE", help="events file (default: simulation-SEED.avro); with"
                                                         " --format exchange-mtl, the folder of the logs")
-    simulate.add_argument("--format", choices=["events", "exchange-mtl"], default="events", type=str.lower,  # as ingest's
+    simulate.add_argument("--format", choices=["events", "exchange-mtl"], default="events", type=str.lower,
                           help="events: the contract's events (default); exchange-mtl: the organisation's"
                                " message-tracking logs, a folder per server (producers/simulator/mtl_writer.py),"
                                " and the ground truth in FOLDER/truth.jsonl")

@@ -31,7 +31,8 @@ def add_parsers(commands) -> None:
                     " which server holds its shadow copy, its forks and their status, and its pending deadlines"
                     " (by Message-ID or internal id). A message the twin holds nothing of (delivered and released,"
                     " or never seen) is said on stderr, exit status 1.")
-    where.add_argument("message", metavar="MESSAGE_ID", help="the Internet Message-ID (<...@...>, its brackets may be left out) or internal id")
+    where.add_argument("message", metavar="MESSAGE_ID",
+                       help="the Internet Message-ID (<...@...>, its brackets may be left out) or internal id")
     _reader_options(where, "one JSON object per line, as the state topic holds it", _where)
     server = commands.add_parser(
         "server", parents=[KAFKA_OPTIONS], help="what a server holds: as primary, for others, and its heartbeat pairs",
