@@ -1603,8 +1603,11 @@ class _Transition:
         # A copy of what the primary processed only awaits its discard notification: nothing is unprotected.
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages and s.messages[i].primary_done_ms is None]
         if held and not self.feed_stopped(at_ms):
+            queried = pair.last_heartbeat_ms
+            since = _iso(pair.last_query_ms) if queried is None or queried >= pair.last_query_ms else \
+                f"{_iso(queried)} (its last sign of life towards it, a copy or a line, at {_iso(pair.last_query_ms)})"
             self.alert(AlertType.SHADOW_SERVER_UNREACHABLE, Severity.WARNING, [shadow, s.primary], held, at_ms,
-                       f"{shadow} has not queried {s.primary} since {_iso(pair.last_query_ms)}: its shadow copies"
+                       f"{shadow} has not queried {s.primary} since {since}: its shadow copies"
                        f" of {len(held)} message(s) may be gone; they are not redundantly protected")
         if pair.db_change_pending:  # the primary came back with a new database before its query was missed
             self.put_at_risk(pair, at_ms, "came back with a new, empty queue database", current_db=s.queue_db_id)

@@ -20,6 +20,17 @@ def test_silent_shadow_server_is_reported():
     assert len(alerts) == 1 and alerts[0].decided_at_ms == at(1) + 3 * 2 * MINUTE
 
 
+def test_a_silent_shadow_is_said_to_have_not_queried_since_its_last_query_not_since_a_copy():
+    """mbx02 queries mbx01 at 1, mbx01 makes m2's copy on it at 3.5, then mbx02 falls silent. Before, the alert said
+    'mbx02 has not queried mbx01 since 00:03:30', the copy's time: mbx01's session to mbx02, not a query."""
+    org = Org()
+    events = [*shadowed_message(org), *org.query_ok("mbx02", "mbx01", 1), *org.received("mbx01", "m2", 3.5),
+              *org.shadowed("mbx01", "mbx02", "m2", 3.5), *org.busy("mbx01", 4, 30), *org.tick(30)]
+    [alert] = [a for a in replay(events).alerts if a.type is AlertType.SHADOW_SERVER_UNREACHABLE]
+    assert alert.reason.startswith("mbx02 has not queried mbx01 since 2026-01-01T00:01:00Z (its last sign of life"
+                                   " towards it, a copy or a line, at 2026-01-01T00:03:30Z)"), alert.reason
+
+
 def test_both_servers_down_is_a_message_at_risk_then_lost():
     org = Org()
     # mbx01 and mbx02 fall silent together; mbx03 goes on: the feed is alive, the two are down
