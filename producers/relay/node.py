@@ -248,7 +248,8 @@ class RelayNode:
         return "250 2.0.0 shadow copy stored"
 
     def answer_discards(self, query: protocol.DiscardQuery) -> protocol.DiscardAnswer:
-        ids = self.db.take_discards(query.shadow)
+        ids = self.db.take_discards(query.shadow, self.events.now_ms(),
+                                    ms(self.params.shadow_message_auto_discard_interval))
         if ids:
             log.info("told %s to discard %d shadow copies", query.shadow, len(ids))
         return protocol.DiscardAnswer(self.db.queue_db_id, tuple(ids))
@@ -270,7 +271,7 @@ class RelayNode:
                 due = [m for m in self.db.due(now, limit=sessions + len(busy)) if m.internal_id not in busy]
                 for message in due[:sessions - len(busy)]:
                     self._start_delivery(message)
-                self.db.expire_discards(now - auto_discard_ms)
+                self.db.expire_discards(now, auto_discard_ms)
             except Exception:  # noqa: BLE001 - keep the node alive, say what happened
                 log.exception("delivery loop")
             self._stopping.wait(0.2)

@@ -1,7 +1,8 @@
 """A node's queue database: one sqlite file holding everything a transport server keeps on disk.
 
 - the primary queue (messages this node must deliver, with the shadow that holds their copy),
-- discard status: notifications waiting for each shadow server (survive a restart),
+- discard status: notifications waiting for each shadow server (survive a restart), and when each
+  shadow last queried this node (ShadowMessageAutoDiscardInterval counts from there),
 - the shadow queue: copies held for each primary, with the primary's queue-database id,
 - Safety Net (processed messages, kept for inspection), the last successful contact with
   each primary, and the redelivery commands already obeyed.
@@ -33,6 +34,7 @@ CREATE TABLE IF NOT EXISTS primary_queue (
 CREATE TABLE IF NOT EXISTS discard_status (
     shadow_server TEXT NOT NULL, internal_id TEXT NOT NULL, set_ms INTEGER NOT NULL,
     PRIMARY KEY (shadow_server, internal_id));
+CREATE TABLE IF NOT EXISTS queried_since (shadow_server TEXT PRIMARY KEY, since_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS shadow_queue (
     primary_server TEXT NOT NULL, internal_id TEXT NOT NULL, message_id TEXT NOT NULL, mail_from TEXT NOT NULL,
     rcpts TEXT NOT NULL, content BLOB NOT NULL, submitted_at_ms INTEGER, primary_qdb TEXT NOT NULL,
@@ -143,6 +145,20 @@ class QueueDB:
                 (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, received_ms,
                  m.submitted_at_ms, m.shadow_server, m.primary if m.resubmitted else None, due_ms,
                  json.dumps(dataclasses.astuple(m.parent)) if m.parent else None))
+            if m.shadow_server and not m.resubmitted:
+                self._copy_made(db, m.shadow_server, m.internal_id, received_ms)
+
+    @staticmethod
+    def _copy_made(db: sqlite3.Connection, shadow: str, internal_id: str, now_ms: int) -> None:
+        """A copy on `shadow`: when it holds no other copy of ours, the interval counts from this one
+        until its next query (003: "if the shadow server doesn't query the primary server for the duration")."""
+        other = db.execute(
+            "SELECT 1 FROM primary_queue WHERE shadow_server=? AND origin_primary IS NULL AND internal_id<>?"
+            " UNION ALL SELECT 1 FROM primary_queue WHERE json_extract(parent, '$[2]')=?"
+            " UNION ALL SELECT 1 FROM discard_status WHERE shadow_server=? LIMIT 1",
+            (shadow, internal_id, shadow, shadow)).fetchone()
+        verb = "INSERT OR IGNORE" if other else "INSERT OR REPLACE"
+        db.execute(f"{verb} INTO queried_since VALUES (?,?)", (shadow, now_ms))
 
     def _queued(self, where: str, args: tuple) -> list[StoredMessage]:
         with self._tx() as db:
@@ -207,18 +223,27 @@ class QueueDB:
             if into_safety_net:
                 db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "primary", m.primary, now_ms))
 
-    def take_discards(self, shadow: str) -> list[str]:
-        """The discard notifications for `shadow`, removed as they are handed over."""
+    def take_discards(self, shadow: str, now_ms: int, auto_discard_ms: int) -> list[str]:
+        """The discard notifications for `shadow`, removed as they are handed over: none if it had not
+        queried for ShadowMessageAutoDiscardInterval (this node deleted them). Its query counts from now."""
         with self._tx() as db:
+            since = db.execute("SELECT since_ms FROM queried_since WHERE shadow_server=?", (shadow,)).fetchone()
             ids = [r[0] for r in db.execute(
                 "SELECT internal_id FROM discard_status WHERE shadow_server=? ORDER BY set_ms, internal_id", (shadow,))]
             db.execute("DELETE FROM discard_status WHERE shadow_server=?", (shadow,))
-        return ids
+            db.execute("INSERT OR REPLACE INTO queried_since VALUES (?,?)", (shadow, now_ms))
+        return [] if since is not None and now_ms >= since[0] + auto_discard_ms else ids
 
-    def expire_discards(self, before_ms: int) -> int:
-        """Drop discard notifications no shadow collected in time (ShadowMessageAutoDiscardInterval)."""
+    def expire_discards(self, now_ms: int, auto_discard_ms: int) -> int:
+        """Delete the discard notifications of every shadow that has not queried this node for
+        ShadowMessageAutoDiscardInterval (since its first copy, when it has not queried since), as 003 says:
+        not each notification's own age. Notifications from a database older than this count show their own."""
+        before = now_ms - auto_discard_ms
         with self._tx() as db:
-            return db.execute("DELETE FROM discard_status WHERE set_ms < ?", (before_ms,)).rowcount
+            return db.execute(
+                "DELETE FROM discard_status WHERE shadow_server IN"
+                " (SELECT shadow_server FROM queried_since WHERE since_ms <= ?) OR (set_ms <= ? AND shadow_server"
+                " NOT IN (SELECT shadow_server FROM queried_since))", (before, before)).rowcount
 
     # ---- shadow queue -----------------------------------------------------------------
 

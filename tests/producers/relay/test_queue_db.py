@@ -2,6 +2,8 @@
 
 from producers.relay.queue_db import QueueDB, StoredMessage, read_counts, wipe
 
+DAYS_2 = 2 * 86_400_000
+
 
 def message(internal_id: str, primary: str = "ex01", **kw) -> StoredMessage:
     return StoredMessage(internal_id, f"<{internal_id}@x>", "a@fabrikam.example", ("u@contoso.com",), b"body",
@@ -31,12 +33,12 @@ def test_delivery_sets_discard_status_for_the_shadow_once(tmp_path):
     db.enqueue(message("ex01.a.2"), 0, 50)
     assert [m.internal_id for m in db.due(10)] == ["ex01.a.1"], "only what is due"
     db.delivered(db.due(10)[0], 20)
-    assert db.take_discards("ex03") == []
-    assert db.take_discards("ex02") == ["ex01.a.1"]
-    assert db.take_discards("ex02") == [], "handed over once"
+    assert db.take_discards("ex03", 30, DAYS_2) == []
+    assert db.take_discards("ex02", 30, DAYS_2) == ["ex01.a.1"]
+    assert db.take_discards("ex02", 30, DAYS_2) == [], "handed over once"
     db.retry_later("ex01.a.2", 100)
     assert db.due(60) == [] and len(db.due(100)) == 1
-    assert db.expire_discards(10**9) == 0
+    assert db.expire_discards(10**9, DAYS_2) == 0
     counts = db.counts()
     assert (counts.queued, counts.safety_net) == (1, 1)
 
@@ -54,7 +56,7 @@ def test_shadow_copies_are_discarded_or_promoted_never_both(tmp_path):
     assert [(m.internal_id, m.resubmitted, m.primary, m.shadow_server) for m in due] == [("ex01.a.2", True, "ex01", None)]
     assert [m.internal_id for m in db.shadows("ex01")] == ["ex01.a.3"]
     db.delivered(due[0], 600)
-    assert db.take_discards("ex02") == [], "a resubmitted message has no shadow to notify"
+    assert db.take_discards("ex02", 30, DAYS_2) == [], "a resubmitted message has no shadow to notify"
     assert db.command_seen("c1", 1) is False and db.command_seen("c1", 2) is True
     db.close()
     qdb, counts = read_counts(tmp_path / "s.sqlite")
@@ -79,10 +81,40 @@ def test_a_report_holds_the_message_it_is_about_and_a_database_from_before_repor
     [queued] = db.due(10)
     db.delivered(queued, 10, release=False)
     db.enqueue(message("ex01.a.2", parent=Parent("ex01.a.1", "<ex01.a.1@x>", "ex02")), 10, 10)
-    assert db.waits_for_reports("ex01.a.1") and db.take_discards("ex02") == []
+    assert db.waits_for_reports("ex01.a.1") and db.take_discards("ex02", 30, DAYS_2) == []
     [report] = db.due(10)
     assert report.parent == Parent("ex01.a.1", "<ex01.a.1@x>", "ex02")
     db.delivered(report, 20)
     assert not db.waits_for_reports("ex01.a.1") and db.in_safety_net("ex01.a.1")
     db.release(report.parent, 20)
-    assert db.take_discards("ex02") == ["ex01.a.1"]
+    assert db.take_discards("ex02", 30, DAYS_2) == ["ex01.a.1"]
+
+
+def test_discard_notifications_go_when_their_shadow_has_not_queried_for_the_auto_discard_interval(tmp_path):
+    """003: "if the shadow server doesn't query the primary server for the duration specified in this parameter,
+    the primary server deletes the queued discard events": counted from the shadow's last query (none yet: from
+    the first copy it holds), not from each notification. With 60: a query at 2, a delivery at 50, gone at 62."""
+    db = QueueDB(tmp_path / "p.sqlite", "ex01")
+    db.enqueue(message("ex01.a.1", shadow_server="ex02"), 0, 0)
+    db.enqueue(message("ex01.a.2", shadow_server="ex02"), 1, 0)
+    assert db.take_discards("ex02", 2, 60) == []
+    [first, second] = db.due(50)
+    db.delivered(first, 50)
+    assert db.expire_discards(61, 60) == 0, "the shadow queried at 2: kept until 62"
+    assert db.take_discards("ex02", 61, 60) == ["ex01.a.1"], "collected at 61"
+    db.delivered(second, 100)
+    assert db.expire_discards(120, 60) == 0, "queried at 61: kept until 121, though set at 100"
+    assert db.expire_discards(121, 60) == 1, "not queried since 61: deleted at 121"
+    assert db.take_discards("ex02", 122, 60) == [], "deleted, not handed over"
+
+
+def test_a_shadow_that_never_queried_counts_from_its_first_copy_and_a_query_too_late_collects_nothing(tmp_path):
+    db = QueueDB(tmp_path / "p.sqlite", "ex01")
+    db.enqueue(message("ex01.a.1", shadow_server="ex02"), 10, 0)
+    db.enqueue(message("ex01.a.2", shadow_server="ex02"), 40, 0)
+    for m in db.due(50):
+        db.delivered(m, 50)
+    assert db.take_discards("ex02", 70, 60) == [], "no query since the first copy at 10: deleted at 70"
+    db.enqueue(message("ex01.a.3", shadow_server="ex02"), 200, 0)
+    db.delivered(db.due(200)[0], 210)
+    assert db.take_discards("ex02", 259, 60) == ["ex01.a.3"], "none held since the query at 70: counted from the new copy at 200"
