@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from schemas import container, jsonl
-from schemas.convert import AVRO_SUFFIXES, JSONL_SUFFIXES
+from schemas.convert import AVRO_SUFFIXES, JSONL_SUFFIXES, is_avro, is_jsonl
 from schemas.events import Event
 
 SUFFIXES = JSONL_SUFFIXES + AVRO_SUFFIXES
@@ -47,10 +47,10 @@ def read_events(path: Path) -> Iterator[Event]:
 def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, int | None]]:
     """(event, its Kafka timestamp in ms or None), lazily, in file order; `schema` names another
     top-level schema (a recording of the alerts topic: "Alert")."""
-    if path.suffix in JSONL_SUFFIXES:
+    if is_jsonl(path):
         with open(path, "rb") as lines:  # decoded line by line: bad bytes are named by their line
             yield from jsonl.read(lines, str(path), timestamps=True, expected=schema)
-    elif path.suffix in AVRO_SUFFIXES:
+    elif is_avro(path):
         yield from container.read(path, schema, timestamps=True)
     else:
         raise RecordingNameError(path)
@@ -58,15 +58,20 @@ def read_recorded(path: Path, schema: str = "Event") -> Iterator[tuple[Event, in
 
 def count_events(path: Path) -> int:
     """How many records the recording holds (a JSON Lines file: its lines that are not blank)."""
-    if check_name(path).suffix in JSONL_SUFFIXES:
+    if is_jsonl(check_name(path)):
         with open(path, "rb") as lines:
             return sum(1 for line in lines if line.strip())
     return container.count(path)
 
 
+def is_recording(path: Path) -> bool:
+    """Whether the file's suffix names a recording format (in any case)."""
+    return is_jsonl(path) or is_avro(path)
+
+
 def check_name(path: Path) -> Path:
     """`path` when its suffix names a recording format; else RecordingNameError (before anything is written)."""
-    if path.suffix not in SUFFIXES:
+    if not is_recording(path):
         raise RecordingNameError(path)
     return path
 
@@ -108,7 +113,7 @@ def write_events(path: Path, events: Iterable, sync: bytes | None = None, *, tim
     check_name(path)
     if stop is not None and not encoded:
         events = itertools.takewhile(lambda _: not stop(), events)
-    if path.suffix in JSONL_SUFFIXES:
+    if is_jsonl(path):
         if encoded:
             raise ValueError(f"{path}: Avro bodies go to an Avro file, not JSON Lines")
         with open(path, "w", encoding="utf-8") as out:

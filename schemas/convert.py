@@ -27,6 +27,16 @@ JSONL_SUFFIXES = (".jsonl", ".ndjson")
 AVRO_SUFFIXES = (".avro",)
 
 
+def is_jsonl(path: Path) -> bool:
+    """Whether the file's suffix says JSON Lines, in any case (DAY.JSONL as day.jsonl)."""
+    return path.suffix.lower() in JSONL_SUFFIXES
+
+
+def is_avro(path: Path) -> bool:
+    """Whether the file's suffix says an Avro container file, in any case."""
+    return path.suffix.lower() in AVRO_SUFFIXES
+
+
 class ConversionError(ValueError):
     """Input that cannot be converted; the message says where."""
 
@@ -59,9 +69,9 @@ def avro_to_jsonl(source: Path, target: Path) -> int:
 
 def convert(source: Path, target: Path) -> int:
     """Convert in the direction the suffixes give; returns how many records."""
-    if source.suffix in JSONL_SUFFIXES and target.suffix in AVRO_SUFFIXES:
+    if is_jsonl(source) and is_avro(target):
         return jsonl_to_avro(source, target)
-    if source.suffix in AVRO_SUFFIXES and target.suffix in JSONL_SUFFIXES:
+    if is_avro(source) and is_jsonl(target):
         return avro_to_jsonl(source, target)
     raise ConversionError(
         f"cannot tell the direction from {source.name} -> {target.name}: one file must end in "

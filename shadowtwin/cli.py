@@ -29,7 +29,8 @@ from producers.ingest_positions import Positions
 from infra.signals import Stop, stop_on_signals
 from producers.mtl_ingest import KafkaSink, NotATrackingLog, ingest, open_logs
 from producers.recorder import record
-from producers.recording import SUFFIXES as RECORDING_SUFFIXES, RecordingNameError, check_name, read_events, writable_file
+from producers.recording import (RecordingNameError, check_name, count_events, is_recording, read_events,
+                                 writable_file)
 from producers.topic_reader import schema_of
 from producers.relay.lab import LabError
 from producers.replayer import replay
@@ -148,15 +149,23 @@ def _whatif(settings: Settings, args: argparse.Namespace) -> int:
                       truth=Path(args.truth) if args.truth else None, show_progress=args.progress)
 
 
+def _holds_records(path: Path) -> bool:
+    """Whether `path` is a file with records in it (one that cannot be read is taken to hold some)."""
+    try:
+        return path.is_file() and count_events(path) > 0
+    except (OSError, ValueError):
+        return True
+
+
 def _record(settings: Settings, args: argparse.Namespace) -> int:
     # argparse would say 'file' is missing, having taken a recording's name for the topic; or the two are swapped
-    if Path(args.topic).suffix in RECORDING_SUFFIXES and Path(args.file or "").suffix not in RECORDING_SUFFIXES:
+    if is_recording(Path(args.topic)) and not is_recording(Path(args.file or "")):
         raise UsageError(f"{args.topic} is the recording to write: name the topic to read before it"
                          f" (shadowtwin record {args.file or 'TOPIC'} {args.topic})")
     if args.file is None:
         raise UsageError(f"the recording to write is missing (shadowtwin record {args.topic} FILE)")
     path = check_name(Path(args.file))
-    if not args.force and path.is_file() and path.stat().st_size > 0:  # the topic may no longer hold what it has
+    if not args.force and _holds_records(path):  # the topic may no longer hold what it has
         raise UsageError(f"{path}: exists; record does not overwrite a recording (another name, or --force to"
                          " replace it)")
     stop = stop_on_signals()

@@ -15,7 +15,7 @@ from producers.simulator import run as runs
 from producers.simulator.topology import DEFAULT_TOPOLOGY, load_topology
 from producers.simulator.mtl_writer import to_mtl
 from shadowtwin.arguments import SECONDS, duration_option, events_topic, speed_option, topic
-from schemas.convert import AVRO_SUFFIXES
+from schemas.convert import is_avro
 from schemas.jsonl import iso_time
 from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
@@ -95,7 +95,7 @@ def run(settings: Settings, args: argparse.Namespace) -> int:
 def _truth_file(truth: Path) -> Path:
     """--truth, refused when named as an Avro recording: the truth is JSON Lines, and such a name is likely a
     recording's, which it would overwrite."""
-    if truth.suffix.lower() in AVRO_SUFFIXES:
+    if is_avro(truth):
         raise UsageError(f"--truth {truth}: the ground truth is JSON Lines, not Avro: name it NAME.truth.jsonl (the"
                          " events go to --out)")
     return writable_file(truth)

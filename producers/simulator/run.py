@@ -36,7 +36,7 @@ from producers.simulator.engine import Simulation
 from producers.simulator.topology import Topology
 from state import collector
 from schemas import container
-from schemas.convert import AVRO_SUFFIXES
+from schemas.convert import is_avro
 from schemas.jsonl import iso_time
 
 
@@ -82,7 +82,7 @@ def sync_marker(seed: int) -> bytes:
 def to_file(topology: Topology, seed: int, path: Path, truth_path: Path | None = None, *,
             stop: threading.Event | None = None) -> SimulationOutcome:
     """Write the simulation's events; setting `stop` ends the file early, still a valid recording."""
-    avro = check_name(path).suffix in AVRO_SUFFIXES
+    avro = is_avro(check_name(path))
     forked = avro and writer.available()
     simulation = Simulation(topology, seed, encoded=avro and not forked, flat=forked)
     if forked:

@@ -138,6 +138,15 @@ def test_reading_is_lazy_and_in_file_order(tmp_path):
     assert list(itertools.islice(read_events(path), 3)) == SAMPLES[:3]
 
 
+@pytest.mark.parametrize("suffix", [".AVRO", ".JSONL", ".NDJson"])
+def test_a_recording_suffix_in_capitals_names_its_format_too(tmp_path, suffix):
+    """DAY.AVRO as Windows tools name files: before, 'a recording ends in .jsonl, .ndjson, .avro'."""
+    path = tmp_path / f"DAY{suffix}"
+    assert write_events(path, SAMPLES) == len(SAMPLES)
+    assert list(read_events(path)) == SAMPLES and count_events(path) == len(SAMPLES)
+    assert path.read_bytes().startswith(b"Obj\x01") == (suffix == ".AVRO")
+
+
 @pytest.mark.parametrize("name", ["day.csv", "day"])
 def test_a_recording_is_named_by_its_format(tmp_path, name):
     with pytest.raises(ValueError, match="a recording ends in .jsonl, .ndjson, .avro"):

@@ -237,6 +237,16 @@ def test_record_to_a_recording_that_exists_refuses_to_overwrite_it(recording):
     assert recording.read_bytes() == before
 
 
+@pytest.mark.parametrize("name", ["none.avro", "none.jsonl"])
+def test_record_to_a_recording_of_no_events_writes_over_it_as_over_an_empty_file(tmp_path, name):
+    """An Avro file of no events still holds its header: before, record refused it ('exists ... --force')
+    while it took an empty .jsonl. Here the broker does not answer: what stops it is the broker, not the file."""
+    path = tmp_path / name
+    write_events(path, [])
+    run = shadowtwin("record", "shadowtwin.events", path, "--bootstrap", "127.0.0.1:1", "--seconds", "1")
+    assert run.returncode != 0 and "exists" not in run.stderr and "127.0.0.1:1" in run.stderr, run.stderr
+
+
 @pytest.mark.parametrize("where", ["twin.ckpt", "twin.ckpt/under"])
 def test_twin_run_with_a_checkpoint_that_is_a_file_says_so_before_it_starts_anything(tmp_path, where):
     """It used to start Spark and fail in the query's start, with 180 lines of Java stack trace, exit 1."""
