@@ -259,6 +259,7 @@ class RelayNode:
     def _delivery_loop(self) -> None:
         auto_discard_ms = ms(self.params.shadow_message_auto_discard_interval)
         expiration_ms = ms(self.params.message_expiration_timeout)
+        hold_ms = ms(self.params.safety_net_hold_time)
         sessions = self.topology.transport_service.max_per_domain_outbound_connections
         while not self._stopping.is_set():
             try:
@@ -272,6 +273,7 @@ class RelayNode:
                 for message in due[:sessions - len(busy)]:
                     self._start_delivery(message)
                 self.db.expire_discards(now, auto_discard_ms)
+                self.db.expire(now, hold_ms, expiration_ms)
             except Exception:  # noqa: BLE001 - keep the node alive, say what happened
                 log.exception("delivery loop")
             self._stopping.wait(0.2)

@@ -4,7 +4,7 @@
 - discard status: notifications waiting for each shadow server (survive a restart), and when each
   shadow last queried this node (ShadowMessageAutoDiscardInterval counts from there),
 - the shadow queue: copies held for each primary, with the primary's queue-database id,
-- Safety Net (processed messages, kept for inspection), the last successful contact with
+- Safety Net (processed messages, kept for SafetyNetHoldTime), the last successful contact with
   each primary, and the redelivery commands already obeyed.
 
 A queue-database id (random) is created with the file. Wiping the database means deleting
@@ -284,6 +284,16 @@ class QueueDB:
                 db.execute("DELETE FROM shadow_queue WHERE primary_server=? AND internal_id=?", (primary, m.internal_id))
                 db.execute("INSERT INTO safety_net VALUES (?,?,?,?)", (m.internal_id, "shadow", primary, now_ms))
         return gone
+
+    def expire(self, now_ms: int, hold_ms: int, expiration_ms: int) -> tuple[int, int]:
+        """Safety Net keeps what it holds for SafetyNetHoldTime; a shadow copy no discard notification
+        released expires SafetyNetHoldTime + MessageExpirationTimeout after it was stored (the twin's
+        SHADOW_EXPIRED counts from the primary's receipt, earlier by the copy's hand-off). Returns how many
+        copies and Safety Net entries went."""
+        with self._tx() as db:
+            copies = db.execute("DELETE FROM shadow_queue WHERE stored_ms <= ?", (now_ms - hold_ms - expiration_ms,))
+            kept = db.execute("DELETE FROM safety_net WHERE moved_ms <= ?", (now_ms - hold_ms,))
+            return copies.rowcount, kept.rowcount
 
     def promote(self, primary: str, internal_ids: list[str], now_ms: int) -> list[StoredMessage]:
         """Shadow copies become primary messages of this node (resubmitted at once); return those moved.

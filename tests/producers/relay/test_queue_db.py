@@ -1,6 +1,6 @@
 """The queue database: ids across restarts and wipes, primary queue, discard status, shadow queue."""
 
-from producers.relay.queue_db import QueueDB, StoredMessage, read_counts, wipe
+from producers.relay.queue_db import Counts, QueueDB, StoredMessage, read_counts, wipe
 
 DAYS_2 = 2 * 86_400_000
 
@@ -118,3 +118,19 @@ def test_a_shadow_that_never_queried_counts_from_its_first_copy_and_a_query_too_
     db.enqueue(message("ex01.a.3", shadow_server="ex02"), 200, 0)
     db.delivered(db.due(200)[0], 210)
     assert db.take_discards("ex02", 259, 60) == ["ex01.a.3"], "none held since the query at 70: counted from the new copy at 200"
+
+
+def test_a_shadow_copy_no_notification_released_expires_and_safety_net_keeps_its_hold_time(tmp_path):
+    """SafetyNetHoldTime 10, MessageExpirationTimeout 5: the copy stored at 100 that no discard notification
+    released goes at 115, as the twin's SHADOW_EXPIRED says (before, it stayed for good, and a later
+    failure of its primary had it resubmitted); what Safety Net took at 120 goes at 130."""
+    db = QueueDB(tmp_path / "s.sqlite", "ex02")
+    db.store_shadow(message("ex01.a.1", primary_qdb="a"), 100)
+    db.store_shadow(message("ex01.a.2", primary_qdb="a"), 110)
+    assert db.expire(114, 10, 5) == (0, 0)
+    assert db.expire(115, 10, 5) == (1, 0)
+    assert [m.internal_id for m in db.shadows("ex01")] == ["ex01.a.2"]
+    db.discard_shadows("ex01", ["ex01.a.2"], 120)
+    assert db.counts().safety_net == 1
+    assert db.expire(129, 10, 5) == (0, 0) and db.expire(130, 10, 5) == (0, 1)
+    assert db.counts() == Counts(0, 0, 0, 0) and db.shadow_primaries() == {}, "nothing left behind"
