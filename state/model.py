@@ -1144,6 +1144,12 @@ class _Transition:
         whose discard notification never reached the shadow: that next hop's shadow queue still holds the copy."""
         return any(f.done and f.next_hop == "" and not f.notified for f in m.forks.values())
 
+    def resubmitted_result(self, m: Message) -> str:
+        """How a processed message its shadow resubmits ends: 'promoted' when the resubmitted copy is the first some
+        of its recipients get, after their non-delivery report (the primary expired it, or a fork of it failed for
+        good: `refused_forks_resubmitted`); else 'delivered', by the primary (the copy arrives twice)."""
+        return "promoted" if m.expired_ms is not None or self.refused_forks_resubmitted(m) else "delivered"
+
     @staticmethod
     def forks_delivered_by(m: Message, pair: Pair) -> int:
         """When the forks whose notifications never reached the shadow (`resubmitted_unnotified`) were delivered, at
@@ -1179,8 +1185,7 @@ class _Transition:
             if (had := self.served_before_expiry(m)) is not None:
                 self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t, m.primary_done_ms)], t,
                                         f"had processed a message whose shadow on {e.node} promoted it on its own")
-            # an expired message's recipients had a non-delivery report: the shadow's copy is what reaches them
-            self.close(m, t, "delivered" if m.expired_ms is None else "promoted")
+            self.close(m, t, self.resubmitted_result(m))
             return
         pair = s.pairs.get(e.node)
         if again := self.resubmitted_unnotified(m, pair):
@@ -1305,7 +1310,7 @@ class _Transition:
         # The others (2010, no alternate route) stay in the shadow queue with the unprocessed ones: released
         # by their discard notification, resubmitted with the rest when the primary returns as a new route.
         for m in will_resubmit:
-            self.close(m, t, "delivered")
+            self.close(m, t, self.resubmitted_result(m))
         unrouted = [m for m in held if m not in routed]
         # A 2010 shadow is the previous hop: it resubmits over an alternate route ("Los mensajes reenviados llegan
         # a otro servidor Transporte perimetral", 002), not to the failed primary's own next hop.

@@ -18,6 +18,8 @@ def test_the_twin_decides_exactly_what_the_timeline_expects(make):
     for expected, observed in zip(timeline.alerts, with_recipients):
         if expected.recipients is not None:
             assert observed.recipients == expected.recipients, expected.type
+    if timeline.outcomes is not None:
+        assert [(o.ref.internal_id, o.result, o.closed_ms) for o in result.outcomes] == list(timeline.outcomes)
 
 
 @pytest.mark.parametrize("make", timelines.SETTLED, ids=lambda f: f.__name__)

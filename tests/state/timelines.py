@@ -52,6 +52,8 @@ class Timeline:
     config: ModelConfig = field(default_factory=ModelConfig)
     alerts: tuple[Expected, ...] = ()
     commands: tuple[Command, ...] = ()
+    # How the twin stops tracking each message (internal id, result, event time), when the behaviour is about it.
+    outcomes: tuple[tuple[str, str, int], ...] | None = None
 
     def alert_types(self) -> list[AlertType]:
         return [a.type for a in self.alerts]
@@ -561,7 +563,8 @@ def expired_then_back_with_a_new_database_before_the_discard_was_collected() -> 
     resubmitted by their shadows), once, its recipients never had it. So is m2, whose fork to the gateway
     for a@fabrikam.com was acknowledged before it expired: a@ gets it twice, bob@tailspin.com once. Before,
     the twin dropped the copy at the expiry; then it forecast every recipient of both twice (hunt seeds
-    965, 1117: delivered once, after the NDR), and named neither promoted."""
+    965, 1117: delivered once, after the NDR), and named neither promoted. Both end 'promoted' (before, 'expired':
+    whatif left them out of the messages delivered, as a shadow's own promotion of them did not)."""
     org = Org()
     events = [
         *org.started("mbx01", "dbP1", 0),
@@ -580,7 +583,8 @@ def expired_then_back_with_a_new_database_before_the_discard_was_collected() -> 
         Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m1",), (("alice@contoso.com", "bob@fabrikam.com"),)),
         Expected(AlertType.MESSAGE_EXPIRED, at(3), ("m2",), (("bob@tailspin.com",),)),
         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(5), ("m2",), (("a@fabrikam.com",),)),
-        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(5), ("m1", "m2"))))
+        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(5), ("m1", "m2"))),
+        outcomes=(("m1", "promoted", at(5)), ("m2", "promoted", at(5))))
 
 
 def a_message_in_a_failed_primary_does_not_expire_before_its_shadow_promotes_it() -> Timeline:
@@ -1927,6 +1931,18 @@ def a_message_at_risk_its_primary_defers_again_is_in_its_queue_and_expires_there
         Expected(AlertType.SHADOW_EXPIRED, at(1) + 4 * DAY, ("m1",))))
 
 
+def _a_fork_refused_for_good(org) -> list:
+    """m1 for a@fabrikam.com (f1, acknowledged at 1.5) and bob@tailspin.com (f2, refused for good at 2.5: mbx01
+    expires that fork), its copy on mbx02, whose answered query at 2 brought f1's discard notification."""
+    return [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+            *org.received("mbx01", "m1", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
+            *org.shadowed("mbx01", "mbx02", "m1", 1),
+            *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
+            *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
+            *org.sent("mbx01", "m1", "gw-tailspin", 1, fork="f2", recipients=("bob@tailspin.com",), outside=True),
+            *org.query_ok("mbx02", "mbx01", 2), *org.expired("mbx01", "m1", 2.5, fork="f2")]
+
+
 def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it() -> Timeline:
     """m1 is for a@fabrikam.com (fork f1, by gw-fabrikam, acknowledged at 1.5) and bob@tailspin.com (f2, by
     gw-tailspin, refused for good at 2.5: mbx01 expires that fork, bob has a non-delivery report). mbx02's last
@@ -1939,17 +1955,31 @@ def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_n
     expired do; a@ does not (f1's queue is empty). So PRIMARY_FAILED_SHADOWS_PROMOTED names m1 (no command: the
     twin saw mbx01 process it; no duplicate). Before, the twin said nothing at all of m1's resubmission."""
     org = Org()
-    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
-              *org.received("mbx01", "m1", 1, recipients=(), external=("a@fabrikam.com", "bob@tailspin.com")),
-              *org.shadowed("mbx01", "mbx02", "m1", 1),
-              *org.sent("mbx01", "m1", "gw-fabrikam", 1, fork="f1", recipients=("a@fabrikam.com",), outside=True),
-              *org.acked("mbx01", "m1", "gw-fabrikam", 1.5, fork="f1"),
-              *org.sent("mbx01", "m1", "gw-tailspin", 1, fork="f2", recipients=("bob@tailspin.com",), outside=True),
-              *org.query_ok("mbx02", "mbx01", 2),
-              *org.expired("mbx01", "m1", 2.5, fork="f2"),
-              *org.heartbeats_failing("mbx02", "mbx01", 4, 190)]
+    events = [*_a_fork_refused_for_good(org), *org.heartbeats_failing("mbx02", "mbx01", 4, 190)]
     return Timeline("a fork that failed for good is resubmitted by a shadow that had no discard notification for it",
-                    events, alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * HOUR, ("m1",)),))
+                    events, alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * HOUR, ("m1",)),),
+                    outcomes=(("m1", "promoted", at(2) + 3 * HOUR),))
+
+
+def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own() -> Timeline:
+    """As a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it, but the
+    feed shows mbx02's own promotion of m1 (its RESUBMIT) at ShadowResubmitTimeSpan after its last answer, before
+    the twin's deadline decides it. f2's shadow queue on mbx02 still held m1, so bob gets m1 from mbx02 then, once,
+    after his non-delivery report; a@ does not (f1's notification came with the answer at 2): no duplicate.
+
+    | m1's fork | what mbx01 did | mbx02's shadow queue for it | what mbx02's promotion does |
+    |---|---|---|---|
+    | f1, a@fabrikam.com | acknowledged at 1.5, discard notification collected at 2 | empty | nothing |
+    | f2, bob@tailspin.com | refused for good at 2.5 (a non-delivery report) | holds m1 | bob gets m1, once |
+
+    So m1 ends 'promoted' at 182: the shadow's copy is what reaches bob. Before, 'delivered' (the twin saw mbx01
+    process it), and nothing the native twin decided named m1 as taken over: a log-fed twin's forecast of its
+    promotion counted as a false alert (producers/simulator/mtl_check.py)."""
+    org = Org()
+    events = [*_a_fork_refused_for_good(org), *org.heartbeats_failing("mbx02", "mbx01", 4, 182),
+              *org.promoted("mbx02", "mbx01", "m1", 182)]
+    return Timeline("a fork that failed for good is resubmitted by a shadow that promotes on its own", events,
+                    outcomes=(("m1", "promoted", at(182)),))
 
 
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
@@ -2109,6 +2139,7 @@ ALL = (
     exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
     a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
     a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
+    a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2151,5 +2182,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it,
            exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
            a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
-           a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds)
+           a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
+           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own)
 
