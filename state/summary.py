@@ -23,7 +23,7 @@ from typing import Iterable
 import orjson
 
 from schemas.events import Alert, DiscardQueryAnswered, Event, RedeliveryCommand, SideEffectGenerated, SiteLocality
-from state.records import DeadlineKind, Message, PrimaryState, Redundancy
+from state.records import DeadlineKind, Fork, Message, PrimaryState, Redundancy
 
 VERSION = 1
 SERVER_PREFIX, MESSAGE_PREFIX = "server/", "message/"
@@ -93,6 +93,14 @@ def server_summary(state: PrimaryState) -> dict:
     }
 
 
+def _fork_status(fork: Fork) -> str:
+    """A fork's processing: 'failed' when it failed for good (the primary expired it, its recipients had a non-delivery
+    report: its next hop has nothing), else 'acknowledged' by its next hop, or 'pending'."""
+    if not fork.done:
+        return "pending"
+    return "failed" if fork.next_hop == "" else "acknowledged"
+
+
 def message_where(state: PrimaryState, internal_id: str) -> dict | None:
     """Where one message of this primary is: its copies, forks, status and pending deadlines;
     None when the twin holds nothing of it (delivered and released, or never seen)."""
@@ -121,7 +129,7 @@ def message_where(state: PrimaryState, internal_id: str) -> dict | None:
         record["shadow"] = None if m.shadow_server is None else {
             "server": m.shadow_server, "held": shadow_held, "locality": _VALUE[m.shadow_locality]}
         record["forks"] = [{"fork": key, "next_hop": f.next_hop, "recipients": list(f.recipients),
-                            "status": "acknowledged" if f.done else "pending"} for key, f in sorted(m.forks.items())]
+                            "status": _fork_status(f)} for key, f in sorted(m.forks.items())]
         record["side_effects_pending"] = sorted(m.side_effects)
         # The pair's deadlines (promotion, silence) are in the server summary's `pairs`, which every
         # heartbeat rewrites; `TopologyView.where` joins them, so a heartbeat rewrites no message record.

@@ -139,3 +139,15 @@ def test_records_are_sorted_compact_json_as_the_standard_library_writes_it():
     accented = {"recipients": ["jürgen@contoso.com", "名前@contoso.com"], "kind": "message"}
     assert json.loads(to_json(accented)) == accented
     assert to_json(None) is None, "a tombstone stays one"
+
+
+def test_a_fork_that_failed_for_good_is_said_to_have_failed_not_to_be_acknowledged():
+    """m1's fork f1 to gw-fabrikam was acknowledged at 1.5; gw-tailspin refused f2 for good at 2.5 (mbx01 expired
+    that fork: bob has a non-delivery report, not the message). Before, `where` said of f2 'acknowledged', as if
+    bob had m1; now 'failed'. m1 is processed, its copy on mbx02 awaiting the discard status."""
+    refused = timelines.a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it
+    state, _ = run([e for e in refused().events if e.event_time_ms <= at(3)])
+    m1 = message_where(state, "m1")
+    assert [(f["fork"], f["recipients"], f["status"]) for f in m1["forks"]] == [
+        ("f1", ["a@fabrikam.com"], "acknowledged"), ("f2", ["bob@tailspin.com"], "failed")]
+    assert m1["status"] == "processed, shadow copy awaiting discard"
