@@ -729,7 +729,7 @@ class _Transition:
                     other.waiting = shared(tuple(r for r in other.waiting if r not in served))
         elif fork.waiting:  # the fork's whole acknowledgement
             fork.waiting = ()
-        fork.done = True
+        fork.processed(e.event_time_ms)
         self.maybe_primary_done(m, e.event_time_ms)
 
     def primary_processed(self, e: ev.DiscardStatusSet | ev.MovedToSafetyNet) -> None:
@@ -751,7 +751,8 @@ class _Transition:
                 fork = m.forks_of()[fork_id] = Fork("", ())
             elif not fork.done:
                 fork.next_hop = ""  # its recipients had a non-delivery report: no next hop has it
-            fork.done, fork.waiting = True, ()
+            fork.processed(t)
+            fork.waiting = ()
             self.maybe_primary_done(m, t)
         elif m.primary_done_ms is None:
             self.expired_in_queue(m, t)
@@ -1107,9 +1108,10 @@ class _Transition:
         if fork is None:
             # A fork the primary's events have not named yet (the shadow's clock is behind the primary's): it was
             # processed; the copy waits for the primary's word on it (`notified_fork_named`).
-            m.forks_of()[ref.fork_id] = Fork(None, (), True, True)
+            m.forks_of()[ref.fork_id] = Fork(None, (), True, True, done_ms=t)
         elif not fork.done:
-            fork.done = fork.notified = True
+            fork.processed(t)
+            fork.notified = True
             self.maybe_primary_done(m, t)
             if m.primary_done_ms is not None:
                 return self.release_shadow(ref.internal_id, pair, t)
@@ -1153,9 +1155,22 @@ class _Transition:
     @staticmethod
     def forks_delivered_by(m: Message, pair: Pair) -> int:
         """When the forks whose notifications never reached the shadow (`resubmitted_unnotified`) were delivered, at
-        the earliest: the twin keeps no fork's time, but a fork processed before the shadow's last answered query had
-        its notification with that answer."""
+        the earliest, for a fork whose own time is not known (`first_copies`): a fork processed before the shadow's
+        last answered query had its notification with that answer."""
         return max(m.received_ms, pair.last_answered_ms or pair.last_contact_ms)
+
+    @staticmethod
+    def first_copies(m: Message, recipients: tuple[Recipient, ...], otherwise_ms: int) -> tuple[int, ...]:
+        """When each of `recipients` had its first copy from the primary: the earliest acknowledgement of a fork
+        that served it (each fork has its own), else `otherwise_ms` (a message processed without a fork, or a fork
+        of a snapshot before format 17). Duplicate detection forgets each copy on its own (004)."""
+        first: dict[str, int] = {}
+        for fork in m.forks.values():
+            if fork.done and fork.next_hop and fork.done_ms is not None:
+                for address in fork.recipients or (r.address for r in m.recipients):
+                    key = address.lower()
+                    first[key] = min(first.get(key, fork.done_ms), fork.done_ms)
+        return tuple(first.get(r.address.lower(), otherwise_ms) for r in recipients)
 
     def notified_fork_named(self, m: Message, fork: Fork, hop: str, recipients: tuple[str, ...], t: int) -> None:
         """The primary names a fork whose discard notification reached the shadow first (by event time: the
@@ -1183,14 +1198,15 @@ class _Transition:
             # was down, or out of touch past the span) and resubmits it: it arrives twice (once, after
             # the non-delivery report, where the primary expired it).
             if (had := self.served_before_expiry(m)) is not None:
-                self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t, m.primary_done_ms)], t,
+                self.predict_duplicates([Promoted(m.ref.whole(), e.node, had, s.queue_db_id, t,
+                                                  self.first_copies(m, had, m.primary_done_ms))], t,
                                         f"had processed a message whose shadow on {e.node} promoted it on its own")
             self.close(m, t, self.resubmitted_result(m))
             return
         pair = s.pairs.get(e.node)
         if again := self.resubmitted_unnotified(m, pair):
             self.predict_duplicates([Promoted(m.ref.whole(), e.node, again, s.queue_db_id, t,
-                                              self.forks_delivered_by(m, pair))], t,
+                                              self.first_copies(m, again, self.forks_delivered_by(m, pair)))], t,
                                     f"had handed forks of a message on, whose discard notifications never reached"
                                     f" {e.node}, which promoted it on its own")
         # Back with its queue, the primary delivers only what it had not handed on: the recipients still pending
@@ -1291,7 +1307,7 @@ class _Transition:
         routed = [m for m in held if include_unrouted or m.shadow_alternate_route
                   or self.mode_of(pair.shadow) is not _EXCHANGE_2010]
         twice = [Promoted(m.ref.whole(), pair.shadow, had, self.copy_db(m, pair) or s.queue_db_id, t,
-                          m.primary_done_ms)
+                          self.first_copies(m, had, m.primary_done_ms))
                  for m in will_resubmit if (had := self.served_before_expiry(m)) is not None]
         expired = [m for m in will_resubmit if m.expired_ms is not None]
         # A fork that failed for good (its recipients had a non-delivery report) whose discard notification never
@@ -1300,7 +1316,7 @@ class _Transition:
         refused = [m for m in will_resubmit if m.expired_ms is None and self.refused_forks_resubmitted(m)]
         if not forecast:  # and of the others, the forks processed whose notifications it never had
             twice += [Promoted(m.ref.whole(), pair.shadow, again, self.copy_db(m, pair) or s.queue_db_id, t,
-                               self.forks_delivered_by(m, pair))
+                               self.first_copies(m, again, self.forks_delivered_by(m, pair)))
                       for m in routed if (again := self.resubmitted_unnotified(m, pair))]
         if twice:
             self.predict_duplicates(
@@ -1403,12 +1419,10 @@ class _Transition:
             # Mailbox users see the second copy only when their store's duplicate detection forgot the first (004).
             # A shadow resubmits at its first query after the span, up to a heartbeat after the twin's deadline: the
             # gap counts from that latest time, so that only mailbox users who will see it are named.
-            first = r.first_delivered_ms
-            if first is None:
-                first = r.promoted_ms + self.heartbeat_of(r.holder)
-            seen_inside = t - first > tracked
-            seen = tuple(x.address for x in r.recipients if seen_inside or not x.internal)
-            late += seen_inside and any(x.internal for x in r.recipients)
+            firsts = r.first_delivered_ms or (r.promoted_ms + self.heartbeat_of(r.holder),) * len(r.recipients)
+            forgot = [t - first > tracked for first in firsts]
+            seen = tuple(x.address for x, gone in zip(r.recipients, forgot) if gone or not x.internal)
+            late += any(gone and x.internal for x, gone in zip(r.recipients, forgot))
             messages.append(AlertMessage(r.ref, seen))
         listed = sum(1 for m in messages if m.recipients)
         if late:

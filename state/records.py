@@ -90,6 +90,15 @@ class Fork:
     done: bool = False
     notified: bool = False  # its discard notification reached the shadow: its next hop's shadow queue is empty
     waiting: tuple[str, ...] = ()  # served in part: its recipients still waiting at that next hop (no notification)
+    # When it was first processed (its next hop's acknowledgement): its recipients' first copy, each fork its own
+    # (None: not yet, or loaded from a snapshot before format 17)
+    done_ms: int | None = None
+
+    def processed(self, t: int) -> None:
+        """Its next hop acknowledged it (or it failed for good, or its discard notification says so) at `t`."""
+        self.done = True
+        if self.done_ms is None:
+            self.done_ms = t
 
 
 @dataclass(slots=True)
@@ -176,8 +185,9 @@ class Promoted:
     primary_db_id: str | None
     promoted_ms: int
     # The first of the two deliveries, when it was not the shadow's resubmission but the primary's own (a message, or
-    # forks of it, processed before the shadow resubmitted it): not kept, only told (`predict_duplicates`).
-    first_delivered_ms: int | None = None
+    # forks of it, processed before the shadow resubmitted it): per recipient, in `recipients`' order, as each fork
+    # was processed (empty: the shadow's resubmission came first). Not kept, only told (`predict_duplicates`).
+    first_delivered_ms: tuple[int, ...] = ()
 
 
 class DeadlineKind(enum.IntEnum):

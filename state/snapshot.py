@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 15 are still read, a checkpoint may hold them: 15 has no pair's
+refused rather than misread (formats 3 to 16 are still read, a checkpoint may hold them: 16 has no fork's
+`done_ms`, then unknown (a duplicate forecast dates its recipients' first copy as before: when the whole message
+was processed, or, for a processed fork of one still in the queue, the shadow's last answer); 15 has no pair's
 `first_copy_ms`, then unknown (with no answered query yet, ShadowMessageAutoDiscardInterval counts from the pair's
 last copy or query, whichever came first, as before); 14 has no server's
 `replaced_db_id` in `nodes`, then unknown (a shadow's query naming the queue database its NodeStarted replaced is taken
@@ -45,9 +47,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 16
-# 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 17
+# 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -69,7 +71,8 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     """The snapshot of `state`, with `token` (default: a new random one; see `token_of`)."""
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
-         tuple((key, f.next_hop, f.recipients, f.done, f.notified, f.waiting) for key, f in m.forks.items()),
+         tuple((key, f.next_hop, f.recipients, f.done, f.notified, f.waiting, f.done_ms)
+               for key, f in m.forks.items()),
          tuple(m.side_effects),
          _MESSAGE(m), m.shadow_locality.value)
         for m in state.messages.values()

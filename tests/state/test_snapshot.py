@@ -78,7 +78,7 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
     loaded = snapshot.load(pickle.dumps(((8, *header[1:-1]), older, *rest)))
     assert not loaded.messages["m1"].forks["f1"].notified
     assert loaded.messages["m1"].forks["f1"].waiting == ("b@x",)  # before format 11: b@x may wait in f1
-    assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True, waiting=()) \
+    assert dataclasses.replace(loaded.messages["m1"].forks["f1"], notified=True, waiting=(), done_ms=at(1)) \
         == state.messages["m1"].forks["f1"]
 
 
@@ -110,15 +110,31 @@ def as_format_6(state) -> tuple:
     return ((6, *header[1:-1]), *rest)
 
 
+def before_17(state):
+    """`state` as a snapshot before format 17 keeps it: no fork's `done_ms`."""
+    return dataclasses.replace(state, messages={
+        key: dataclasses.replace(m, forks={k: dataclasses.replace(f, done_ms=None) for k, f in m.forks.items()})
+        if m.forks else m for key, m in state.messages.items()})
+
+
 def before_16(state):
-    """`state` as a snapshot before format 16 keeps it: no pair's `first_copy_ms`."""
+    """`state` as a snapshot before format 16 keeps it: format 17's without a pair's `first_copy_ms`."""
+    state = before_17(state)
     return dataclasses.replace(state, pairs={shadow: dataclasses.replace(pair, first_copy_ms=None)
                                              for shadow, pair in state.pairs.items()})
 
 
+def as_format_16(state) -> tuple:
+    """`state`'s snapshot as format 16 wrote it: no fork's `done_ms`, its values' last."""
+    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    assert all(fork[-1] == state.messages[m[0][1]].forks[fork[0]].done_ms for m in messages for fork in m[3])
+    return ((16, *header[1:]), [(*m[:3], tuple(fork[:-1] for fork in m[3]), *m[4:]) for m in messages], *rest)
+
+
 def as_format_15(state) -> tuple:
-    """`state`'s snapshot as format 15 wrote it: no pair's `first_copy_ms`, its flat values' last."""
-    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 15 wrote it: format 16 without a pair's `first_copy_ms`, its flat values'
+    last."""
+    header, messages, pairs, *rest = as_format_16(state)
     assert all(flat[-1] == state.pairs[flat[0]].first_copy_ms for flat, *_ in pairs)
     return ((15, *header[1:]), messages, [(flat[:-1], *p) for flat, *p in pairs], *rest)
 
@@ -407,3 +423,21 @@ def test_a_format_15_snapshot_loads_with_the_pairs_first_copy_unknown():
         model.on_events(each, copy)
         dropped.append([(a.type, a.decided_at_ms) for a in model.on_time(each, at(62)).alerts])
     assert dropped == [[(AlertType.DISCARD_EVENTS_DROPPED, at(61))], []]
+
+
+def test_a_format_16_snapshot_loads_with_its_forks_processing_time_unknown():
+    """Format 16 kept no fork's `done_ms`: its recipients' first copy is dated as before, by the message's processing
+    as a whole. Timeline each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own up to
+    71, then mbx01's restart with a new queue database at 72: alice's first copy (f1, at 5) is 67 minutes old, and
+    named; from the old snapshot it is taken to be m1's processing (at 70), and she is not."""
+    timeline = timelines.each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own()
+    state = replay([e for e in timeline.events if e.event_time_ms <= at(71)], timeline.config).states["mbx01"]
+    assert [f.done_ms for f in state.messages["m1"].forks.values()] == [at(5), at(70)]
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_16(state)))
+    assert loaded == before_17(state)
+    restart = [e for e in timeline.events if e.event_time_ms > at(71)]
+    model = ShadowRedundancyModel(timeline.config)
+    named = [[m.recipients for a in model.on_events(each, restart).alerts for m in a.messages]
+             for each in (state, loaded)]
+    assert named == [[("alice@contoso.com", "bob@fabrikam.com")], [("bob@fabrikam.com",)]]

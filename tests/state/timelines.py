@@ -1982,6 +1982,36 @@ def a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_
                     outcomes=(("m1", "promoted", at(182)),))
 
 
+def each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own() -> Timeline:
+    """mbx01 takes m1 at 1 for alice@contoso.com (a mailbox user) and bob@fabrikam.com, its copy on mbx02, whose
+    answered query at 2 is its last: from 4 its queries fail (a partition; mbx01 goes on). mbx01 delivers fork f1 to
+    alice's mailbox at 5; fork f2 to the gateway is acknowledged at 70. mbx01 restarts at 72 with a new queue
+    database: mbx02 promotes m1 and resubmits it whole, no discard notification having reached it since 2.
+
+    | m1's fork | first copy (mbx01) | second copy (mbx02's resubmission) | seen twice? |
+    |---|---|---|---|
+    | f1, alice@contoso.com (mailbox) | 5 | 72 | yes: her DeliveredTo entry is gone after 1 hour (004) |
+    | f2, bob@fabrikam.com (outside) | 70 | 72 | yes: no duplicate detection outside the organisation |
+
+    "Whenever a message gets delivered to a user, the DeliveredTo database is checked for an entry for the message. If
+    there are no existing entries, a new entry is created", and "The default duration for tracking duplicates is 1
+    hour" (004): alice's entry dates from her own copy, at 5, so the resubmitted copy, 67 minutes later, is new to her
+    store. Before, the twin dated every fork's first copy by m1's processing as a whole (its last fork, at 70):
+    'mailbox users see none', listing bob alone."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1, external=("bob@fabrikam.com",)),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.query_failed("mbx02", "mbx01", 4),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 5, fork="f1"),
+              *org.sent("mbx01", "m1", "gw-fabrikam", 5, fork="f2", recipients=("bob@fabrikam.com",), outside=True),
+              *org.heartbeats_failing("mbx02", "mbx01", 6, 72),
+              *org.acked("mbx01", "m1", "gw-fabrikam", 70, fork="f2"), *org.started("mbx01", "dbP2", 72)]
+    return Timeline("each fork of a message delivered twice is forgotten by duplicate detection on its own", events,
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(72), ("m1",),
+                                     (("alice@contoso.com", "bob@fabrikam.com"),)),))
+
+
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
     """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
     takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
@@ -2140,6 +2170,7 @@ ALL = (
     a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
     a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
+    each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2183,5 +2214,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing,
            a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
            a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
-           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own)
+           a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
+           each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own)
 
