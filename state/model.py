@@ -410,6 +410,13 @@ class _Transition:
         return (self.silence_span(pair.shadow) > 0 and pair.last_heartbeat_ms is not None
                 and t - pair.last_heartbeat_ms > self.heartbeat_of(pair.shadow))
 
+    def none_failed_since_contact(self, pair: Pair) -> bool:
+        """Whether no discard query of the shadow's has gone unanswered since its last contact with the primary: "If
+        the shadow server can't open an SMTP session with the primary server after ... ShadowResubmitTimeSpan" (003),
+        it promotes; one whose sessions all reached the primary has not found it unreachable. Only with heartbeats
+        (else a query is the shadow's line) and the silence span on, as `query_overdue`."""
+        return self.silence_span(pair.shadow) > 0 and pair.heartbeats and pair.last_query_ms <= pair.last_contact_ms
+
     def node_seen(self, e: NodeSeen) -> None:
         last = self.s.last_seen
         if e.event_time_ms > last.get(e.node, -1):
@@ -1576,9 +1583,11 @@ class _Transition:
             if alive is None or heard_until - alive >= silence:
                 self.put_at_risk(pair, at_ms, "has been unreachable for the resubmit span")
             return
-        if self.query_overdue(pair, at_ms):
+        if self.query_overdue(pair, at_ms) or self.none_failed_since_contact(pair):
             # Its query due by now never came: a shadow that stopped querying resubmits nothing (a
-            # span shorter than the silence span runs out first). Its next query decides, or the silence span.
+            # span shorter than the silence span runs out first). Nor does one none of whose queries since their
+            # last contact failed (a span shorter than its heartbeat): it has not found the primary unreachable.
+            # Its next query decides (a failure promotes at once, an answer is contact), or the silence span.
             s.deadlines.set(_PROMOTE, shadow, pair.last_query_ms + silence)
             return
         self.promote(pair, at_ms, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT)

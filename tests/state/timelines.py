@@ -2012,6 +2012,34 @@ def each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_o
                                      (("alice@contoso.com", "bob@fabrikam.com"),)),))
 
 
+def a_shadow_whose_every_query_is_answered_promotes_nothing_however_short_the_resubmit_span() -> Timeline:
+    """What if ShadowResubmitTimeSpan were 1 minute, ShadowHeartbeatFrequency the default 2: mbx02 holds the copy of
+    m1 (received at 1, deferred by mbx09 at 1.5: still in mbx01's queue) and queries mbx01 every 2 minutes.
+
+    | when | mbx02's session to mbx01 | what mbx02 does |
+    |---|---|---|
+    | 2 to 8, every 2 minutes | answered (mbx01 up, logging all along) | nothing: it never failed to reach mbx01 |
+    | 9 | | (mbx01 fails) |
+    | 10 | fails, 2 minutes after the last answer | promotes m1 and sends it to mbx09 |
+
+    "If the shadow server can't open an SMTP session with the primary server after a preconfigured time interval (the
+    ShadowResubmitTimeSpan parameter ...) the shadow server promotes itself" (003): a shadow whose every session
+    reached its primary has found nothing unreachable, however long ago the last one was; the first one that fails
+    after the span promotes. Before, the twin promoted m1 at 3 (a minute after the answer at 2, 'mbx02 has had no answer
+    from mbx01 since 00:02'), forecast its duplicate at 4 when the next answer came ('came back with the same queue
+    database'), and said nothing at mbx01's real failure."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:01:00"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.deferred("mbx01", "m1", "mbx09", 1.5), *_heartbeats_ok(org, "mbx02", "mbx01", 2, 10),
+              *org.busy("mbx01", 1, 9), *org.busy("mbx02", 1, 30), *org.heartbeats_failing("mbx02", "mbx01", 10, 30)]
+    return Timeline("a shadow whose every query is answered promotes nothing, however short the resubmit span",
+                    sorted(events, key=lambda e: e.event_time_ms), config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(10), ("m1",)),),
+                    commands=(Command("mbx02", "mbx01", "m1", "mbx09", "mbx09", ("alice@contoso.com",), at(10)),))
+
+
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
     """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
     takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
@@ -2171,6 +2199,7 @@ ALL = (
     a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
     each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
+    a_shadow_whose_every_query_is_answered_promotes_nothing_however_short_the_resubmit_span,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
