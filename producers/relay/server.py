@@ -30,7 +30,8 @@
   said `500 Error: strict ASCII mode`); `SMTPUTF8` at MAIL gets `555`, a non-ASCII EHLO or HELO name `501`;
 - a line of the data longer than 998 octets (and its CRLF; RFC 5321 4.5.3.1.6), in the header section or
   the body, gets `500 5.5.2 Line too long` at the end of the data, as a strict MTA answers it (aiosmtpd
-  refuses lines longer than 1001 octets only, to allow a transparency dot, and took a 999-octet line);
+  refuses lines longer than 1001 octets only, to allow a transparency dot, took a 999-octet line, and
+  answered a longer one `500 Line too long`, without the status code);
 - a bare CR or LF in DATA (in the header section or the body) gets `550 5.6.11` at the end of the data, as
   RFC 5321 2.3.8 and 4.1.1.4 have it (a server MUST NOT take a bare LF as a line end) and as postfix
   (smtpd_forbid_bare_newline) and Exchange refuse it since the SMTP smuggling advisories (CVE-2023-51764/5/6):
@@ -70,7 +71,6 @@ from producers.relay.topology import ReceiveConnector
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
 TOO_LARGE = "552 5.3.4 Message size exceeds fixed maximum message size"
-_LIBRARY_TOO_LARGE = ("552 Error: message size exceeds fixed maximum message size", "552 Error: Too much mail data")
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
@@ -78,6 +78,12 @@ NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that reci
 NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
 BARE_LINE_END = "550 5.6.11 Bare CR or LF not allowed in DATA: lines end in CRLF (RFC 5321 2.3.8)"
 LINE_TOO_LONG = "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
+# aiosmtpd's own answers, without enhanced status codes, as the node answers the same conditions itself
+_LIBRARY_REPLIES = {
+    "552 Error: message size exceeds fixed maximum message size": TOO_LARGE,
+    "552 Error: Too much mail data": TOO_LARGE,
+    "500 Line too long (see RFC5321 4.5.3.1.6)": LINE_TOO_LONG,
+}
 MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), after the transparency dot is removed
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
@@ -176,7 +182,7 @@ class RelaySMTP(SMTP):
             self.session.shadow_request = None
 
     async def push(self, status: str) -> None:
-        await super().push(TOO_LARGE if status in _LIBRARY_TOO_LARGE else status)
+        await super().push(_LIBRARY_REPLIES.get(status, status))
 
     async def check_helo_needed(self, helo: str = "HELO") -> bool:
         """aiosmtpd's check, answered with an enhanced status code (RFC 2034) as postfix answers it."""
