@@ -6,7 +6,8 @@ JVM, pointed at the configured brokers with the configured security unless the a
 otherwise. What a tool prints and its exit status are the tool's own; a reset of the twin's consumer group,
 which never moves the twin, is preceded by a warning on stderr that says so (`twin_group_warning`), and
 `kafka-console-consumer` on a topic of the contract's Avro records, which it prints as binary, by a note
-saying how to read them (`avro_topic_note`).
+saying how to read them, and `kafka-console-producer` on the events topic, which takes no line it sends, by
+one saying how to publish events (`avro_topic_note`).
 """
 
 from __future__ import annotations
@@ -84,14 +85,20 @@ def twin_group_warning(twin_group: str, name: str, arguments: list[str]) -> str:
 
 
 def avro_topic_note(settings: Settings, name: str, arguments: list[str]) -> str:
-    """How to read the records of the twin's Avro topic that `kafka-console-consumer --topic` is given, in one
-    line ("" for any other use of a tool): Kafka's tool prints their bytes, binary."""
+    """How to read the records of the twin's Avro topic that `kafka-console-consumer --topic` is given, or to
+    publish events on the topic `kafka-console-producer --topic` is given, in one line ("" for any other use of a
+    tool): Kafka's tools print their bytes, binary, and send lines of UTF-8 text, which no event is."""
     topics = settings.topics
     readers = {topics.alerts: "alerts tail --json", topics.commands: "commands tail --json",
                topics.dead_letters: "dead-letters tail --json", topics.events: f"record {topics.events} FILE.jsonl"}
     given = [value for option, value in zip(arguments, arguments[1:]) if option == "--topic"]
     given += [a.removeprefix("--topic=") for a in arguments if a.startswith("--topic=")]
     topic = next((t for t in given if t in readers), None)
+    if name == "kafka-console-producer" and topic == topics.events:
+        return (f"note: {topic} takes the contract's Avro records (schemas/README.md), which this tool cannot write:"
+                f" it sends each line as UTF-8 text, and the twin sets each aside as a dead letter ('shadowtwin"
+                f" dead-letters tail' says why); publish events written as JSON lines with 'shadowtwin replay"
+                f" FILE.jsonl'")
     if name != "kafka-console-consumer" or topic is None:
         return ""
     copy = f", or the JSON copies on {topic}.json with [twin] json_topics = true" \

@@ -53,10 +53,16 @@ def bad_magic_detail(first_two_hex: str, looks_like: str = "") -> str:
 
 
 # What a record that does not start with the magic looks like, when other Kafka clients write such
-# records: a bad magic's detail ends with it (`looks_like`; Spark asks the same of the bytes).
+# records: a bad magic's detail ends with it (`looks_like`; Spark asks the same of the bytes). Text tools
+# (kafka-console-producer, kcat reading a terminal) decode what they are given as UTF-8, where the magic's
+# c3 is no character: they send U+FFFD in its place, so no event can be typed or piped in with them.
 TOMBSTONE = "; a tombstone (no value at all), which deletes a key from a compacted topic"
 CONFLUENT_FIRST_BYTE, CONFLUENT_HEADER_SIZE = b"\x00", 5
 JSON_FIRST_BYTE = b"{"
+REPLACEMENT_CHARACTER = "\ufffd".encode()
+TYPED_TEXT = ("; perhaps an event that a text tool such as kafka-console-producer wrote: it reads lines as UTF-8,"
+              " where c3, the first byte of every event, is no character, and sent efbfbd (U+FFFD) in its place;"
+              " `shadowtwin replay FILE.jsonl` publishes JSON Lines as events")
 JSON_TEXT = ("; perhaps JSON text, which the twin does not read (`shadowtwin replay FILE.jsonl` publishes JSON Lines"
              " as events)")
 
@@ -67,11 +73,13 @@ def confluent_framing(schema_id: int | str) -> str:
 
 
 def looks_like(data: bytes | None) -> str:
-    """A tombstone, Confluent's framing or JSON text, in words; else nothing."""
+    """A tombstone, Confluent's framing, JSON text or an event a text tool wrote, in words; else nothing."""
     if data is None:
         return TOMBSTONE
     if len(data) >= CONFLUENT_HEADER_SIZE and data[:1] == CONFLUENT_FIRST_BYTE:
         return confluent_framing(int.from_bytes(data[1:CONFLUENT_HEADER_SIZE], "big"))
+    if data.startswith(REPLACEMENT_CHARACTER):
+        return TYPED_TEXT
     return JSON_TEXT if data[:1] == JSON_FIRST_BYTE else ""
 
 

@@ -141,3 +141,36 @@ def test_the_console_consumer_on_the_alerts_topic_is_told_how_to_read_its_avro_r
     assert avro_topic_note(settings, "kafka-console-consumer", [f"--topic={settings.topics.events}"])
     assert not avro_topic_note(settings, "kafka-console-consumer", ["--topic", settings.topics.state]), "JSON"
     assert not avro_topic_note(settings, "kafka-topics", ["--describe", "--topic", settings.topics.alerts])
+
+
+def test_the_console_producer_on_the_events_topic_is_told_it_cannot_write_an_event(settings, kafka_bootstrap,
+                                                                                   topics):
+    """`kafka tool console-producer --topic shadowtwin.events` with an event's own bytes piped in: the tool reads
+    its input as UTF-8 lines and sent c3, the first byte of every event, as U+FFFD, so the record was a dead letter
+    'bad magic: starts with efbf', and nothing said that no event can go through this tool, nor what does. Now a
+    note on stderr says so and names `replay`, and the dead letter's reason says what the tool did to the bytes."""
+    from schemas import codec, wire
+    from tests.schemas.samples import sample_events
+
+    event = codec.encode(sample_events()["NodeStarted"])
+    env = dict(os.environ, SHADOWTWIN_TOPICS_EVENTS=topics.events)
+    result = subprocess.run([sys.executable, "-m", "shadowtwin", "kafka", "tool", "--bootstrap", kafka_bootstrap,
+                             "console-producer", "--topic", topics.events], input=event + b"\n",
+                            capture_output=True, env=env, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().splitlines()[0] == (
+        f"note: {topics.events} takes the contract's Avro records (schemas/README.md), which this tool cannot write:"
+        f" it sends each line as UTF-8 text, and the twin sets each aside as a dead letter ('shadowtwin dead-letters"
+        f" tail' says why); publish events written as JSON lines with 'shadowtwin replay FILE.jsonl'")
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": False})
+    consumer.assign([TopicPartition(topics.events, p, 0) for p in range(topics.events_partitions)])
+    record = consumer.poll(30)
+    consumer.close()
+    assert record is not None and record.error() is None
+    assert record.value().startswith("\ufffd".encode()), "what the tool sent for c3 01"
+    with pytest.raises(wire.DecodeError) as caught:
+        codec.decode_event(record.value())
+    assert str(caught.value).startswith("bad magic: starts with efbf") and str(caught.value).endswith(
+        wire.TYPED_TEXT), str(caught.value)
+    assert not avro_topic_note(settings, "kafka-console-producer", ["--topic", settings.topics.alerts])

@@ -134,6 +134,10 @@ GOOD = codec.encode(sample_events()["MessageReceived"])
     (b"\x00\x00\x00\x00\x07" + GOOD[10:], wire.BAD_MAGIC, "starts with 0000, expected c301 (an event is Avro"
      " single-object encoded: schemas/README.md); perhaps Confluent's framing (byte 0, then schema id 7 of a schema"
      " registry), which the twin does not read"),
+    ("\ufffd\x01".encode() + GOOD[2:9], wire.BAD_MAGIC, "starts with efbf, expected c301 (an event is Avro"
+     " single-object encoded: schemas/README.md); perhaps an event that a text tool such as kafka-console-producer"
+     " wrote: it reads lines as UTF-8, where c3, the first byte of every event, is no character, and sent efbfbd"
+     " (U+FFFD) in its place; `shadowtwin replay FILE.jsonl` publishes JSON Lines as events"),
     (b"\xc3\x01\x00\x01", wire.TRUNCATED_HEADER, "4 bytes, the single-object header alone has 10"),
     (b"\xc3\x01" + bytes(range(8)) + GOOD[10:], wire.UNKNOWN_FINGERPRINT,
      "0001020304050607 is no catalogued writer schema"),

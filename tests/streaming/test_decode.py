@@ -213,11 +213,13 @@ def test_python_fingerprints_are_the_ones_java_avro_computes(spark):
 def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spark):
     """Spark compares the magic and the fingerprint as bytes; the reasons still name them in hex. What other
     Kafka clients write is named: a tombstone, Confluent's framing (a schema registry's serializer), JSON text
-    (kafka-console-producer); before, each was only "starts with ..." in hex, a tombstone as an empty value."""
+    (kafka-console-producer), an event a text tool wrote (kafka-console-producer again: U+FFFD for c3); before,
+    each was only "starts with ..." in hex, a tombstone as an empty value."""
     good = codec.encode(EVENTS[0])
     confluent, json_line = b"\x00\x00\x00\x01\x2c" + good[10:], b'{"kind": "NodeStarted"}\n'
+    typed = good.decode("utf-8", errors="replace").encode()
     values = [None, b"", b"\xc3", b"\x00\x01" + good[2:], good[:7], b"\xc3\x01" + b"\xab" * 8 + good[10:],
-              confluent, json_line, good]
+              confluent, json_line, typed, good]
     raw = spark.createDataFrame(
         [(value, b"k", "events", 0, offset, None, 0) for offset, value in enumerate(values)],
         "value binary, key binary, topic string, partition int, offset long, timestamp timestamp, timestampType int")
@@ -232,4 +234,5 @@ def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spar
     assert reasons[6].endswith("perhaps Confluent's framing (byte 0, then schema id 300 of a schema registry),"
                                " which the twin does not read")
     assert reasons[7].startswith("bad magic: starts with 7b22") and wire.JSON_TEXT in reasons[7]
+    assert reasons[8].startswith("bad magic: starts with efbf") and reasons[8].endswith(wire.TYPED_TEXT)
     assert reasons[-1] is None
