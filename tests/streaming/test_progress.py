@@ -4,7 +4,7 @@ import json
 from types import SimpleNamespace
 
 from schemas.events import AlertType
-from streaming.progress import ProgressReporter, describe, offsets_total
+from streaming.progress import AFTER_A_CRASH, ProgressReporter, describe, first_line, offsets_total
 
 PROGRESS = {
     "id": "q1", "batchId": 7, "numInputRows": 1200, "inputRowsPerSecond": 600.0, "processedRowsPerSecond": 900.0,
@@ -47,3 +47,17 @@ def test_a_query_that_stops_on_a_failure_is_said_in_one_line():
     lines = []
     ProgressReporter(lines.append).onQueryTerminated(SimpleNamespace(exception=failure))
     assert lines == [f"twin query stopped: {failure.splitlines()[0]}"]
+
+
+def test_the_failure_spark_has_after_the_twin_was_killed_mid_batch_says_nothing_is_lost():
+    """`kill -9` of a running twin, then `twin run` again: Spark 4.1.1 failed the batch it ran again with a
+    NullPointerException (SPARK-55271) and the twin said 'the twin's query failed (java.lang.NullPointerException:
+    Cannot invoke ...); starting it again', which reads as something broken. Now the line says what it is."""
+    failure = ('java.lang.NullPointerException: Cannot invoke "scala.collection.IterableOps.map(scala.Function1)"'
+               ' because the return value of "scala.Option.get()" is null\n'
+               "\tat org.apache.spark.sql.kafka010.KafkaMicroBatchStream$.metrics(KafkaMicroBatchStream.scala:520)\n")
+    assert first_line(failure) == failure.splitlines()[0] + AFTER_A_CRASH
+    assert AFTER_A_CRASH == ("; Spark 4.1.1's Kafka source fails so once after the twin was killed mid-batch"
+                             " (SPARK-55271), the batch's output already written: nothing is lost or decided twice")
+    assert first_line("java.lang.NullPointerException: something else\n\tat x") == \
+        "java.lang.NullPointerException: something else"
