@@ -11,7 +11,8 @@
   with BDAT gets 503; BINARYMIME is not offered, so the chunks hold a message of lines as DATA does), `XSHADOW`
   and `XQDISCARD`, STARTTLS with the node's lab certificate
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
-  else is not; STARTTLS before EHLO gets `503 5.5.1`, on an encrypted session `554 5.5.1`), and AUTH LOGIN/PLAIN once the session
+  else is not; STARTTLS before EHLO gets `503 5.5.1`, on an encrypted session `554 5.5.1`; a handshake that fails
+  closes the session with a warning line naming the client and why, no traceback), and AUTH LOGIN/PLAIN once the session
   is encrypted (before that, AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
 - AUTH checks the login against the nodes' credentials and against the client certificate
   the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
@@ -62,7 +63,7 @@ import ssl
 from typing import Protocol
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, syntax
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, TLSSetupException, syntax
 
 from producers.relay import protocol
 from producers.relay.headers import HEADER_ROOM, hop_count
@@ -266,6 +267,17 @@ class RelaySMTP(SMTP):
         named = self.session.host_name if self.session is not None else None
         self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context
         await super().smtp_STARTTLS(arg)
+
+    async def handle_exception(self, error: Exception) -> str:
+        """A client whose TLS handshake fails after `220 Ready to start TLS` (no common protocol, an untrusted
+        certificate, plain text where TLS was due) is one line in the log, as postfix logs an SSL_accept error;
+        aiosmtpd then closes the session. aiosmtpd logged a traceback of 20 lines for it, as for a bug."""
+        if isinstance(error, TLSSetupException):
+            cause = error.__cause__ or error
+            log.warning("TLS handshake after STARTTLS failed with %s (EHLO %s): %s; session closed",
+                        _peer(self.session), self.session.host_name, str(cause) or type(cause).__name__)
+            return "421 4.7.0 TLS handshake failed"
+        return await super().handle_exception(error)
 
     @syntax("HELP [command]")
     async def smtp_HELP(self, arg: str) -> None:

@@ -3,6 +3,8 @@ every message: how it treats a client's timing."""
 
 from __future__ import annotations
 
+import logging
+import re
 import smtplib
 import socket
 import ssl
@@ -252,6 +254,35 @@ def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(ser
         smtp.ehlo("client.example")
         assert not smtp.has_extn("starttls")
         assert smtp.docmd("STARTTLS") == (554, b"5.5.1 Error: TLS already active")
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: s\r\n\r\nhi\r\n") == {}
+    assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
+
+
+def test_a_failed_tls_handshake_closes_the_session_with_one_warning_line_and_no_traceback(server, caplog):
+    """A client that sends plain text after `220 Ready to start TLS` (or offers no protocol or cipher the node
+    takes): the node logged aiosmtpd's 'SMTP session exception' at ERROR with a traceback of 20 lines, as for a
+    bug. Now one warning names the client, its EHLO name and the TLS error, as postfix logs an SSL_accept error;
+    the session is closed, and the node goes on taking mail."""
+    controller, backend = server
+    with caplog.at_level(logging.DEBUG), socket.create_connection(("127.0.0.1", controller.port), timeout=10) as sock:
+        replies = sock.makefile("rb")
+        replies.readline()
+        sock.sendall(b"EHLO client.example\r\n")
+        while replies.readline()[3:4] == b"-":
+            pass
+        sock.sendall(b"STARTTLS\r\n")
+        assert replies.readline().startswith(b"220 ")
+        sock.sendall(b"MAIL FROM:<a@fabrikam.example>\r\n")
+        assert replies.read() == b"", "the session is closed"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("TLS handshake" in r.getMessage() for r in caplog.records):
+            time.sleep(0.05)
+    failed = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.levelname for r in failed] == ["WARNING"] and failed[0].exc_info is None, \
+        [(r.levelname, r.getMessage()) for r in failed]
+    assert re.fullmatch(r"TLS handshake after STARTTLS failed with 127\.0\.0\.1:\d+ \(EHLO client\.example\): "
+                        r"\[SSL: .+\] .+; session closed", failed[0].getMessage()), failed[0].getMessage()
+    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: s\r\n\r\nhi\r\n") == {}
     assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
 
