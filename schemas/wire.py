@@ -57,6 +57,7 @@ def bad_magic_detail(first_two_hex: str, looks_like: str = "") -> str:
 # (kafka-console-producer, kcat reading a terminal) decode what they are given as UTF-8, where the magic's
 # c3 is no character: they send U+FFFD in its place, so no event can be typed or piped in with them.
 TOMBSTONE = "; a tombstone (no value at all), which deletes a key from a compacted topic"
+EMPTY = "; an empty value (0 bytes, not a tombstone), as kafka-console-producer sends an empty line"
 CONFLUENT_FIRST_BYTE, CONFLUENT_HEADER_SIZE = b"\x00", 5
 JSON_FIRST_BYTE = b"{"
 REPLACEMENT_CHARACTER = "\ufffd".encode()
@@ -73,9 +74,12 @@ def confluent_framing(schema_id: int | str) -> str:
 
 
 def looks_like(data: bytes | None) -> str:
-    """A tombstone, Confluent's framing, JSON text or an event a text tool wrote, in words; else nothing."""
+    """A tombstone, an empty value, Confluent's framing, JSON text or an event a text tool wrote, in words; else
+    nothing."""
     if data is None:
         return TOMBSTONE
+    if not data:
+        return EMPTY
     if len(data) >= CONFLUENT_HEADER_SIZE and data[:1] == CONFLUENT_FIRST_BYTE:
         return confluent_framing(int.from_bytes(data[1:CONFLUENT_HEADER_SIZE], "big"))
     if data.startswith(REPLACEMENT_CHARACTER):

@@ -105,6 +105,7 @@ def _reason(fingerprint: Column, body: Column, name: str, catalogue: Catalogue) 
     first = F.substring(value, 1, 1)
     looks_like = (  # wire.looks_like
         F.when(value.isNull(), F.lit(wire.TOMBSTONE))
+        .when(size == 0, F.lit(wire.EMPTY))
         .when((size >= wire.CONFLUENT_HEADER_SIZE) & (first == F.lit(wire.CONFLUENT_FIRST_BYTE)), F.format_string(
             wire.confluent_framing("%s"), F.conv(_hex(F.substring(value, 2, wire.CONFLUENT_HEADER_SIZE - 1)), 16, 10)))
         .when(F.substring(value, 1, len(wire.REPLACEMENT_CHARACTER)) == F.lit(wire.REPLACEMENT_CHARACTER),

@@ -213,8 +213,8 @@ def test_python_fingerprints_are_the_ones_java_avro_computes(spark):
 def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spark):
     """Spark compares the magic and the fingerprint as bytes; the reasons still name them in hex. What other
     Kafka clients write is named: a tombstone, Confluent's framing (a schema registry's serializer), JSON text
-    (kafka-console-producer), an event a text tool wrote (kafka-console-producer again: U+FFFD for c3); before,
-    each was only "starts with ..." in hex, a tombstone as an empty value."""
+    (kafka-console-producer), an event a text tool wrote (kafka-console-producer again: U+FFFD for c3), an empty
+    value (its empty line); before, each was only "starts with ..." in hex, a tombstone as an empty value."""
     good = codec.encode(EVENTS[0])
     confluent, json_line = b"\x00\x00\x00\x01\x2c" + good[10:], b'{"kind": "NodeStarted"}\n'
     typed = good.decode("utf-8", errors="replace").encode()
@@ -229,7 +229,7 @@ def test_short_and_empty_values_get_the_reasons_the_contracts_decoder_gives(spar
             Codec(CATALOGUE).decode(value, "Event")
         assert reason is not None and str(caught.value).startswith(reason), (value, reason, str(caught.value))
     assert reasons[0] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}{wire.TOMBSTONE}", "a tombstone"
-    assert reasons[1] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}", "an empty value is no tombstone"
+    assert reasons[1] == f"{wire.BAD_MAGIC}: {wire.bad_magic_detail('')}{wire.EMPTY}", "an empty value is no tombstone"
     assert wire.bad_magic_detail("0001") in reasons[3] and "abababababababab" in reasons[5]
     assert reasons[6].endswith("perhaps Confluent's framing (byte 0, then schema id 300 of a schema registry),"
                                " which the twin does not read")
