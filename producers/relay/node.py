@@ -25,9 +25,9 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,
-  and, at the first heartbeat more than ShadowResubmitTimeSpan after its last contact with the
-  primary (whichever of the two was silent), before querying (unless `promote_on_own_timeout`
-  is off);
+  and when a query fails more than ShadowResubmitTimeSpan after its last contact with the primary
+  (003: "If the shadow server can't open an SMTP session with the primary server after" the span;
+  unless `promote_on_own_timeout` is off): back from its own outage, it asks first;
 - redelivery commands from the twin (`commands.CommandFollower`): the copy is promoted.
 A promotion publishes ShadowPromoted and relays the copy to the next hop itself.
 
@@ -403,12 +403,6 @@ class RelayNode:
             return
         sent_at = self.events.now_ms()
         self.events.emit(ev.DiscardQuerySent, primary, at_ms=sent_at, shadow_queue_db_id=self.db.queue_db_id)
-        if self.topology.promote_on_own_timeout and sent_at - last_contact_ms > self.resubmit_ms:
-            # No contact for ShadowResubmitTimeSpan, whoever was silent (the primary, or this node
-            # itself while it was down): the copies are promoted before anything else.
-            held = [m.internal_id for m in self.db.shadows(primary)]
-            self.promote(primary, held, f"no contact with {primary} for ShadowResubmitTimeSpan")
-            return
         try:
             answer = client.query_discards(self.topology.host, spec.port, self.name, self.credentials,
                                            protocol.DiscardQuery(self.name, self.db.queue_db_id),
@@ -419,6 +413,9 @@ class RelayNode:
             log.info("heartbeat to %s failed (%s), no answer for %.1f s", primary, failure,
                      (failed_at - last_contact_ms) / 1000)
             self.events.flush()
+            if self.topology.promote_on_own_timeout and failed_at - last_contact_ms >= self.resubmit_ms:
+                held = [m.internal_id for m in self.db.shadows(primary)]
+                self.promote(primary, held, f"no contact with {primary} for ShadowResubmitTimeSpan")
             return
         answered_at = self.events.now_ms()
         held = {m.internal_id: m for m in self.db.shadows(primary)}

@@ -411,3 +411,30 @@ def test_nodes_busy_with_many_clients_at_once_still_shadow_every_message(make_la
     acknowledged = [e for e in events if isinstance(e, ev.AcknowledgedToSender)]
     assert len(acknowledged) == 48
     assert [e.message.message_id for e in acknowledged if not e.redundant] == []
+
+
+def test_a_shadow_back_from_an_outage_longer_than_the_span_asks_its_primary_before_it_promotes(make_lab,
+                                                                                              kafka_bootstrap, topics):
+    """ex02 holds <away@x>'s copy and is down 7 s, ShadowResubmitTimeSpan 4 s, while ex01 delivers the message.
+    "If the shadow server can't open an SMTP session with the primary server after" the span (003), it
+    promotes: back, ex02 opens one, collects the discard and resubmits nothing. Before, it promoted every copy
+    at its first heartbeat, unasked, and the mailbox got the message twice."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, {"shadow_resubmit_time_span": "4s"})
+    lab.up()
+    message = EmailMessage()
+    message["From"], message["To"], message["Message-ID"] = "a@fabrikam.example", "b@contoso.com", "<away@x>"
+    message.set_content("hello\n")
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        smtp.send_message(message)
+    lab.kill("ex02")
+    assert wait_until(lambda: lab.node_status("ex01").queued == 0, 15), "ex01 delivers while ex02 is down"
+    time.sleep(7)
+    lab.restart("ex02")
+    assert wait_until(lambda: idle(lab), 20), "ex02 collects the discard"
+    deliveries = [d for d in read_deliveries(lab.mailbox_path()) if d.message_id == "<away@x>"]
+    assert [(d.relay, d.resubmitted) for d in deliveries] == [("ex01", False)]
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.ShadowDiscarded) for e in records))
+    assert not any(isinstance(e, ev.ShadowPromoted) for e in events)
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.commands == [] and not any("PROMOTED" in a.type.value for a in result.alerts), result.alerts
