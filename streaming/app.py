@@ -171,21 +171,23 @@ class TwinApplication:
             return
         self.restarts += 1
         try:
-            self._create_topics()  # one deleted under the running query, say
+            self._create_topics(again=True)  # one deleted under the running query, say
             self.query = start_query(self.spark, self.settings, self.checkpoint_dir, self._transform)
         except Exception as exc:  # noqa: BLE001 - counted as one more failure; the old query's error stays
             self._say(f"the twin's query could not start again: {first_line(exc)}")
         self._triggers_at_restart = self.progress.triggers if self.progress else 0
 
-    def _create_topics(self) -> None:
+    def _create_topics(self, again: bool = False) -> None:
         """Create the missing topics; refuse existing ones on which the twin would lose or refuse records
         (a compacted output topic, too small a max.message.bytes, ...: infra/topics.py), rather than start
-        and lose its output unsaid, or fail on the first large record, perhaps weeks later."""
+        and lose its output unsaid, or fail on the first large record, perhaps weeks later. `again` (the
+        query starting again): a topic that exists as it did is not named again."""
         settings = self.settings
         outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
                                  events_retention_ms=events_retention_needed_ms(settings))
         for outcome in outcomes:
-            self._say(f"topic {outcome.describe()}")
+            if not again or outcome.created or outcome.differences or outcome.note:
+                self._say(f"topic {outcome.describe()}")
         refuse_differing(outcomes)
 
     def _start_views(self) -> None:

@@ -46,7 +46,7 @@ class Runs:
 def twin(settings, attempts: int) -> TwinApplication:
     quick = dataclasses.replace(settings.twin, restart_attempts=attempts, restart_backoff_seconds=0.001)
     app = TwinApplication(dataclasses.replace(settings, twin=quick), say=lambda line: None)
-    app._create_topics = lambda: None  # the stand-in queries need no topics, and no broker answers here
+    app._create_topics = lambda again=False: None  # the stand-in queries need no topics, and no broker answers here
     return app
 
 
@@ -96,3 +96,19 @@ def test_a_query_started_again_that_runs_idle_has_its_failures_forgotten(setting
     monkeypatch.setattr(streaming.app, "start_query", lambda *args: IdleThenFails(app, idle=3))
     assert app.wait(seconds=1) is Ending.TIME_UP
     assert app.restarts >= 3 and app.progress.batches == 0
+
+
+@pytest.mark.integration
+def test_a_query_started_again_names_only_the_topics_that_changed(settings, kafka_bootstrap, topics):
+    """Each start of the query again (a failure, SPARK-55271 after a kill) printed all five 'topic exists' lines
+    again, burying the line that says why it started again. The first start names them all; later ones name a
+    topic only when it was made again or differs."""
+    said: list[str] = []
+    real = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=kafka_bootstrap),
+                               topics=topics)
+    app = TwinApplication(real, say=said.append)
+    app._create_topics()
+    assert len(said) == 5 and all(line.startswith("topic exists") for line in said), said
+    said.clear()
+    app._create_topics(again=True)
+    assert said == []
