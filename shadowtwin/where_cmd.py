@@ -86,6 +86,13 @@ def iso(ms: int | None) -> str:
     return text if isinstance(text, str) else f"{ms} ms (after year 9999)"
 
 
+def _route(fork: dict) -> str:
+    """Where a fork went: its next hop (none: its recipients were refused for good; not named yet: known from its
+    discard notification alone) and its recipients."""
+    hop = {None: ", next hop not named yet", "": ""}.get(fork["next_hop"], f" -> {fork['next_hop']}")
+    return hop + (f" ({', '.join(fork['recipients'])})" if fork["recipients"] else "")
+
+
 def describe_message(r: dict) -> str:
     lines = [f"{r['message_id']} (internal id {r['internal_id']}) on primary {r['primary']}: {r['status']}"
              f" (as of event time {iso(r['event_time_ms'])})"]
@@ -96,8 +103,7 @@ def describe_message(r: dict) -> str:
         lines.append("  shadow copy: " + (f"on {shadow['server']} ({'held' if shadow['held'] else 'not held'},"
                                           f" {shadow['locality'].lower()} site)" if shadow else "none"))
         for fork in r["forks"]:
-            lines.append(f"  fork {fork['fork']} -> {fork['next_hop']} ({', '.join(fork['recipients'])}):"
-                         f" {fork['status']}")
+            lines.append(f"  fork {fork['fork']}{_route(fork)}: {fork['status']}")
         if r["side_effects_pending"]:
             lines.append(f"  side effects pending: {', '.join(r['side_effects_pending'])}")
     if "promoted" in r:

@@ -151,3 +151,18 @@ def test_a_fork_that_failed_for_good_is_said_to_have_failed_not_to_be_acknowledg
     assert [(f["fork"], f["recipients"], f["status"]) for f in m1["forks"]] == [
         ("f1", ["a@fabrikam.com"], "acknowledged"), ("f2", ["bob@tailspin.com"], "failed")]
     assert m1["status"] == "processed, shadow copy awaiting discard"
+
+
+def test_where_names_a_failed_fork_without_a_next_hop_and_an_unnamed_one_as_such():
+    """`where` printed the failed fork f2 as 'fork f2 ->  (bob@tailspin.com): failed' (no next hop has it) and a fork
+    known from its discard notification alone as 'fork f3 -> None (): acknowledged'."""
+    from shadowtwin.where_cmd import describe_message
+
+    refused = timelines.a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_had_no_discard_notification_for_it
+    state, _ = run([e for e in refused().events if e.event_time_ms <= at(3)])
+    m1 = message_where(state, "m1")
+    unnamed = {"fork": "f3", "next_hop": None, "recipients": [], "status": "acknowledged"}
+    text = describe_message({**m1, "forks": [*m1["forks"], unnamed]})
+    assert "  fork f1 -> gw-fabrikam (a@fabrikam.com): acknowledged\n" in text
+    assert "  fork f2 (bob@tailspin.com): failed\n" in text
+    assert "  fork f3, next hop not named yet: acknowledged" in text
