@@ -32,3 +32,24 @@ def test_without_timestamps_the_latest_accepted_event_time_is_the_reference():
     assert verdict.accepted == [first, on_time, next_], "the day-ahead event moved no clock"
     assert [p for p, *_ in verdict.skewed] == [1]
     assert "ahead of the latest event time before it" in verdict.skewed[0][3]
+
+
+def test_without_timestamps_a_quiet_spell_longer_than_the_limit_is_no_clock_ahead():
+    """After ten quiet minutes every server's events are ten minutes on: the next event of another node says so.
+    Before, the first event after the spell was taken for a clock ahead, and every event after it too."""
+    org = Org()
+    before = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    after = [*org.received("mbx01", "m1", 10), *org.shadowed("mbx01", "mbx02", "m1", 10)]
+    verdict = guard([(e, None) for e in before + after], MAX)
+    assert verdict.skewed == [] and verdict.accepted == before + after
+
+
+def test_without_timestamps_a_clock_ahead_is_ahead_of_the_next_event_of_another_node():
+    org = Org()
+    first, ahead, on_time = (org.started("mbx01", "dbP1", 0)[0], org.started("mbx03", "dbP3", 24 * 60)[0],
+                             org.started("mbx02", "dbS1", 1)[0])
+    again = org.started("mbx03", "dbP3", 24 * 60 + 1)[0]  # a second event of the clock ahead
+    verdict = guard([(first, None), (ahead, None), (again, None), (on_time, None)], MAX)
+    assert verdict.accepted == [first, on_time]
+    assert [position for position, *_ in verdict.skewed] == [1, 2]
+    assert all("ahead of the next event time of another node" in why for *_, why in verdict.skewed)
