@@ -547,10 +547,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return BROKEN_PIPE_STATUS
-    except KeyboardInterrupt:  # in a command that does not stop on signals by itself (whatif), or before one runs
-        if args is not None and args.debug:
+    except KeyboardInterrupt as exc:  # in a command that does not stop on signals by itself (whatif), or before
+        if args is not None and args.debug:  # one runs; whatif's says how far it got
             raise
-        return interrupted(f"shadowtwin {args.command}" if args is not None else "shadowtwin")
+        return interrupted(f"shadowtwin {args.command}" if args is not None else "shadowtwin", str(exc))
     except (*BAD_INPUT, *FAILED, OSError) as exc:
         if args is None or args.debug or isinstance(exc, OSError) and exc.filename is None:
             raise

@@ -23,7 +23,7 @@ class UsageError(Exception):
     """Bad input named by its message (the file or argument, and the problem)."""
 
 
-def interrupted(command: str) -> int:
-    """`<command>: interrupted` on stderr; the exit status to end with."""
-    print(f"{command}: interrupted", file=sys.stderr)
+def interrupted(command: str, how_far: str = "") -> int:
+    """`<command>: interrupted [how_far]` on stderr; the exit status to end with."""
+    print(f"{command}: interrupted" + (f" {how_far}" if how_far else ""), file=sys.stderr)
     return INTERRUPTED_STATUS

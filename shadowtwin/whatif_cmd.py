@@ -91,12 +91,19 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
     summaries, results = [], []
     for index, (name, config) in enumerate(runs):
+        servers = [0, 0]  # replayed, of
+
+        def replayed(done: int, total: int) -> None:
+            servers[:] = done, total
+            progress(f"replaying {name}: {done}/{total} servers")
         try:
-            result = replay(verdict.accepted, config,
-                            progress=lambda done, total: progress(f"replaying {name}: {done}/{total} servers"))
+            result = replay(verdict.accepted, config, progress=replayed)
         except KeyboardInterrupt:
             _remove(made)  # Ctrl-C: the folders made for this run and still empty go (rmdir keeps any written)
-            raise
+            written = f"; {runs[0][0]}'s decisions are in {folders[0]}" if index and folders else ""
+            how_far = f"{servers[0]} of {servers[1]} servers replayed" if servers[1] else "no server replayed yet"
+            raise KeyboardInterrupt(f"while replaying {name} ({how_far}), run {index + 1} of {len(runs)}: nothing"
+                                    f" printed{written}") from None
         progress(f"replayed {name}: {len(result.alerts):,} alerts, {len(result.commands):,} commands", final=True)
         summaries.append(Summary.of(name, result))
         results.append(result)
@@ -262,6 +269,9 @@ def load(file: Path, progress: Callable[[int], None] | None = None
                     progress(len(events))
         except (ContainerError, jsonl.JsonlError) as exc:
             damage = exc
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(f"while reading {file} ({len(events):,} events read, the rest not): nothing"
+                                    " replayed, printed or written") from None
         finally:
             gc.freeze()  # what was loaded lives until the end: keep it out of later scans
     return events, damage

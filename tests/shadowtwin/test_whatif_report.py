@@ -215,6 +215,23 @@ def test_ctrl_c_during_the_replay_leaves_no_empty_output_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outage.jsonl"]
 
 
+def test_ctrl_c_during_the_second_run_says_how_far_each_run_got(tmp_path):
+    """Before, Ctrl-C said 'shadowtwin whatif: interrupted' only: not that the baseline's decisions were written."""
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+
+    def ctrl_c(line, final=False):
+        if line.startswith("replaying ShadowResubmitTimeSpan=01:00:00"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as stopped:
+        run_whatif(load_settings(), recording, [], ["ShadowResubmitTimeSpan=01:00:00"], tmp_path / "out",
+                   say=lambda line: None, progress=ctrl_c)
+    assert str(stopped.value) == ("while replaying ShadowResubmitTimeSpan=01:00:00 (1 of 1 servers replayed), run 2"
+                                  f" of 2: nothing printed; baseline's decisions are in {tmp_path / 'out'}")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["alerts.jsonl", "commands.jsonl", "state.jsonl"]
+
+
 def test_a_truth_file_cut_short_is_named_with_its_line_as_a_recording_is(tmp_path):
     recording = tmp_path / "outage.jsonl"
     outage_recording(recording)
