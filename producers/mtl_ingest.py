@@ -69,6 +69,7 @@ class IngestCounts:
     lines: int = 0  # record lines read (headers and blank lines not counted)
     events: Counter = field(default_factory=Counter)  # by kind
     dead_letters: int = 0
+    first_dead_letter: str | None = None  # where and why: "FILE line N: reason"
     skipped: Counter = field(default_factory=Counter)  # by reason
     unjoined: int = 0  # events whose primary internal id could not be learned (see mtl_events)
     published_before: int = 0  # lines an earlier run had acknowledged: read, not sent again
@@ -88,6 +89,8 @@ class IngestCounts:
     def describe(self) -> str:
         parts = [f"{self.lines} lines: {sum(self.events.values())} events, {self.dead_letters} dead letters,"
                  f" {sum(self.skipped.values())} skipped"]
+        if self.first_dead_letter is not None:
+            parts.append(f"  first dead letter: {self.first_dead_letter} (all: shadowtwin dead-letters tail)")
         parts += [f"  {kind}: {n}" for kind, n in sorted(self.events.items())]
         parts += [f"  skipped {n}: {reason}" for reason, n in self.skipped.most_common()]
         if self.not_logs:
@@ -262,6 +265,8 @@ def _emit(line: Line, again: bool, result: list[Event] | Skip | Unmappable, sink
             counts.events[record.kind] += 1
             continue
         counts.dead_letters += 1
+        if counts.first_dead_letter is None:
+            counts.first_dead_letter = f"{record.topic} line {record.offset}: {record.reason}"
         sink.dead(record, **extra)
     if positions is not None:
         if id(line) in holds:  # sent() was called when it was held

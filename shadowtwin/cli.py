@@ -227,6 +227,10 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     if not saved:
         print(positions.not_saved(), file=sys.stderr)
     status = _published(sink.deliveries.describe_failure() if undelivered else None, stop)
+    if status == 0 and counts.dead_letters and not counts.events and not args.follow:
+        print(f"shadowtwin ingest: no event published: each of the {counts.dead_letters:,} lines that were not"
+              f" skipped is a dead letter; the first: {counts.first_dead_letter}", file=sys.stderr)
+        return 2
     return 1 if status == 0 and not saved else status
 
 

@@ -120,6 +120,25 @@ def test_ingest_publishes_every_good_line_and_dead_letters_every_garbled_one(kaf
     assert sorted((d.topic, d.offset, d.reason) for d in letters) == [(str(EX01), n, r) for n, r in GARBLED.items()]
 
 
+def test_ingest_of_a_log_whose_every_line_is_a_dead_letter_says_why_and_fails(kafka_bootstrap, topics, tmp_path):
+    """A log whose times carry a zone name (CET), not ISO-8601's: before, '1212 lines: 0 events, 1212 dead letters',
+    exit 0, and why only in the dead-letter topic."""
+    lines = EX02.read_bytes().split(b"\r\n")
+    header = [n for n, line in enumerate(lines) if line.startswith(b"#Fields:")][0]
+    zoned = tmp_path / "MSGTRK20261122-1.LOG"
+    zoned.write_bytes(b"\r\n".join(lines[:header + 1] + [line.replace(b"Z,", b" CET,", 1)
+                                                         for line in lines[header + 1:] if line]) + b"\r\n")
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+           "SHADOWTWIN_TOPICS_DEAD_LETTERS": topics.dead_letters}
+    ingested = subprocess.run([sys.executable, "-m", "shadowtwin.cli", "ingest", "exchange-mtl", str(zoned), "--to",
+                               topics.events], env=env, capture_output=True, text=True, timeout=90)
+    first = f"{zoned} line {header + 2}: date-time '"
+    assert ingested.returncode == 2 and ingested.stderr.startswith(
+        "shadowtwin ingest: no event published: each of the "), ingested.stderr
+    assert first in ingested.stderr and "' is not a valid ISO-8601 time\n" in ingested.stderr
+    assert len(ingested.stderr.splitlines()) == 1 and " 0 events, " in ingested.stdout
+
+
 def test_ingest_follow_publishes_lines_appended_while_it_runs(kafka_bootstrap, topics, tmp_path):
     lines = EX01.read_bytes().split(b"\r\n")
     log = tmp_path / "MSGTRK20261122-1.LOG"

@@ -334,3 +334,10 @@ def test_a_folder_named_like_a_log_in_the_folder_ingested_is_passed_over(tmp_pat
     sink = ListSink()
     counts = ingest([str(tmp_path)], sink)
     assert counts.lines > 0 and len(sink.events) == len(run([EX01])[0].events)
+
+
+def test_the_summary_names_the_first_dead_letter_where_and_why():
+    """Before, the summary said '3 dead letters' only: why took `dead-letters tail`."""
+    summary = run([EX01])[1].describe().splitlines()
+    line, reason = next(iter(GARBLED.items()))
+    assert summary[1] == f"  first dead letter: {EX01} line {line}: {reason} (all: shadowtwin dead-letters tail)"
