@@ -191,11 +191,16 @@ class MtlReader:
         return None
 
 
+_GZIP_MAGIC = b"\x1f\x8b"  # RFC 1952's ID1 ID2: an archived log, copied as it was kept
+
+
 def not_a_tracking_log(lines: Iterable[bytes]) -> str | None:
     """Why a file whose first lines these are is no message-tracking log, or None: it is one, or it has no
     header or record yet to tell."""
     reader, log_type = MtlReader(), ""
     for raw in lines:
+        if not log_type and reader.fields is None and raw.startswith(_GZIP_MAGIC):
+            return "it is gzip-compressed (gunzip it first: the logs are read as Exchange writes them)"
         if raw.removeprefix(BOM).startswith(b"#Log-type:"):
             log_type = raw.removeprefix(BOM)[len(b"#Log-type:"):].decode("utf-8", "replace").strip()
         item = reader.line(raw)

@@ -36,8 +36,10 @@ class RecordingNameError(ValueError):
 
     def __init__(self, path: Path):
         logs = " (a message-tracking log is read by shadowtwin ingest exchange-mtl, which publishes its events)"
+        packed = f" (gunzip it first: {path.stem})" if path.suffix == ".gz" and Path(path.stem).suffix in SUFFIXES \
+            else ""
         super().__init__(f"{path}: a recording ends in {', '.join(SUFFIXES)}"
-                         f"{logs if path.name.upper().startswith('MSGTRK') else ''}")
+                         f"{logs if path.name.upper().startswith('MSGTRK') else packed}")
 
 
 def read_events(path: Path) -> Iterator[Event]:

@@ -64,6 +64,15 @@ def test_a_message_tracking_log_given_for_a_recording_is_told_ingest_reads_it(co
                     " log is read by shadowtwin ingest exchange-mtl, which publishes its events)")
 
 
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_gzipped_recording_is_told_to_be_gunzipped(command, tmp_path):
+    """`whatif day.jsonl.gz` said only 'a recording ends in .jsonl, .ndjson, .avro'."""
+    packed = tmp_path / "day.jsonl.gz"
+    packed.write_bytes(b"\x1f\x8b")
+    one_line_naming(shadowtwin(command, packed), f"{packed}: a recording ends in .jsonl, .ndjson, .avro (gunzip it"
+                    " first: day.jsonl)")
+
+
 @pytest.mark.parametrize("args, says", [
     (["twin", "run", "--trigger", "5"], 'shadowtwin twin: unrecognized arguments: --trigger 5; it is a setting, not an'
                                         ' option: [spark] trigger_interval = "2 seconds" in the configuration, or'
@@ -972,3 +981,16 @@ def test_a_closed_standard_stream_is_no_traceback(recording, closed):
     else:
         assert result.returncode == 0, result.stderr
         assert "expected duplicate deliveries" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_ingest_of_a_gzipped_log_says_to_gunzip_it_before_the_broker(tmp_path):
+    """Before: 'before any #Fields: line, a line is not UTF-8 text (invalid start byte at byte 1)'."""
+    import gzip
+
+    from tests.producers.test_mtl import EX01
+
+    archived = tmp_path / "MSGTRK20261122-1.LOG"
+    archived.write_bytes(gzip.compress(EX01.read_bytes()))
+    result = shadowtwin("ingest", "exchange-mtl", archived, "--bootstrap", "127.0.0.1:1")
+    one_line_naming(result, f"shadowtwin ingest: {archived}: not an Exchange message-tracking log, nothing published:"
+                            " it is gzip-compressed (gunzip it first: the logs are read as Exchange writes them)")
