@@ -1200,6 +1200,10 @@ class _Transition:
         if m is None or m.shadow_server != e.node:
             return
         t = e.event_time_ms
+        pair = s.pairs.get(e.node)
+        if pair is not None and m.ref.internal_id in pair.held and self.promoting_before_the_twin(pair, t):
+            self.promote(pair, t, CommandReason.PRIMARY_HEARTBEAT_TIMEOUT, reported=True)
+            return
         if m.primary_done_ms is not None:
             # The primary had processed it; the shadow never got the discard notification (it
             # was down, or out of touch past the span) and resubmits it: it arrives twice (once, after
@@ -1210,7 +1214,6 @@ class _Transition:
                                         f"had processed a message whose shadow on {e.node} promoted it on its own")
             self.close(m, t, self.resubmitted_result(m))
             return
-        pair = s.pairs.get(e.node)
         if again := self.resubmitted_unnotified(m, pair):
             self.predict_duplicates([Promoted(m.ref.whole(), e.node, again, s.queue_db_id, t,
                                               self.first_copies(m, again, self.forks_delivered_by(m, pair)))], t,
@@ -1220,8 +1223,15 @@ class _Transition:
         # (as after the twin's own promotion, `promote`).
         pending = self.pending_recipients(m)
         if pending or not m.recipients:
-            self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db, pending or None)
+            self.remember_promoted(m, e.node, t, self.copy_db(m, pair) if pair else m.primary_db, pending or None,
+                                   reported=True)
         self.close(m, t, "promoted")
+
+    def promoting_before_the_twin(self, pair: Pair, t: int) -> bool:
+        """Whether a shadow promoting a copy at `t` on its own found its primary unreachable less than a heartbeat
+        before the twin's promotion deadline (its last contact counted from when its query went out, the answer's
+        stamp a moment later): it promotes every copy it holds, and the twin says so, not nothing."""
+        return pair.primary_failed_ms is None and t < self.promotion_due(pair) <= t + self.heartbeat_of(pair.shadow)
 
     def release_shadow(self, internal_id: str, pair: Pair, t: int) -> bool:
         """The shadow's copy went into Safety Net: the primary's processing is proven complete.
@@ -1292,10 +1302,10 @@ class _Transition:
         return timing.heartbeat_timeout_ms if self.mode_of(shadow) is _EXCHANGE_2010 else timing.heartbeat_ms
 
     def promote(self, pair: Pair, t: int, reason: CommandReason, include_unrouted: bool = False,
-                forecast: bool = False, only: set[str] | None = None) -> None:
+                forecast: bool = False, only: set[str] | None = None, reported: bool = False) -> None:
         """The shadow takes ownership (of the copies in `only`, else of all): a redelivery command
         per unfinished fork, and one alert. A forecast (the feed stopped) leaves the messages the
-        twin saw processed alone."""
+        twin saw processed alone. `reported`: the shadow's ShadowPromoted said it did, at `t`."""
         s = self.s
         pair.primary_failed_ms = t
         held = [s.messages[i] for i in sorted(pair.held) if i in s.messages and (only is None or i in only)]
@@ -1356,11 +1366,11 @@ class _Transition:
                 again = {a.lower() for ref, _, rc in routes if ref.internal_id == m.ref.internal_id for a in rc}
                 recipients = m.recipients if everyone else tuple(r for r in m.recipients if r.address.lower() in again)
                 if everyone or recipients:
-                    self.remember_promoted(m, pair.shadow, t, self.copy_db(m, pair), recipients)
+                    self.remember_promoted(m, pair.shadow, t, self.copy_db(m, pair), recipients, reported)
             for ref, _, _ in routes:  # pending side-effect messages are the new owner's now too
                 if ref.internal_id != m.ref.internal_id and (child := s.messages.get(ref.internal_id)) is not None:
                     if remember:
-                        self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair))
+                        self.remember_promoted(child, pair.shadow, t, self.copy_db(m, pair), reported=reported)
                     self.close(child, t, "promoted")
             self.close(m, t, "promoted")
         if routed or expired or refused:
@@ -1390,15 +1400,16 @@ class _Transition:
             self.schedule_pair(pair)
 
     def remember_promoted(self, m: Message, holder: str, t: int, primary_db_id: str | None,
-                          recipients: tuple[Recipient, ...] | None = None) -> None:
+                          recipients: tuple[Recipient, ...] | None = None, reported: bool = False) -> None:
         """Kept until the message would expire from the primary's queue (receipt + MessageExpirationTimeout):
-        back with that queue later, the primary expires it instead of delivering it."""
+        back with that queue later, the primary expires it instead of delivering it. `reported`: the shadow's own
+        ShadowPromoted said when it resubmitted."""
         s = self.s
         expires = m.received_ms + self.primary_timing.expiration_ms
         if expires <= t:
             return
         record = Promoted(m.ref.whole(), holder, m.recipients if recipients is None else recipients,
-                          primary_db_id or s.queue_db_id, t)
+                          primary_db_id or s.queue_db_id, t, reported=reported)
         s.promoted[m.ref.internal_id] = record
         s.deadlines.set(DeadlineKind.FORGET_PROMOTED, m.ref.internal_id, expires)
         if s.queue_db_id is not None and record.primary_db_id != s.queue_db_id:
@@ -1425,8 +1436,10 @@ class _Transition:
         for r in sorted(records, key=lambda r: r.ref.internal_id):
             # Mailbox users see the second copy only when their store's duplicate detection forgot the first (004).
             # A shadow resubmits at its first query after the span, up to a heartbeat after the twin's deadline: the
-            # gap counts from that latest time, so that only mailbox users who will see it are named.
-            firsts = r.first_delivered_ms or (r.promoted_ms + self.heartbeat_of(r.holder),) * len(r.recipients)
+            # gap counts from that latest time, so that only mailbox users who will see it are named (from the time
+            # the shadow said it resubmitted, when it did).
+            resubmitted = r.promoted_ms + (0 if r.reported else self.heartbeat_of(r.holder))
+            firsts = r.first_delivered_ms or (resubmitted,) * len(r.recipients)
             forgot = [t - first > tracked for first in firsts]
             seen = tuple(x.address for x, gone in zip(r.recipients, forgot) if gone or not x.internal)
             late += any(gone and x.internal for x, gone in zip(r.recipients, forgot))

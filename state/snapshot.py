@@ -79,7 +79,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     ]
     pairs = [(_PAIR(p), tuple(p.held), tuple(p.pending_discards)) for p in state.pairs.values()]
     promoted = [(_ref(r.ref), r.holder, tuple((x.address, x.internal) for x in r.recipients), r.primary_db_id,
-                 r.promoted_ms) for r in state.promoted.values()]
+                 r.promoted_ms, r.reported) for r in state.promoted.values()]
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
@@ -139,9 +139,9 @@ def load(data: bytes) -> PrimaryState:
             flat = flat[:_COUNT_BEFORE_6] + flat[_COUNT_BEFORE_6 + 1:]
         pair = Pair(**dict(zip(PAIR_FLAT, flat)), held=set(held), pending_discards=set(pending))
         state.pairs[pair.shadow] = pair
-    for ref, holder, recipients, db_id, promoted_ms in promoted:
+    for ref, holder, recipients, db_id, promoted_ms, *reported in promoted:  # `reported` since 17
         record = Promoted(MessageRef(*ref), holder, shared_recipients(tuple(Recipient(*r) for r in recipients)), db_id,
-                          promoted_ms)
+                          promoted_ms, reported=bool(reported and reported[0]))
         state.promoted[record.ref.internal_id] = record
     state.closed = dict(closed)
     discarded_early, queried_by = (*later, (), ())[:2]

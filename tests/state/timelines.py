@@ -2040,6 +2040,56 @@ def a_shadow_whose_every_query_is_answered_promotes_nothing_however_short_the_re
                     commands=(Command("mbx02", "mbx01", "m1", "mbx09", "mbx09", ("alice@contoso.com",), at(10)),))
 
 
+def a_shadow_that_promotes_on_its_own_a_moment_before_the_twins_deadline_is_said_to() -> Timeline:
+    """ShadowResubmitTimeSpan 6 minutes: mbx02 holds the copies of m1 and m2 (deferred by mbx09: still in mbx01's
+    queue) and queries mbx01 every 2 minutes, each answer stamped 20 ms after its query, as the simulator's are.
+
+    | when | mbx02's session to mbx01 | what mbx02 does |
+    |---|---|---|
+    | 2, 4 | answered 20 ms later | its last contact: 4 (its query), 4 + 20 ms (the answer's stamp) |
+    | 5 | | (mbx01 fails) |
+    | 6, 8 | fails | nothing yet |
+    | 10 | fails | promotes m1 and m2 at 10, the span after its query at 4 |
+
+    The twin's deadline, counted from the answer, is 10 + 20 ms: mbx02's own ShadowPromoted came first, and the
+    twin closed both messages 'promoted' without a word: no PRIMARY_FAILED_SHADOWS_PROMOTED, no command, and a
+    whatif scored them missed (simulate at 0.1 messages/s: 10 promotions said of 15). Now the twin promotes with
+    it, at 10."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:06:00"}))
+    answered_later = [dataclasses.replace(e, event_time_ms=e.event_time_ms + 20)
+                      if isinstance(e, ev.DiscardQueryAnswered) else e
+                      for e in _heartbeats_ok(org, "mbx02", "mbx01", 2, 5)]
+    failing = [dataclasses.replace(e, event_time_ms=e.event_time_ms + 30) if isinstance(e, ev.DiscardQueryFailed)
+               else e for e in org.heartbeats_failing("mbx02", "mbx01", 6, 11)]
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.received("mbx01", "m2", 1.2), *org.shadowed("mbx01", "mbx02", "m2", 1.2),
+              *org.deferred("mbx01", "m1", "mbx09", 1.5), *org.deferred("mbx01", "m2", "mbx09", 1.6),
+              *answered_later, *org.busy("mbx01", 1, 5), *org.busy("mbx02", 1, 30), *failing,
+              *org.promoted("mbx02", "mbx01", "m1", 10), *org.promoted("mbx02", "mbx01", "m2", 10)]
+    return Timeline("a shadow that promotes on its own a moment before the twin's deadline is said to",
+                    sorted(events, key=lambda e: e.event_time_ms), config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(10), ("m1", "m2")),),
+                    commands=(Command("mbx02", "mbx01", "m2", "mbx09", "mbx09", ("alice@contoso.com",), at(10)),
+                              Command("mbx02", "mbx01", "m1", "mbx09", "mbx09", ("alice@contoso.com",), at(10))))
+
+def a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmission() -> Timeline:
+    """The timeline above, and mbx01 back at 71 with the same queue database: it delivers m1 and m2 again, 61
+    minutes after mbx02 resubmitted them at 10 (its own ShadowPromoted says when). Alice's store's duplicate
+    detection keeps a Message-ID for an hour (004): she sees both copies. Before, the twin counted the gap from 12,
+    a heartbeat after the promotion (the latest a shadow resubmits after the twin's deadline, when the twin decides
+    it), and named nobody: 'mailbox users see none'."""
+    before = a_shadow_that_promotes_on_its_own_a_moment_before_the_twins_deadline_is_said_to()
+    org = Org()
+    back = [dataclasses.replace(e, event_id=f"back{e.event_id}") for e in
+            [*org.started("mbx01", "dbP1", 71), *org.busy("mbx02", 30, 75)]]
+    return Timeline("a duplicate after a promotion the shadow reported counts from its resubmission",
+                    sorted([*before.events, *back], key=lambda e: e.event_time_ms), before.config,
+                    alerts=(*before.alerts, Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(71), ("m1", "m2"),
+                                                     (("alice@contoso.com",), ("alice@contoso.com",)))),
+                    commands=before.commands)
+
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
     """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
     takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
@@ -2200,6 +2250,8 @@ ALL = (
     a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
     each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
     a_shadow_whose_every_query_is_answered_promotes_nothing_however_short_the_resubmit_span,
+    a_shadow_that_promotes_on_its_own_a_moment_before_the_twins_deadline_is_said_to,
+    a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmission,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
