@@ -19,6 +19,7 @@ with its reason (topic: the recording; offset: its 1-based position in the recor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import sys
@@ -37,7 +38,7 @@ from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
 from state import collector
 from state.clock_guard import OUT_OF_RANGE, Verdict, guard
-from state.parameters import ModelConfig, parameter_name
+from state.parameters import ModelConfig, ShadowRedundancyParameters, parameter_name
 from state.replay import replay
 from state.summary import state_records
 from state.scoring import score
@@ -211,9 +212,18 @@ class StderrProgress:
 
 def _assigned(config: ModelConfig, assignments: list[str], option: str) -> ModelConfig:
     try:
-        return apply_assignments(config, assignments)
+        changed = apply_assignments(config, assignments)
     except ValueError as exc:
         raise UsageError(f"{option}: {exc}") from None
+    for assignment in assignments:
+        _, name, value = parse_assignment(assignment)
+        if value.isdigit() and parameter_name(name) in _SPANS:
+            print(f"shadowtwin whatif: {option} {assignment}: {value} alone is {value} days, as Exchange reads a"
+                  f" TimeSpan (write {value}s, {value}m or {value}h for seconds, minutes or hours)", file=sys.stderr)
+    return changed
+
+
+_SPANS = {f.name for f in dataclasses.fields(ShadowRedundancyParameters) if f.type == "timedelta"}  # Exchange's TimeSpans
 
 
 def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list,

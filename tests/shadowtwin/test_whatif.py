@@ -150,6 +150,20 @@ def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_l
     assert "longer than Exchange's TimeSpan holds" in too_long.stderr
 
 
+def test_a_whole_number_alone_for_a_span_is_taken_as_days_and_said_so(tmp_path):
+    """`--compare ShadowResubmitTimeSpan=90` is 90 days, as Exchange reads a TimeSpan; the column heading only said
+    'ShadowResubmitTimeSpan=90', and someone who meant seconds never knew. Now one line on stderr says it."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    days, seconds = (whatif(recording, "--compare", f"ShadowResubmitTimeSpan={value}") for value in ("90", "90s"))
+    assert days.returncode == 0 and days.stderr.splitlines() == [
+        "shadowtwin whatif: --compare ShadowResubmitTimeSpan=90: 90 alone is 90 days, as Exchange reads a TimeSpan"
+        " (write 90s, 90m or 90h for seconds, minutes or hours)"], days.stderr
+    assert seconds.returncode == 0 and seconds.stderr == ""
+    count = whatif(recording, "--set", "ShadowHeartbeatRetryCount=5")
+    assert count.returncode == 0 and count.stderr == "", "a count is no span"
+
+
 @pytest.mark.parametrize("option", ["--set", "--compare"])
 def test_a_per_node_setting_names_its_server_in_any_case_as_exchange_does(option, tmp_path):
     """Before: `MBX02:` was refused as no server of the recording, with no suggestion."""
