@@ -32,7 +32,7 @@ from producers.recording import check_name, read_recorded
 from schemas import jsonl
 from schemas.codec import encode, kafka_key
 from schemas.container import ContainerError
-from schemas.events import DeadLetter, Event
+from schemas.events import DeadLetter, Event, ShadowPromoted
 from shadowtwin.arguments import did_you_mean, parse_assignment, server_name
 from shadowtwin.errors import UsageError
 from shadowtwin.json_output import plain
@@ -90,15 +90,19 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         _remove(made)  # refused before writing anything: no empty folder left behind
         raise
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
-    summaries, results = [], []
+    summaries, results, left_out = [], [], {}
     for index, (name, config) in enumerate(runs):
         servers = [0, 0]  # replayed, of
 
         def replayed(done: int, total: int) -> None:
             servers[:] = done, total
             progress(f"replaying {name}: {done}/{total} servers")
+        events = verdict.accepted
+        if _decides_promotions_otherwise(settings.shadow_redundancy, config, events):
+            events = [e for e in events if not isinstance(e, ShadowPromoted)]
+            left_out[name] = len(verdict.accepted) - len(events)
         try:
-            result = replay(verdict.accepted, config, progress=replayed)
+            result = replay(events, config, progress=replayed)
         except KeyboardInterrupt:
             _remove(made)  # Ctrl-C: the folders made for this run and still empty go (rmdir keeps any written)
             written = f"; {runs[0][0]}'s decisions are in {folders[0]}" if index and folders else ""
@@ -118,6 +122,10 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         say(render(summaries))
         if scored is not None:
             say("\n" + scored.render())
+    for name, count in left_out.items():
+        if count and not as_json:
+            say(f"\n{name}: {count} ShadowPromoted events left out (messages the recorded shadows promoted by the"
+                " recording's parameters): this run decides every promotion by its own")
     out_of_range = sum(1 for *_, why in verdict.skewed if why.startswith(OUT_OF_RANGE))
     if len(verdict.skewed) > out_of_range and not as_json:
         say(f"\n{len(verdict.skewed) - out_of_range} events left out: stamped more than"
@@ -221,6 +229,21 @@ def _assigned(config: ModelConfig, assignments: list[str], option: str) -> Model
             print(f"shadowtwin whatif: {option} {assignment}: {value} alone is {value} days, as Exchange reads a"
                   f" TimeSpan (write {value}s, {value}m or {value}h for seconds, minutes or hours)", file=sys.stderr)
     return changed
+
+
+# What decides when a shadow promotes on its own (state.model: promotion_span, heartbeat_of).
+_PROMOTION_PARAMETERS = ("mode", "shadow_resubmit_time_span", "shadow_heartbeat_frequency",
+                         "shadow_heartbeat_timeout_interval", "shadow_heartbeat_retry_count")
+
+
+def _decides_promotions_otherwise(recorded: ModelConfig, config: ModelConfig, events: list[Event]) -> bool:
+    """Whether a run promotes by other parameters than the servers that recorded `events` had (the configuration's):
+    their own ShadowPromoted events then tell what the recording's parameters made them do, not this run's (with a
+    longer ShadowResubmitTimeSpan, a shadow that promoted at the recorded span closed its messages 'promoted', and a
+    primary back with its queue had them forecast delivered twice, in a world where no shadow promoted)."""
+    nodes = {"", *recorded.nodes, *config.nodes, *(e.node for e in events if isinstance(e, ShadowPromoted))}
+    return any(getattr(recorded.for_node(n), f) != getattr(config.for_node(n), f)
+               for n in nodes for f in _PROMOTION_PARAMETERS)
 
 
 _SPANS = {f.name for f in dataclasses.fields(ShadowRedundancyParameters) if f.type == "timedelta"}  # Exchange's TimeSpans

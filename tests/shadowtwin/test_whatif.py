@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from producers.recording import write_events
+from producers.recording import read_events, write_events
 from tests.state.scenario import Org
 
 
@@ -148,6 +148,27 @@ def test_an_hour_written_hh_mm_is_read_and_a_span_too_long_for_timespan_is_one_l
     assert too_long.returncode == 2 and len(too_long.stderr.splitlines()) == 1, too_long.stderr
     assert "ShadowResubmitTimeSpan = '100000000000000000000d'" in too_long.stderr
     assert "longer than Exchange's TimeSpan holds" in too_long.stderr
+
+
+def test_a_longer_span_leaves_out_the_promotions_the_shadows_recorded_at_theirs(tmp_path):
+    """The outage above, with mbx02's own ShadowPromoted of m0..m2 at 3 h 2 min (the recorded span, 3 h, after its
+    last answer): asked 'what if ShadowResubmitTimeSpan were 6 hours', mbx01 is back at 5 h, before any shadow would
+    promote. Before, the 6 h column still closed m0..m2 promoted at 3 h (the recording's promotions) and forecast
+    all three delivered twice; now it decides its promotions itself: none, and no duplicate. The baseline keeps
+    them."""
+    org = Org()
+    recording = tmp_path / "outage.jsonl"
+    outage_recording(recording)
+    promoted = [e for i in range(3) for e in org.promoted("mbx02", "mbx01", f"m{i}", 182)]
+    write_events(recording, sorted([*read_events(recording), *promoted], key=lambda e: e.event_time_ms))
+    result = whatif(recording, "--compare", "ShadowResubmitTimeSpan=6h")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    promotions = next(line for line in lines if line.startswith("promotions")).split("  ")
+    duplicates = next(line for line in lines if line.startswith("expected duplicate")).split("  ")
+    assert [p.strip() for p in promotions if p.strip()][1:] == ["1 (3 messages)", "0 (0 messages)"], promotions
+    assert [d.strip() for d in duplicates if d.strip()][1:] == ["3 (3 seen by people)", "0 (0 seen by people)"]
+    assert "ShadowResubmitTimeSpan=6h: 3 ShadowPromoted events left out" in result.stdout
 
 
 def test_a_whole_number_alone_for_a_span_is_taken_as_days_and_said_so(tmp_path):
