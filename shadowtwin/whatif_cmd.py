@@ -246,7 +246,8 @@ def _decides_promotions_otherwise(recorded: ModelConfig, config: ModelConfig, ev
                for n in nodes for f in _PROMOTION_PARAMETERS)
 
 
-_SPANS = {f.name for f in dataclasses.fields(ShadowRedundancyParameters) if f.type == "timedelta"}  # Exchange's TimeSpans
+# Exchange's TimeSpans, where a whole number alone is days
+_SPANS = {f.name for f in dataclasses.fields(ShadowRedundancyParameters) if f.type == "timedelta"}
 
 
 def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list,

@@ -188,7 +188,8 @@ class Promoted:
     # forks of it, processed before the shadow resubmitted it): per recipient, in `recipients`' order, as each fork
     # was processed (empty: the shadow's resubmission came first). Not kept, only told (`predict_duplicates`).
     first_delivered_ms: tuple[int, ...] = ()
-    # The shadow said when it resubmitted (its ShadowPromoted came first): at `promoted_ms`, not up to a heartbeat after.
+    # The shadow said when it resubmitted (its ShadowPromoted came first): at `promoted_ms`, not up to a heartbeat
+    # after.
     reported: bool = False
 
 

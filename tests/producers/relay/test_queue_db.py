@@ -117,7 +117,8 @@ def test_a_shadow_that_never_queried_counts_from_its_first_copy_and_a_query_too_
     assert db.take_discards("ex02", 70, 60) == [], "no query since the first copy at 10: deleted at 70"
     db.enqueue(message("ex01.a.3", shadow_server="ex02"), 200, 0)
     db.delivered(db.due(200)[0], 210)
-    assert db.take_discards("ex02", 259, 60) == ["ex01.a.3"], "none held since the query at 70: counted from the new copy at 200"
+    assert db.take_discards("ex02", 259, 60) == ["ex01.a.3"], \
+        "none held since the query at 70: counted from the new copy at 200"
 
 
 def test_a_shadow_copy_no_notification_released_expires_and_safety_net_keeps_its_hold_time(tmp_path):
