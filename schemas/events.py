@@ -479,6 +479,14 @@ class RedeliveryCommand:
                                       default=())
 
 
+@_record
+class KafkaHeader:
+    """One header of a Kafka record, as its producer set it."""
+
+    key: str = doc("the header's name")
+    value: bytes | None = doc("the header's bytes; null for a header without a value", default=None)
+
+
 @_record(kw_only=True)
 class DeadLetter:
     """A record the twin could not use, kept with its reason so that nothing is lost."""
@@ -490,3 +498,7 @@ class DeadLetter:
     offset: int = doc("Kafka offset, or the line number in a file", default=-1)
     reason: str = doc("why it could not be used")
     at_ms: int = doc("when it was set aside (wall clock of the twin)", logical="timestamp-millis")
+    headers: tuple[KafkaHeader, ...] = doc("the record's Kafka headers, in their order (v2)", default=())
+    timestamp_ms: int | None = doc("the record's Kafka timestamp (when the broker appended it, on the events"
+                                   " topic); null for a line of a file (v2)", default=None,
+                                   logical="timestamp-millis")

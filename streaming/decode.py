@@ -15,7 +15,7 @@ Union members get stable names (`enableStableIdentifiersForUnionType`, empty pre
 all null but the event's own.
 
 A record that cannot be used becomes a row of the DeadLetter schema: original bytes, key,
-topic, partition, offset, `reason` ("bad magic: ...", "truncated header: ...", "unknown
+topic, partition, offset, headers, Kafka timestamp, `reason` ("bad magic: ...", "truncated header: ...", "unknown
 fingerprint: ...", "wrong schema: ...", "unknown event kind: ...", "corrupt body: ..."; the
 same texts as `schemas.codec.DecodeError`), and `at_ms`, when it was set aside.
 """
@@ -42,6 +42,8 @@ EVENT_TIME = "event_time"
 # Kept from the Kafka record: the original key and bytes (to re-decode in Python, or to set the
 # record aside later as a dead letter), and where and when Kafka stored it.
 KAFKA_COLUMNS = ("key", "value", "partition", "offset", "timestamp")
+# The Kafka source's `headers` column (with `includeHeaders`): kept for a dead letter.
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 
 RECORD, REASON = "_record", "_reason"
 
@@ -50,7 +52,8 @@ def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataF
     """Every Kafka record of the events topic in ONE frame, usable or not: a single scan of the source.
 
     Columns: kind, event_time, primary_server and node (null when unusable), the Kafka key, value,
-    topic, partition, offset and timestamp, and `reason` (null when usable, else why not).
+    topic, partition, offset, timestamp and headers (null when the source was read without them), and
+    `reason` (null when usable, else why not).
     Splitting into two frames makes a streaming query that writes both scan the source once per branch.
     """
     catalogue = catalogue or catalogues.default()
@@ -62,6 +65,7 @@ def classify_events(raw: DataFrame, catalogue: Catalogue | None = None) -> DataF
         F.when(usable, record["primary_server"]).alias("primary_server"),
         F.when(usable, record["node"]).alias("node"),
         "key", "value", "topic", "partition", "offset", "timestamp",
+        F.col("headers") if "headers" in raw.columns else F.lit(None).cast(HEADERS_TYPE).alias("headers"),
         F.col(REASON).alias("reason"),
     )
 

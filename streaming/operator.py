@@ -67,7 +67,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, DataType, LongType, StructField, StructType
 
 from schemas.codec import default_codec, kafka_key
-from schemas.events import Alert, DeadLetter, Event, RedeliveryCommand
+from schemas.events import Alert, DeadLetter, Event, KafkaHeader, RedeliveryCommand
 from schemas.jsonl import iso_time
 from schemas.wire import CORRUPT_BODY, DecodeError
 from state import collector
@@ -123,13 +123,22 @@ def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: Ou
 
 
 def dead_letter(row, reason: str) -> DeadLetter:
-    """A dead letter for one input row (its value, key, topic, partition, offset), with `reason`."""
+    """A dead letter for one input row (its value, key, topic, partition, offset, headers, Kafka timestamp),
+    with `reason`."""
     return DeadLetter(
         original=bytes(row.value) if row.value is not None else b"",
         key=bytes(row.key) if row.key is not None else None,
         topic=row.topic, partition=int(row.partition), offset=int(row.offset),
-        reason=reason, at_ms=int(time.time() * 1000),
+        reason=reason, at_ms=int(time.time() * 1000), headers=kafka_headers(row.headers),
+        timestamp_ms=None if row.timestamp_ms is None or pd.isna(row.timestamp_ms) else int(row.timestamp_ms),
     )
+
+
+def kafka_headers(headers) -> tuple[KafkaHeader, ...]:
+    """The Kafka source's headers of a row (an array of key/value structs, as Arrow hands it over), or none."""
+    if headers is None or (not hasattr(headers, "__len__") and pd.isna(headers)):
+        return ()
+    return tuple(KafkaHeader(str(h["key"]), None if h["value"] is None else bytes(h["value"])) for h in headers)
 
 
 def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
@@ -147,6 +156,8 @@ class InputRow(NamedTuple):
     fact: str | None
     node: str | None
     reason: str | None
+    headers: object  # the record's Kafka headers (streaming.decode.HEADERS_TYPE), None when it has none
+    timestamp_ms: float | None  # its Kafka timestamp
 
 
 def input_rows(batch: pd.DataFrame) -> Iterator[InputRow]:

@@ -88,9 +88,13 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         F.explode(F.concat(F.array(own), shared_facts(usable, node, settings))).alias("to"),
         "value", "key", "topic", "partition", "offset", reason.alias("reason"),
         F.when(usable, node).alias("node"),
+        # kept for a dead letter of the row's own group; none of most producers' records has headers
+        F.when(F.size("headers") > 0, F.col("headers")).alias("headers"),
+        F.unix_millis("timestamp").alias("timestamp_ms"),
     ).select(F.col("to.group").alias("primary_server"), F.col("to.fact").alias("fact"), "event_time",
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
-             "key", "topic", "partition", "offset", "reason", "node")
+             "key", "topic", "partition", "offset", "reason", "node",
+             *[F.when(F.col("to.fact").isNull(), F.col(name)).alias(name) for name in ("headers", "timestamp_ms")])
     topics = settings.topics
     out = apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
                       settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
@@ -150,6 +154,7 @@ def start_query(spark: SparkSession, settings: Settings, checkpoint_dir: Path | 
         .option("subscribe", settings.topics.events)
         .option("startingOffsets", twin.starting_offsets)
         .option("failOnDataLoss", "false")
+        .option("includeHeaders", "true")
     )
     if twin.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(twin.max_offsets_per_trigger))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from schemas.events import (
     EVENT_TYPES, AcknowledgedToSender, Alert, AlertMessage, AlertType, BoundaryCrossed, ClockTick, CommandReason,
-    DeadLetter, DeliveredToMailbox, DeliveryDeferred, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
+    DeadLetter, DeliveredToMailbox, KafkaHeader, DeliveryDeferred, DiscardQueryAnswered, DiscardQueryFailed, DiscardQuerySent, DiscardStatusSet,
     Event, MessageExpired, MessageReceived, MessageRef, MessageSource, MovedToSafetyNet, NextHopAcknowledged,
     NodeMode, NodeStarted, NodeStopping, QueryFailureReason, Recipient, RedeliveryCommand, RejectedToSender,
     MessageLoaded, SentToNextHop, ServerProbed, Severity, ShadowCopyAcknowledged, ShadowCopyFailed, ShadowCopyRequested, ShadowCopyStored,
@@ -103,6 +103,8 @@ def sample_dead_letter() -> DeadLetter:
     return DeadLetter(
         original=b"\xc3\x02\x00\xffnot avro", key=PRIMARY.encode(), topic="shadowtwin.events", partition=3,
         offset=1_234_567, reason="bad magic: starts with c302, expected c301", at_ms=T0 + 60_000,
+        headers=(KafkaHeader("traceparent", b"00-4bf92f3577b34da6-01"), KafkaHeader("retry", None)),
+        timestamp_ms=T0 + 59_000,
     )
 
 

@@ -23,7 +23,7 @@ from infra.topics import KAFKA_DEFAULT_MAX_BYTES, create_topics
 from schemas import jsonl, wire
 from schemas.binary import varint
 from schemas.codec import default_codec, encode, kafka_key
-from schemas.events import AlertType, ClockTick, Event, MessageReceived, MessageRef, ServerProbed
+from schemas.events import AlertType, ClockTick, Event, KafkaHeader, MessageReceived, MessageRef, ServerProbed
 from state.parameters import ModelConfig, model_config_from
 from state.replay import replay
 from state.summary import message_key
@@ -329,7 +329,8 @@ def test_what_kafkas_console_producer_and_other_clients_send_by_mistake_are_dead
     publish(kafka_bootstrap, topics.events, events[:half], raw=binary)
     console_producer(kafka_bootstrap, topics.events, as_text)
     publish(kafka_bootstrap, topics.events, [*events[half:], final_tick(events)])
-    bad = {(m.partition(), m.offset()): m.value() for m in read_topic(kafka_bootstrap, topics.events)
+    sent = {(m.partition(), m.offset()): m for m in read_topic(kafka_bootstrap, topics.events)}
+    bad = {place: m.value() for place, m in sent.items()
            if m.value() not in {encode(e) for e in events} | {encode(final_tick(events))}}
     assert len(bad) == len(as_text) + len(binary)
     got = run_to_the_end(settings, spark, kafka_bootstrap, topics, tmp_path, alerts, commands, len(bad))
@@ -340,12 +341,16 @@ def test_what_kafkas_console_producer_and_other_clients_send_by_mistake_are_dead
     for place, value in bad.items():
         letter = letters[place]
         assert (letter.original, letter.topic) == (value or b"", topics.events)
+        # what the record carried besides its bytes is kept: the tool's headers, Kafka's timestamp
+        assert [(h.key, h.value) for h in letter.headers] == list(sent[place].headers() or [])
+        assert letter.timestamp_ms == sent[place].timestamp()[1]
         with pytest.raises(wire.DecodeError) as caught:
             default_codec().decode(value, "Event")
         assert letter.reason and str(caught.value).startswith(letter.reason), (value[:40], letter.reason)
     reasons = [d.reason for d in letters.values()]
     assert sum(wire.TOMBSTONE in r for r in reasons) == 2 and sum(wire.JSON_TEXT in r for r in reasons) == 2
     assert sum("Confluent's framing" in r for r in reasons) == 2
+    assert sum(d.headers == (KafkaHeader("source", b"console"),) for d in letters.values()) == len(as_text)
     assert any(r.startswith(wire.WRONG_SCHEMA) for r in reasons), reasons
 
 
@@ -716,7 +721,11 @@ def test_a_row_spark_lets_through_behind_the_watermark_is_a_dead_letter_not_appl
     reaches the operator, which sets it aside: a deadline after it may have fired already."""
     org = Org()
     first, jump, late = (org.received("mbx01", mid, minute)[0] for mid, minute in (("m1", 0), ("m2", 10), ("m3", 5)))
-    publish(kafka_bootstrap, topics.events, [first, jump, late])  # one key, one partition: in this order
+    publish(kafka_bootstrap, topics.events, [first, jump])  # one key, one partition: in this order
+    traced, sent_ms = producer(kafka_bootstrap), int(time.time() * 1000)
+    traced.produce(topics.events, key=kafka_key(late), value=encode(late),
+                   headers=[("traceparent", b"00-4bf92f3577b34da6-01"), ("retry", None)])
+    assert traced.flush(30) == 0
     one_per_batch = twin_settings(settings, kafka_bootstrap, topics, servers=("mbx01", "mbx02"))
     one_per_batch = dataclasses.replace(one_per_batch, twin=dataclasses.replace(one_per_batch.twin,
                                                                                 max_offsets_per_trigger=1))
@@ -730,6 +739,8 @@ def test_a_row_spark_lets_through_behind_the_watermark_is_a_dead_letter_not_appl
         assert twin.progress.batches >= 3 and twin.progress.late_total == 0, "three batches; Spark dropped nothing"
     assert [(d.original, d.offset) for d in letters] == [(encode(late), 2)], [d.reason for d in letters]
     assert letters[0].reason.startswith("late event: event time "), letters[0].reason
+    assert letters[0].headers == (KafkaHeader("traceparent", b"00-4bf92f3577b34da6-01"), KafkaHeader("retry", None))
+    assert sent_ms <= letters[0].timestamp_ms <= letters[0].at_ms, "the record's Kafka timestamp (LogAppendTime)"
 
 
 def test_a_held_message_as_large_as_the_events_topic_takes_is_in_the_state_topic_and_the_query_runs_on(
