@@ -315,7 +315,10 @@ class _Transition:
             # are lost if they did not.
             silent = self.shadow_silent(pair, t)
             if not silent and (pair.shadow == seen_by or not self.query_overdue(pair, t)):
-                self.promote_if_primary_db_changed(pair, t)
+                if seen_by in (None, pair.shadow) or not pair.heartbeats:
+                    self.promote_if_primary_db_changed(pair, t)
+                # else another shadow's report, by a clock maybe behind: this one learns of the new database from
+                # the answer to its own query (discard_query_answered), or the primary's NodeStarted
             elif pair.held:
                 pair.db_change_pending = True
                 self.discard_status_gone(pair, db_id)
@@ -596,8 +599,7 @@ class _Transition:
         m.stored_ms = t
         self.attach_shadow(m, e.node, t, db, e.alternate_route, db_reported=True)
         if new_db:
-            previous, s.queue_db_id = s.queue_db_id, db
-            self.primary_seen_with_db(db, t, previous_db=previous, back_after=s.unreachable_ms, seen_by=e.node)
+            self.restart_reported(db, t, e.node)
             s.unreachable_ms = None
 
     def an_older_database(self, db: str) -> bool:
@@ -1027,11 +1029,13 @@ class _Transition:
                     held.primary_db_seen = shared(e.primary_queue_db_id)
         if e.primary_queue_db_id != s.queue_db_id:
             if not self.named_before_the_restart(e.event_time_ms, e.primary_queue_db_id):
-                previous, s.queue_db_id = s.queue_db_id, e.primary_queue_db_id
-                self.primary_seen_with_db(e.primary_queue_db_id, t, previous_db=previous,
-                                          back_after=s.unreachable_ms, seen_by=e.node)
-        elif s.promoted:
-            self.primary_seen_with_db(e.primary_queue_db_id, t)
+                self.restart_reported(e.primary_queue_db_id, t, e.node)
+        else:
+            if s.promoted:
+                self.primary_seen_with_db(e.primary_queue_db_id, t, seen_by=e.node)
+            if pair is not None and s.pairs.get(pair.shadow) is pair:
+                # the answer to its own query shows it the primary's new database: it promotes the copies of the old
+                self.promote_if_primary_db_changed(pair, t)
         s.unreachable_ms = None
         if pair is not None and pair.primary_failed_ms is not None and s.pairs.get(pair.shadow) is pair:
             # back with the database of the copies it still holds (those of an older one were promoted just
@@ -1039,6 +1043,15 @@ class _Transition:
             pair.primary_failed_ms = None
             self.back_with_the_copies(pair, t)
             self.schedule_pair(pair)
+
+    def restart_reported(self, db: str, t: int, shadow: str) -> None:
+        """A shadow's answer or stored copy names `db`, another queue database than the twin knows the primary by: a
+        restart the feed did not show."""
+        s = self.s
+        previous, s.queue_db_id = s.queue_db_id, db
+        if previous is not None:
+            s.replaced_db_id, s.db_reported_ms = previous, t
+        self.primary_seen_with_db(db, t, previous_db=previous, back_after=s.unreachable_ms, seen_by=shadow)
 
     def named_before_the_restart(self, t: int, db: str) -> bool:
         """Whether an answer (or a stored copy) at `t` naming queue database `db`, another than the primary's latest
@@ -1049,6 +1062,9 @@ class _Transition:
         it since that NodeStarted, is a restart the feed did not show, unless to the database that NodeStarted
         replaced: a primary does not come back to it (another shadow's query may fail while its service starts)."""
         s = self.s
+        if db == s.replaced_db_id and s.db_reported_ms is not None \
+                and t - s.db_reported_ms < self.config.clock_skew_allowance_ms:
+            return True  # the database a shadow's report showed replaced, named by a clock that far behind
         started, fact = s.primary_started_ms, s.nodes.get(s.primary)
         return started is not None and fact is not None and fact.queue_db_id != db \
             and t - started < self.config.clock_skew_allowance_ms \

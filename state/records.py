@@ -339,9 +339,13 @@ class PrimaryState:
     # The event time of the primary's latest NodeStarted, whose queue database (`nodes[primary]`) is its own
     # word: a shadow's answer naming another one within the clock-skew allowance was given before it.
     primary_started_ms: int | None = None
-    # The queue database that NodeStarted replaced (another than it names): the primary does not come back to it,
-    # so an answer naming it within the clock-skew allowance is stale, whatever query failed since.
+    # The queue database that NodeStarted, or a shadow's report since (`db_reported_ms`), replaced: the primary does
+    # not come back to it, so an answer naming it within the clock-skew allowance is stale, whatever query failed since.
     replaced_db_id: str | None = None
+    # When a shadow's report (an answer, a stored copy) named another queue database than the twin knew the primary by,
+    # a restart the feed did not show (snapshot format 18): a report naming the one it replaced less than the
+    # clock-skew allowance after was given before that restart.
+    db_reported_ms: int | None = None
     dag_spans_sites: bool = False  # the primary's DAG has members in another site (derived from `nodes`)
 
     def nodes_span_sites(self) -> bool:

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 16 are still read, a checkpoint may hold them: 16 has no fork's
+refused rather than misread (formats 3 to 17 are still read, a checkpoint may hold them: 17 has no
+`db_reported_ms`, then unknown (a shadow's report naming the queue database another shadow's report showed replaced
+is taken for another restart, as before); 16 has no fork's
 `done_ms`, then unknown (a duplicate forecast dates its recipients' first copy as before: when the whole message
 was processed, or, for a processed fork of one still in the queue, the shadow's last answer); 15 has no pair's
 `first_copy_ms`, then unknown (with no answered query yet, ShadowMessageAutoDiscardInterval counts from the pair's
@@ -47,9 +49,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 17
-# 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 18
+# 17: without `db_reported_ms`; 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -83,7 +85,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     deadlines = tuple((int(kind), key, at_ms) for kind, key, at_ms in state.deadlines.items())
     header = (FORMAT, TOKEN_MARK + (token if token is not None else os.urandom(16)), state.primary, state.mode.value if state.mode else None, state.queue_db_id,
               state.shadow_redundancy_enabled, state.clock_ms, state.primary_seen_ms, state.feed_stopped_ms,
-              state.unreachable_ms, state.primary_started_ms, state.replaced_db_id)
+              state.unreachable_ms, state.primary_started_ms, state.replaced_db_id, state.db_reported_ms)
     closed = tuple(state.closed.items())
     facts = (tuple((n, f.mode.value, f.ad_site, f.dag, f.queue_db_id, f.replaced_db_id)
                    for n, f in state.nodes.items()),
@@ -113,12 +115,15 @@ def load(data: bytes) -> PrimaryState:
         header = (*header, None)  # no `primary_started_ms` before 7: unknown
     if version < 14:
         header = (*header, None)  # no `replaced_db_id` before 14: unknown
+    if version < 18:
+        header = (*header, None)  # no `db_reported_ms` before 18: unknown
     (_, primary, mode, queue_db_id, enabled, clock_ms, primary_seen_ms, feed_stopped_ms, unreachable_ms,
-     primary_started_ms, replaced_db_id) = header
+     primary_started_ms, replaced_db_id, db_reported_ms) = header
     state = PrimaryState(primary=primary, mode=NodeMode(mode) if mode else None, queue_db_id=queue_db_id,
                          shadow_redundancy_enabled=enabled, clock_ms=clock_ms, primary_seen_ms=primary_seen_ms,
                          feed_stopped_ms=feed_stopped_ms, unreachable_ms=unreachable_ms,
-                         primary_started_ms=primary_started_ms, replaced_db_id=replaced_db_id)
+                         primary_started_ms=primary_started_ms, replaced_db_id=replaced_db_id,
+                         db_reported_ms=db_reported_ms)
     redundancy = {r.value: r for r in Redundancy}
     locality = {x.value: x for x in SiteLocality}
     for ref, recipients, level, forks, side_effects, flat, where in messages:

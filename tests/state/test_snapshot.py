@@ -73,7 +73,7 @@ def test_a_format_8_snapshot_loads_its_forks_as_not_notified():
                     *timelines._forks_discarded(org, 2, timelines.ref("m1", "f1"))]).states["mbx01"]
     assert state.messages["m1"].forks["f1"].notified
     assert snapshot.load(snapshot.dump(state)) == state
-    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    header, messages, *rest = as_format_17(state)
     older = [(*m[:3], tuple(f[:4] for f in m[3]), *m[4:]) for m in messages]
     loaded = snapshot.load(pickle.dumps(((8, *header[1:-1]), older, *rest)))
     assert not loaded.messages["m1"].forks["f1"].notified
@@ -91,7 +91,7 @@ def test_a_format_9_snapshot_loads_its_messages_as_not_expired_and_its_pairs_ans
                     *org.expired("mbx01", "m1", 2)]).states["mbx01"]
     assert (state.messages["m1"].expired_ms, state.pairs["mbx02"].last_answered_ms) == (at(2), at(1))
     assert snapshot.load(snapshot.dump(state)) == state
-    header, messages, pairs, *rest = pickle.loads(snapshot.dump(state))
+    header, messages, pairs, *rest = as_format_17(state)
     assert snapshot.MESSAGE_FLAT[-2:] == ("expired_ms", "stored_ms")
     assert snapshot.PAIR_FLAT[-2:] == ("last_answered_ms", "first_copy_ms")
     older = [(*m[:5], m[5][:-2], *m[6:]) for m in messages]  # the flat fields without the last two (11's too)
@@ -110,8 +110,14 @@ def as_format_6(state) -> tuple:
     return ((6, *header[1:-1]), *rest)
 
 
+def before_18(state):
+    """`state` as a snapshot before format 18 keeps it: no `db_reported_ms`."""
+    return dataclasses.replace(state, db_reported_ms=None)
+
+
 def before_17(state):
-    """`state` as a snapshot before format 17 keeps it: no fork's `done_ms`."""
+    """`state` as a snapshot before format 17 keeps it: format 18's without a fork's `done_ms`."""
+    state = before_18(state)
     return dataclasses.replace(state, messages={
         key: dataclasses.replace(m, forks={k: dataclasses.replace(f, done_ms=None) for k, f in m.forks.items()})
         if m.forks else m for key, m in state.messages.items()})
@@ -124,9 +130,16 @@ def before_16(state):
                                              for shadow, pair in state.pairs.items()})
 
 
+def as_format_17(state) -> tuple:
+    """`state`'s snapshot as format 17 wrote it: no `db_reported_ms`, the header's last value."""
+    header, *rest = pickle.loads(snapshot.dump(state))
+    assert header[-1] == state.db_reported_ms
+    return ((17, *header[1:-1]), *rest)
+
+
 def as_format_16(state) -> tuple:
-    """`state`'s snapshot as format 16 wrote it: no fork's `done_ms`, its values' last."""
-    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 16 wrote it: format 17 without a fork's `done_ms`, its values' last."""
+    header, messages, *rest = as_format_17(state)
     assert all(fork[-1] == state.messages[m[0][1]].forks[fork[0]].done_ms for m in messages for fork in m[3])
     return ((16, *header[1:]), [(*m[:3], tuple(fork[:-1] for fork in m[3]), *m[4:]) for m in messages], *rest)
 
@@ -441,3 +454,20 @@ def test_a_format_16_snapshot_loads_with_its_forks_processing_time_unknown():
     named = [[m.recipients for a in model.on_events(each, restart).alerts for m in a.messages]
              for each in (state, loaded)]
     assert named == [[("alice@contoso.com", "bob@fabrikam.com")], [("bob@fabrikam.com",)]]
+
+
+def test_a_format_17_snapshot_loads_with_the_time_a_shadow_reported_the_new_database_unknown():
+    """Format 17 kept no `db_reported_ms`: mbx03's answer at 19.5 naming dbP1, the database mbx02's copy stamped
+    18.1 showed replaced, is taken for mbx01 back with dbP1, as the model did then: m3, the copy of dbP2 on mbx02,
+    promoted with a command. Format 18 keeps the answer stale. Timeline
+    a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer up to 19.4."""
+    timeline = timelines.a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer()
+    state = replay([e for e in timeline.events if e.event_time_ms < at(19.5)], timeline.config).states["mbx01"]
+    assert (state.replaced_db_id, state.db_reported_ms) == ("dbP1", at(18.1))
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_17(state)))
+    assert loaded == before_18(state)
+    answer = [e for e in timeline.events if e.event_time_ms == at(19.5)]
+    model = ShadowRedundancyModel(timeline.config)
+    commands = [[c.message.internal_id for c in model.on_events(each, answer).commands] for each in (state, loaded)]
+    assert commands == [[], ["m3"]]

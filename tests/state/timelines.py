@@ -2174,6 +2174,57 @@ def a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds() 
                             Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * DAY, ("m1",))))
 
 
+
+def a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer() -> Timeline:
+    """mbx02's clock is 4 minutes behind mbx01's and mbx03's (hunt seed 7083: ex01's, 240 s); mbx03 queries mbx01
+    every 5 minutes (ShadowHeartbeatFrequency). By mbx01's clock: it takes m1 at 16, its copy on mbx03, and delivers
+    it at 16.5; m2 at 17, its copy on mbx02; mbx03's answer at 19.5 collects m1's discard notification; m4 at 19.7,
+    its copy on mbx03. mbx01 fails at 20 and is back at 22 with a new, empty queue database (its NodeStarted names
+    dbP2); it takes m3 at 22.1, whose copy mbx02 stores with dbP2, stamped 18.1 by its clock, and delivers it at
+    22.3 (mbx02's answer at 24, stamped 20, collects its notification). The feed shows dbP2 first in that copy, at
+    18.1: a restart, and mbx02, whose copy of m2 is dbP1's, promotes it (003: the shadow keeps "the original
+    database ID and the current database ID"). But "a shadow server detects that the queue database ID of the
+    primary server has changed" at its own session with the primary: mbx03 learns of dbP2 from the answer to its
+    own query or, as the twin forecasts, at mbx01's NodeStarted: m4 at 22, m1 discarded before. And mbx03's answer
+    at 19.5 naming dbP1, the database dbP2 replaced, less than the clock-skew allowance after mbx02's report, was
+    given before the restart: its discard notification counts, its database does not. Before, the twin promoted
+    mbx03's m1 at 18.1 too (DUPLICATE_DELIVERY_EXPECTED: it was processed), took the answer at 19.5 for mbx01 back
+    with dbP1 (m2 forecast delivered twice, "came back with the same queue database"; m3, dbP2's, promoted with a
+    command to mbx02) and mbx02's answer naming dbP2 for yet another restart (m3 forecast delivered twice), and
+    promoted m4 only at mbx03's answer at 24.5."""
+    org = Org()
+
+    def behind(events):  # mbx02's events, stamped by its clock
+        return [dataclasses.replace(e, event_time_ms=e.event_time_ms - 4 * MINUTE) if e.node == "mbx02" else e
+                for e in events]
+
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS2", 0), *org.started("mbx03", "dbS3", 0),
+              *_heartbeats_ok(org, "mbx03", "mbx01", 4.5, 10, every=5, shadow_db="dbS3"),
+              *org.received("mbx01", "m0", 14), *org.shadowed("mbx01", "mbx03", "m0", 14),
+              *org.delivered("mbx01", "m0", "mbx09", 14.2),
+              *org.query_ok("mbx03", "mbx01", 14.5, discarded=("m0",), shadow_db="dbS3"),
+              *org.received("mbx01", "m1", 16), *org.shadowed("mbx01", "mbx03", "m1", 16),
+              *org.delivered("mbx01", "m1", "mbx09", 16.5),
+              *org.received("mbx01", "m2", 17), *behind(org.shadowed("mbx01", "mbx02", "m2", 17)),
+              *org.query_ok("mbx03", "mbx01", 19.5, discarded=("m1",), shadow_db="dbS3"),
+              *org.received("mbx01", "m4", 19.7), *org.shadowed("mbx01", "mbx03", "m4", 19.7),
+              *org.started("mbx01", "dbP2", 22),
+              *org.received("mbx01", "m3", 22.1), *behind(org.shadowed("mbx01", "mbx02", "m3", 22.1, db="dbP2")),
+              *org.delivered("mbx01", "m3", "mbx09", 22.3),
+              *behind(org.query_ok("mbx02", "mbx01", 24, db="dbP2", discarded=("m3",), shadow_db="dbS2")),
+              *org.query_ok("mbx03", "mbx01", 24.5, db="dbP2", shadow_db="dbS3")]
+    events.sort(key=lambda e: e.event_time_ms)
+    config = ModelConfig(defaults=parameters_from({"shadow_heartbeat_frequency": "00:05:00"}))
+    return Timeline("a new database reported by a clock behind waits for each shadow's own answer", events, config,
+                    alerts=(
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(18.1), ("m2",)),
+                        Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(22), ("m4",))),
+                    commands=(Command("mbx02", "mbx01", "m2", None, None, (), at(18.1),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),
+                              Command("mbx03", "mbx01", "m4", None, None, (), at(22),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2252,6 +2303,7 @@ ALL = (
     a_shadow_whose_every_query_is_answered_promotes_nothing_however_short_the_resubmit_span,
     a_shadow_that_promotes_on_its_own_a_moment_before_the_twins_deadline_is_said_to,
     a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmission,
+    a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2296,5 +2348,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_that_answers_another_shadow_is_up_and_keeps_what_its_silent_shadow_holds,
            a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
-           each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own)
+           each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
+           a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer)
 
