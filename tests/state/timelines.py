@@ -2174,7 +2174,6 @@ def a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds() 
                             Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(2) + 3 * DAY, ("m1",))))
 
 
-
 def a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer() -> Timeline:
     """mbx02's clock is 4 minutes behind mbx01's and mbx03's (hunt seed 7083: ex01's, 240 s); mbx03 queries mbx01
     every 5 minutes (ShadowHeartbeatFrequency). By mbx01's clock: it takes m1 at 16, its copy on mbx03, and delivers
