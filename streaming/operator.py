@@ -52,8 +52,10 @@ pyspark 4.1.1 does.
 
 from __future__ import annotations
 
+import base64
 import functools
 import gc
+import json
 import sys
 import time
 import zipimport
@@ -134,11 +136,13 @@ def dead_letter(row, reason: str) -> DeadLetter:
     )
 
 
-def kafka_headers(headers) -> tuple[KafkaHeader, ...]:
-    """The Kafka source's headers of a row (an array of key/value structs, as Arrow hands it over), or none."""
-    if headers is None or (not hasattr(headers, "__len__") and pd.isna(headers)):
+def kafka_headers(headers: str | None) -> tuple[KafkaHeader, ...]:
+    """A row's Kafka headers, from Spark's JSON of them (`[{"key": "k", "value": "base64"}, ...]`, a null value
+    left out; streaming.twin), or none."""
+    if not isinstance(headers, str):
         return ()
-    return tuple(KafkaHeader(str(h["key"]), None if h["value"] is None else bytes(h["value"])) for h in headers)
+    return tuple(KafkaHeader(h["key"], base64.b64decode(h["value"]) if "value" in h else None)
+                 for h in json.loads(headers))
 
 
 def unusable_rows(batches: Iterator[pd.DataFrame]) -> list[DeadLetter]:
@@ -156,7 +160,7 @@ class InputRow(NamedTuple):
     fact: str | None
     node: str | None
     reason: str | None
-    headers: object  # the record's Kafka headers (streaming.decode.HEADERS_TYPE), None when it has none
+    headers: str | None  # the record's Kafka headers as JSON (streaming.twin), None when it has none
     timestamp_ms: float | None  # its Kafka timestamp
 
 

@@ -88,8 +88,9 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
         F.explode(F.concat(F.array(own), shared_facts(usable, node, settings))).alias("to"),
         "value", "key", "topic", "partition", "offset", reason.alias("reason"),
         F.when(usable, node).alias("node"),
-        # kept for a dead letter of the row's own group; none of most producers' records has headers
-        F.when(F.size("headers") > 0, F.col("headers")).alias("headers"),
+        # kept for a dead letter of the row's own group; most producers' records have none. As JSON (values in
+        # base64): handing Python an array of structs cost the JVM a third more per record, even all null (measured)
+        F.when(F.size("headers") > 0, F.to_json("headers")).alias("headers"),
         F.unix_millis("timestamp").alias("timestamp_ms"),
     ).select(F.col("to.group").alias("primary_server"), F.col("to.fact").alias("fact"), "event_time",
              F.when(F.col("to.fact") == FACT_SEEN, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
