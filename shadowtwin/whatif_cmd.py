@@ -42,7 +42,8 @@ from state.parameters import ModelConfig, ShadowRedundancyParameters, parameter_
 from state.replay import replay
 from state.summary import state_records
 from state.scoring import score
-from state.whatif import Summary, render
+from state.heartbeat_rate import heartbeat_ms, judged_at_the_recorded_rate, recorded_rates
+from state.whatif import Summary, duration, render
 from shadowtwin.whatif_report import write_report
 
 
@@ -90,8 +91,17 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         _remove(made)  # refused before writing anything: no empty folder left behind
         raise
     verdict = guard(recorded, settings.twin.max_clock_skew_seconds * 1000)
-    summaries, results, left_out = [], [], {}
+    summaries, results, left_out, notes = [], [], {}, []
+    rates, modes = recorded_rates(verdict.accepted)
     for index, (name, config) in enumerate(runs):
+        config, slowest = judged_at_the_recorded_rate(config, rates, modes)
+        if slowest is not None:
+            ours = heartbeat_ms(config, slowest.shadow, modes)
+            notes.append(f"{name}: {slowest.shadow} queried every {duration(slowest.every_ms)} in the recording"
+                         f" (median), a heartbeat of this run is {duration(ours)}: a replay cannot make the queries"
+                         f" a recording lacks, so a shadow is taken to be silent after"
+                         f" {duration(config.shadow_silence_heartbeats * ours)} without one"
+                         f" ({config.shadow_silence_heartbeats} heartbeats, not {settings.shadow_redundancy.shadow_silence_heartbeats})")
         servers = [0, 0]  # replayed, of
 
         def replayed(done: int, total: int) -> None:
@@ -122,6 +132,8 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         say(render(summaries))
         if scored is not None:
             say("\n" + scored.render())
+    for note in notes if not as_json else ():
+        say("\n" + note)
     for name, count in left_out.items():
         if count and not as_json:
             say(f"\n{name}: {count} ShadowPromoted events left out (messages the recorded shadows promoted by the"

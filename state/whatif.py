@@ -65,7 +65,7 @@ def render(summaries: list[Summary]) -> str:
     first = summaries[0]
     span = ""
     if first.start_ms is not None and first.end_ms is not None:
-        span = f", {_time(first.start_ms)} to {_time(first.end_ms)} ({_duration(first.end_ms - first.start_ms)})"
+        span = f", {_time(first.start_ms)} to {_time(first.end_ms)} ({duration(first.end_ms - first.start_ms)})"
     rows = [
         ("messages tracked", lambda s: f"{s.messages:,}"),
         ("promotions (shadow takes over)", lambda s: f"{s.promotions:,} ({s.promoted_messages:,} messages)"),
@@ -76,7 +76,7 @@ def render(summaries: list[Summary]) -> str:
         ("not redundantly persisted", lambda s: f"{s.not_redundant:,}"),
         ("rejected 451 4.4.0", lambda s: f"{s.rejected:,}"),
         ("expected duplicate deliveries", lambda s: f"{s.duplicates:,} ({s.duplicates_seen:,} seen by people)"),
-        ("delay per hop p50 / p90 / p99 / max", lambda s: " / ".join(_duration(s.delay_per_hop_ms[k]) for k in
+        ("delay per hop p50 / p90 / p99 / max", lambda s: " / ".join(duration(s.delay_per_hop_ms[k]) for k in
                                                                       ("p50", "p90", "p99", "max"))
          if s.delay_per_hop_ms else "-"),
     ]
@@ -103,7 +103,7 @@ def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def _duration(ms: int) -> str:
+def duration(ms: int) -> str:
     seconds = ms / 1000
     if seconds < 60:
         return f"{seconds:.1f}s"

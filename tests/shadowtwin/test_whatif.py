@@ -355,3 +355,31 @@ def test_a_quiet_spell_longer_than_the_clock_skew_limit_leaves_nothing_out(tmp_p
     assert report["skewed_events"] == 0
     (summary,) = report["summaries"]
     assert (summary["events"], summary["promoted_messages"]) == (len(events), 3)
+
+
+def test_a_heartbeat_shorter_than_the_recorded_queries_judges_silence_at_the_recorded_rate(tmp_path):
+    """mbx01 holds m0..m2 for half an hour, their copies on mbx02, whose queries every 2 minutes (the configured
+    ShadowHeartbeatFrequency) are all answered; mbx03 is busy meanwhile. Asked 'what if it were 30 seconds', the run found mbx02 silent
+    90 seconds after each query (3 heartbeats): 15 SHADOW_SERVER_UNREACHABLE alerts for the three copies, though
+    nothing failed: the recording holds no query between two, and a replay cannot make them. Now the run judges
+    silence over as many of its heartbeats as the recorded rate takes, and says so; a longer heartbeat needs
+    nothing."""
+    org = Org()
+    recording = tmp_path / "quiet.jsonl"
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0)]
+    for i in range(3):
+        events += [*org.received("mbx01", f"m{i}", 1), *org.shadowed("mbx01", "mbx02", f"m{i}", 1)]
+    for minute in range(2, 32, 2):
+        events += org.query_ok("mbx02", "mbx01", minute)
+    events += org.busy("mbx03", 0, 32, every=0.25)  # the feed is alive between two queries
+    write_events(recording, sorted(events, key=lambda e: e.event_time_ms))
+    shorter = whatif(recording, "--compare", "ShadowHeartbeatFrequency=30s", "--out", tmp_path / "out")
+    assert shorter.returncode == 0, shorter.stderr
+    for run in (tmp_path / "out", tmp_path / "out" / "compare"):
+        alerts = [json.loads(line)["type"] for line in (run / "alerts.jsonl").read_text().splitlines()]
+        assert "SHADOW_SERVER_UNREACHABLE" not in alerts, (run, alerts)
+    assert ("ShadowHeartbeatFrequency=30s: mbx02 queried every 2.0m in the recording (median), a heartbeat of this"
+            " run is 30.0s: a replay cannot make the queries a recording lacks, so a shadow is taken to be silent"
+            " after 6.0m without one (12 heartbeats, not 3)") in shorter.stdout
+    longer = whatif(recording, "--compare", "ShadowHeartbeatFrequency=5m")
+    assert longer.returncode == 0 and "queried every" not in longer.stdout, longer.stdout
