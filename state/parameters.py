@@ -265,6 +265,9 @@ def model_config_from(raw: Mapping[str, object], where: str = "shadow_redundancy
     twin_raw = {k: values.pop(k) for k in [f.name for f in dataclasses.fields(TwinParameters)] if k in values}
     twin = build(TwinParameters, twin_raw, where)
     _check_servers(twin.servers, where)
+    for written in values:
+        if parameter_name(written) not in _EXCHANGE_NAMES:
+            raise unknown_key(where, "", written, parameter_name(written), table_keys() + ["nodes"])
     defaults = parameters_from(values, where=where)
     if not isinstance(nodes_raw, Mapping):
         raise ConfigError(f"{where}: nodes = {nodes_raw!r}: expected a table of node name -> parameters")

@@ -155,3 +155,13 @@ def test_track_duplicates_is_the_mailbox_stores_window_up_to_49_days():
         with pytest.raises(ValueError, match=f"track_duplicates = '{value}': expected a duration longer than zero"
                                              " and at most 49 days"):
             model_config_from({"track_duplicates": value})
+
+
+@pytest.mark.parametrize("written, meant", [("server", "servers"), ("track_duplicate", "track_duplicates")])
+def test_a_misspelt_key_of_the_table_is_answered_with_every_key_the_table_takes(written, meant):
+    """Before: `server = ["mbx01"]` in `[shadow_redundancy]` got 'server: unknown key; known: ...' listing Exchange's
+    parameters only, as if the table took no `servers`, `track_duplicates` or `nodes`."""
+    with pytest.raises(ValueError) as refused:
+        model_config_from({written: "01:00:00"})
+    assert f"{written}: unknown key; did you mean {meant}?" in str(refused.value)
+    assert all(key in str(refused.value) for key in ("servers", "track_duplicates", "clock_skew_allowance", "nodes"))
