@@ -234,7 +234,8 @@ class TwinApplication:
         if self.group is not None:
             if self.spark is not None:
                 self._quietly("the consumer group's listener", lambda: self.spark.streams.removeListener(self.group))
-            self._quietly("the consumer group's commits", self.group.close)
+            self._quietly("the consumer group's commits",
+                          lambda: self.group.close(checkpoint_positions(self.checkpoint_dir)))
             self.group = None
         if self._alerts_out is not None:
             self._quietly("the alerts producer", lambda: self._alerts_out.flush(10))

@@ -100,12 +100,15 @@ class GroupCommitter(StreamingQueryListener):
             if offsets:
                 self._consumer.poll(0)  # the outcome of the previous commit, before the group is compared with it
                 self._say_moved()
-                try:
-                    self._consumer.commit(offsets=offsets, asynchronous=True)
-                    self._pending += 1
-                except Exception as exc:  # noqa: BLE001 - a reading for Kafka's tools must not stop the twin
-                    self._failed(exc)
+                self._commit(offsets)
             self._consumer.poll(0)  # delivers the outcomes of earlier commits
+
+    def _commit(self, offsets: list[TopicPartition]) -> None:
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=True)
+            self._pending += 1
+        except Exception as exc:  # noqa: BLE001 - a reading for Kafka's tools must not stop the twin
+            self._failed(exc)
 
     def _say_moved(self, timeout_s: float = 5.0) -> None:
         """Say the partitions where the group is not where the twin's last commit left it: someone else moved it."""
@@ -154,12 +157,16 @@ class GroupCommitter(StreamingQueryListener):
             self._say(f"could not commit the read offsets to consumer group {self.group_id}: {reason};"
                       " the twin decides on (Kafka's tools show its lag as last committed)")
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Wait for the commits under way (up to `timeout_s`), then leave."""
+    def close(self, positions: dict[tuple[str, int], int] | None = None, timeout_s: float = 5.0) -> None:
+        """Commit `positions` (the stopped query's checkpoint: Spark may end it before this listener hears of its
+        last batch, which a restart would then call the group moved), wait for the commits under way (up to
+        `timeout_s`), then leave."""
         deadline = time.monotonic() + timeout_s
         with self._lock:
             if self._closed:
                 return
+            if positions:
+                self._commit([TopicPartition(t, p, o) for (t, p), o in positions.items()])
             while self._pending > 0 and time.monotonic() < deadline:
                 self._consumer.poll(0.1)
             self._closed = True

@@ -78,6 +78,17 @@ def test_a_twin_run_leaves_its_group_at_the_end_of_the_events_it_decided_on(sett
         p: (end, end, "0") for p, end in ends.items()}, "Kafka's own tool: each partition read to its end, lag 0"
 
 
+def test_a_last_batch_the_listener_never_heard_of_is_committed_from_the_checkpoint_at_close(kafka_bootstrap, topics):
+    """Before: a twin stopped (SIGTERM) as a batch ended, its progress event still queued when its listener was
+    removed (a live lab twin: group 1300, checkpoint 1302 on each partition), left the group a batch behind, and
+    the next start said 'consumer group ... is not where the twin's checkpoint is', as if someone had moved it."""
+    group = f"twin-{uuid.uuid4().hex[:8]}"
+    committer = GroupCommitter(kafka_bootstrap, group, lambda line: None)
+    commit_batch(committer, topics.events, {"0": 1300, "1": 7})
+    committer.close({(topics.events, 0): 1302, (topics.events, 1): 9})
+    assert committed(kafka_bootstrap, group, topics.events, 2) == {0: 1302, 1: 9}
+
+
 def test_a_commit_the_broker_refuses_is_said_once_and_the_next_that_works_too(kafka_bootstrap, topics):
     said: list[str] = []
     group = f"refused-{uuid.uuid4().hex[:8]}"
