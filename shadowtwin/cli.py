@@ -41,7 +41,7 @@ from schemas.jsonl import JsonlError
 from shadowtwin.arguments import (COUNT, SECONDS, assignment, did_you_mean, domain, duration_option, events_topic,
                                   speed_option, topic)
 from shadowtwin.errors import UsageError, interrupted
-from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS, with_kafka_options
+from shadowtwin.kafka_options import NAMES as KAFKA_OPTION_NAMES, PARENT as KAFKA_OPTIONS, with_kafka_options
 from shadowtwin import alerts_cmd, probe_cmd, tail_cmd, where_cmd
 from shadowtwin.json_output import as_json
 
@@ -64,6 +64,11 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
         if not args.tool:
             raise UsageError("which tool? (kafka-topics, kafka-consumer-groups, kafka-console-consumer,"
                              " ...; see shadowtwin kafka --help)")
+        misplaced = next((a.split("=", 1)[0] for a in args.tool[1:] if a.split("=", 1)[0] in KAFKA_OPTION_NAMES), None)
+        if misplaced:
+            raise UsageError(f"{misplaced} after the tool's name is the tool's own argument, which no Kafka tool"
+                             f" takes: put it before the name (shadowtwin kafka tool {misplaced} ... {args.tool[0]}"
+                             f" ...), as every command takes it")
         return run_tool(settings, args.tool[0], args.tool[1:])
     embedded = settings.kafka.embedded
     if embedded.brokers > 1:

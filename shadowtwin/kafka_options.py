@@ -45,6 +45,8 @@ def _parent() -> argparse.ArgumentParser:
 
 
 PARENT = _parent()
+# what the options are written as (`--bootstrap`, ...), none of which a Kafka tool takes
+NAMES = frozenset(name for action in PARENT._actions for name in action.option_strings)
 
 
 def with_kafka_options(settings: Settings, args: argparse.Namespace) -> Settings:

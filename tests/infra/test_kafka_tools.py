@@ -47,6 +47,16 @@ def test_the_kafka_options_of_every_command_come_before_the_tool_s_name(kafka_bo
     assert f"Topic: {topic}" in result.stdout and "PartitionCount: 2" in result.stdout
 
 
+def test_a_kafka_option_after_the_tool_s_name_is_said_to_go_before_it(kafka_bootstrap):
+    """`kafka tool topics --list --bootstrap HOST`, as `topics create --bootstrap HOST` is written: the tool got
+    --bootstrap as its own argument and printed 'bootstrap is not a recognized option' and a Java stack trace."""
+    result = tool("topics", "--list", "--bootstrap", kafka_bootstrap, bootstrap=kafka_bootstrap)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "shadowtwin kafka: --bootstrap after the tool's name is the tool's own argument, which no Kafka tool takes:"
+        " put it before the name (shadowtwin kafka tool --bootstrap ... topics ...), as every command takes it"]
+
+
 def test_kafka_consumer_groups_shows_a_group_s_lag(kafka_bootstrap):
     topic, group = f"tool.{uuid.uuid4().hex[:8]}", f"g.{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
