@@ -24,7 +24,7 @@ import enum
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -38,6 +38,7 @@ from infra.topics import create_topics, events_retention_needed_ms, refuse_diffe
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
 from streaming.broker_watch import QUIET_LOG_LEVEL, BrokerWatch
+from streaming.checkpoint_lock import lock_checkpoint
 from streaming.consumer_group import GroupCommitter
 from streaming.lost_events import LostEvents, checkpoint_positions
 from streaming.progress import ProgressReporter, first_line
@@ -83,12 +84,14 @@ class TwinApplication:
         self.stop_signal: Stop = Stop()
         self.restarts = 0
         self._triggers_at_restart = 0
+        self._lock: IO[str] | None = None  # the checkpoint's (streaming/checkpoint_lock.py)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "TwinApplication":
         settings = self.settings
         made_checkpoint(self.checkpoint_dir)
+        self._lock = lock_checkpoint(self.checkpoint_dir)
         try:
             self._broker = start_if_needed(settings, self._say)
             self._create_topics()
@@ -246,6 +249,9 @@ class TwinApplication:
         if self._broker is not None:
             self._quietly("the embedded broker", self._broker.stop)
             self._broker = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def _quietly(self, what: str, step: Callable[[], object]) -> None:
         try:

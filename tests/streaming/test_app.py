@@ -7,10 +7,12 @@ twin mid-batch, whose restarted query fails once on Spark 4.1.1 and must be star
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from infra.config import ConfigError
 import streaming.app
 from streaming.app import Ending, TwinApplication
 from streaming.progress import ProgressReporter
@@ -112,3 +114,22 @@ def test_a_query_started_again_names_only_the_topics_that_changed(settings, kafk
     said.clear()
     app._create_topics(again=True)
     assert said == []
+
+
+def test_a_second_twin_on_a_checkpoint_in_use_is_refused_in_one_line(settings, spark, kafka_bootstrap, topics,
+                                                                      tmp_path):
+    """Two twins started on one checkpoint by mistake: the second failed batch after batch with Spark's
+    CONCURRENT_STREAM_LOG_UPDATE and a stack trace, starting its query again ten times. Now it is refused before it
+    starts anything, naming the twin that runs; once that one stops, a twin starts on the checkpoint."""
+    real = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, bootstrap_servers=kafka_bootstrap),
+                               topics=topics)
+    checkpoint = tmp_path / "checkpoint"
+    with TwinApplication(real, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None):
+        second = TwinApplication(real, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None)
+        with pytest.raises(ConfigError) as refused:
+            second.start()
+    assert str(refused.value) == (
+        f"checkpoint {checkpoint}: in use by another twin (pid {os.getpid()}); two twins on one checkpoint fail each"
+        f" other's batches: stop that one, or give this one a checkpoint of its own (--checkpoint DIR)")
+    with TwinApplication(real, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None) as again:
+        assert again.query.isActive
