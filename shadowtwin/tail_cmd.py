@@ -16,10 +16,12 @@ import sys
 
 from infra.settings import Settings
 from infra.signals import stop_on_signals
+from infra.topics import json_topic
 from producers.readable import line
 from producers.topic_reader import ReadOutcome, read_topic
 from schemas import jsonl
 from shadowtwin.arguments import ZERO_OR_MORE, topic
+from shadowtwin.errors import UsageError
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 
 # what is tailed: its topic in the settings ([topics]) and the contract's schema of its records
@@ -53,7 +55,12 @@ def add_parser(commands) -> None:
 
 def run_tail(settings: Settings, args: argparse.Namespace) -> int:
     setting, schema = TAILED[args.what]
-    topic = args.topic or getattr(settings.topics, setting)
+    tailed = getattr(settings.topics, setting)
+    topic = args.topic or tailed
+    if topic == json_topic(tailed):
+        raise UsageError(f"{topic} holds the twin's JSON copies of the {args.what} ([twin] json_topics), which any"
+                         f" Kafka consumer prints as they are (shadowtwin kafka tool console-consumer --topic {topic});"
+                         f" this command reads {tailed}, and prints the same objects with --json")
     stop = stop_on_signals()
     outcome = ReadOutcome()
     for record, _ in read_topic(settings.kafka, topic, outcome, expected=schema,

@@ -145,3 +145,19 @@ def test_dead_letters_tail_says_where_each_record_was_read_and_why(kafka_bootstr
         "2026-09-21T14:13:21.000Z dead letter from /logs/MSGTRK20261122-1.LOG line 17: 2 fields where the header"
         " names 27"]
     assert [jsonl.from_json(json.loads(line)) for line in as_json.stdout.splitlines()] == [from_kafka, from_a_log]
+
+
+def test_tailing_the_json_copies_is_said_to_read_them_with_a_kafka_consumer(kafka_bootstrap, capsys):
+    """`alerts tail --topic shadowtwin.alerts.json`, the topic `[twin] json_topics` fills: every record was left out,
+    '2 records did not decode and were left out: 2: bad magic', exit 1. Now one line says what the topic holds
+    and how to read it."""
+    copies = "shadowtwin.alerts.json"
+    out = producer(kafka_bootstrap)
+    out.produce(copies, key=b"a1", value=b'{"kind": "Alert", "alert_id": "a1"}')
+    assert out.flush(30) == 0
+    status = main(["alerts", "tail", "--topic", copies, "--bootstrap", kafka_bootstrap])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert status == 2 and line == (
+        f"shadowtwin alerts: {copies} holds the twin's JSON copies of the alerts ([twin] json_topics), which any Kafka"
+        f" consumer prints as they are (shadowtwin kafka tool console-consumer --topic {copies}); this command reads"
+        f" shadowtwin.alerts, and prints the same objects with --json")
