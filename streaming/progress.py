@@ -84,12 +84,14 @@ class ProgressReporter(StreamingQueryListener):
         self._say(f"twin query stopped{': ' + first_line(event.exception) if event.exception else ''}")
 
 
-# Spark 4.1.1's Kafka source failing the batch a query runs again after a crash mid-batch, as it reports the batch's
+# Spark 4.1.1's Kafka source failing the batch a query runs again after a crash or a failure mid-batch (a topic
+# deleted under it, say), as it reports the batch's
 # metrics, once its output and commit are written (SPARK-55271, docs/engine-facts.md)
 KAFKA_SOURCE_AFTER_A_CRASH = ('Cannot invoke "scala.collection.IterableOps.map(scala.Function1)" because the return'
                               ' value of "scala.Option.get()" is null')
-AFTER_A_CRASH = ("; Spark 4.1.1's Kafka source fails so once after the twin was killed mid-batch (SPARK-55271), the"
-                 " batch's output already written: nothing is lost or decided twice")
+AFTER_A_CRASH = ("; Spark 4.1.1's Kafka source fails so once when a query runs again a batch that did not end (the"
+                 " twin killed, or the batch failed, mid-batch: SPARK-55271), the batch's output already written:"
+                 " nothing is lost or decided twice")
 
 
 def first_line(failure: object, limit: int = 500) -> str:
