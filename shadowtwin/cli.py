@@ -272,7 +272,13 @@ def parser() -> argparse.ArgumentParser:
     status = actions.add_parser("status", help="is the embedded broker running (exit 3 if not)")
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.set_defaults(tool=[])
-    tool = actions.add_parser("tool", help="run one of Kafka's own tools", description=kafka.description,
+    tool = actions.add_parser("tool", help="run one of Kafka's own tools",
+                              description="Run one of Apache Kafka's command-line tools (from Maven jars, fetched on"
+                                          " first use) against the configured brokers, e.g. 'shadowtwin kafka tool"
+                                          " kafka-consumer-groups --describe --all-groups'. The tool gets"
+                                          " --bootstrap-server and the configured security (or those of the options"
+                                          " --bootstrap, --security-protocol ... before its name) unless its own"
+                                          " arguments give them. Tools: " + ", ".join(TOOLS) + ".",
                               parents=[KAFKA_OPTIONS], usage="%(prog)s [KAFKA OPTIONS] TOOL [ARGS]")
     tool.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
                       help="the tool's name (kafka-topics or topics) and its own arguments")
@@ -406,7 +412,19 @@ def parser() -> argparse.ArgumentParser:
     where_cmd.add_parsers(commands)
     alerts_cmd.add_parser(commands)
     tail_cmd.add_parser(commands)
+    _described(top)
     return top
+
+
+def _described(parser: argparse.ArgumentParser) -> None:
+    """Every command's --help opens with what it does: one given no description takes its line of help."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, command in action.choices.items():
+                if command.description is None and helps.get(name):
+                    command.description = helps[name][:1].upper() + helps[name][1:] + "."
+                _described(command)
 
 
 def _version() -> str:

@@ -16,6 +16,26 @@ def test_every_subcommand_has_help(command):
     assert "usage: shadowtwin" in result.stdout
 
 
+def test_every_command_at_every_level_says_what_it_does_under_its_usage():
+    """`kafka status --help` printed its usage and options only, `kafka tool --help` the description of `kafka`
+    ('Start, stop or inspect the embedded broker; or run ...'), and `lab kill --help` nothing of a crash."""
+    import argparse
+
+    from shadowtwin.cli import parser
+
+    def commands(command: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+        for action in command._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield path + (name,), sub
+                    yield from commands(sub, path + (name,))
+
+    found = dict(commands(parser()))
+    assert [" ".join(path) for path, command in found.items() if not command.description] == []
+    assert found[("kafka", "status")].description == "Is the embedded broker running (exit 3 if not)."
+    assert found[("kafka", "tool")].description.startswith("Run one of Apache Kafka's command-line tools")
+
+
 def test_whatif_help_names_every_file_out_writes(tmp_path):
     """--help used to say 'write the alerts and commands'; the folder holds four files and a folder."""
     from tests.shadowtwin.test_whatif import outage_recording
