@@ -71,6 +71,9 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     base = _assigned(settings.shadow_redundancy, sets, "--set")
     other = _assigned(base, compares, "--compare") if compares else None
     runs = [(label(sets), base)] + ([(label(compares), other)] if other is not None else [])
+    for option, folder in (("--out", out), ("--report", report)):
+        if folder is not None and folder.exists() and not folder.is_dir():
+            raise UsageError(f"{option} {folder}: a file, not a folder (it writes its files into a folder)")
     folders = [out if index == 0 else out / "compare" for index in range(len(runs))] if out is not None else []
     made = _made_folders(folders + ([report] if report is not None else []))  # before the replay: known at once
     try:

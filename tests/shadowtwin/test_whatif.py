@@ -60,6 +60,19 @@ def test_an_output_folder_in_a_folder_that_does_not_exist_is_refused_and_nothing
         assert [p.name for p in tmp_path.iterdir()] == ["outage.avro"], "no folder left behind"
 
 
+@pytest.mark.parametrize("option", ["--out", "--report"])
+def test_an_output_folder_that_is_a_file_is_refused_as_one(option, tmp_path):
+    """`--out summary.txt` said only 'summary.txt: File exists', as if it would not overwrite it."""
+    recording = tmp_path / "outage.avro"
+    outage_recording(recording)
+    (tmp_path / "summary.txt").write_text("kept")
+    result = whatif(recording, option, tmp_path / "summary.txt")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"shadowtwin whatif: {option} {tmp_path / 'summary.txt'}: a file, not a folder (it writes its files into a"
+        " folder)"], result.stderr
+    assert (tmp_path / "summary.txt").read_text() == "kept"
+
+
 def test_per_node_setting_and_a_bad_name_is_refused(tmp_path):
     recording = tmp_path / "outage.avro"
     outage_recording(recording)
