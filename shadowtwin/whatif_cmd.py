@@ -128,25 +128,24 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
         if folders:
             write_outputs(folders[index], result)
     scored = score(results[0].alerts, truth_records) if truth_records is not None else None
+    notes += [f"{name}: {count} ShadowPromoted events left out (messages the recorded shadows promoted by the"
+              " recording's parameters): this run decides every promotion by its own"
+              for name, count in left_out.items() if count]
+    out_of_range = sum(1 for *_, why in verdict.skewed if why.startswith(OUT_OF_RANGE))
+    if len(verdict.skewed) > out_of_range:
+        notes.append(f"{len(verdict.skewed) - out_of_range} events left out: stamped more than"
+                     f" {settings.twin.max_clock_skew_seconds} s ahead (twin.max_clock_skew_seconds)")
+    if out_of_range:
+        notes.append(f"{out_of_range} events left out: event time before 1970 or after 2262-04-11")
     if as_json:
         say(json.dumps({"summaries": [plain(s) for s in summaries], "skewed_events": len(verdict.skewed),
-                        "score": plain(scored)}))
+                        "notes": notes, "score": plain(scored)}))
     else:
         say(render(summaries))
         if scored is not None:
             say("\n" + scored.render())
-    for note in notes if not as_json else ():
-        say("\n" + note)
-    for name, count in left_out.items():
-        if count and not as_json:
-            say(f"\n{name}: {count} ShadowPromoted events left out (messages the recorded shadows promoted by the"
-                " recording's parameters): this run decides every promotion by its own")
-    out_of_range = sum(1 for *_, why in verdict.skewed if why.startswith(OUT_OF_RANGE))
-    if len(verdict.skewed) > out_of_range and not as_json:
-        say(f"\n{len(verdict.skewed) - out_of_range} events left out: stamped more than"
-            f" {settings.twin.max_clock_skew_seconds} s ahead (twin.max_clock_skew_seconds)")
-    if out_of_range and not as_json:
-        say(f"\n{out_of_range} events left out: event time before 1970 or after 2262-04-11")
+        for note in notes:
+            say("\n" + note)
     if out is not None:
         with open(out / "dead_letters.jsonl", "w") as f:
             jsonl.write(dead_letters(verdict, file), f)
@@ -154,7 +153,8 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
             say(f"\nalerts, commands and dead letters written to {out}")
     if report is not None:
         gap_ms = 3 * base.timing("").heartbeat_ms
-        html, _ = write_report(report, file, list(zip(summaries, results)), verdict.accepted, gap_ms, scored)
+        html, _ = write_report(report, file, list(zip(summaries, results)), verdict.accepted, gap_ms, scored,
+                               notes=notes, skewed_events=len(verdict.skewed))
         progress(f"report written to {html}", final=True)
     if damage is not None:
         raise damage

@@ -105,7 +105,8 @@ def _clock(ms: int) -> str:
 
 
 def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, ReplayResult]], events: list[Event],
-                 gap_ms: int, score: Score | None = None) -> tuple[Path, Path]:
+                 gap_ms: int, score: Score | None = None, *, notes: list[str] = (),
+                 skewed_events: int = 0) -> tuple[Path, Path]:
     """Write report.html and summary.json into `folder`; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     first = runs[0][0]
@@ -117,6 +118,8 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
     summary = {
         "recording": str(recording),
         "summaries": [plain(s) for s, _ in runs],
+        "skewed_events": skewed_events,
+        "notes": list(notes),
         "end_to_end_delay_ms": {label: percentiles(d) for label, d in delays.items()},
         "delay_histogram_buckets": [label for _, label in DELAY_EDGES],
         "delay_histogram": {label: histogram(d) for label, d in delays.items()},
@@ -144,6 +147,7 @@ def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, Replay
     html = ("<!doctype html><html><head><meta charset=\"utf-8\"><title>shadowtwin what-if report</title>"
             "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f6f6;padding:1em}</style></head><body>"
             f"<h1>What-if report: {escape(recording.name)}</h1><pre>{escape(render([s for s, _ in runs]))}</pre>"
+            + "".join(f"<p>{escape(note)}</p>" for note in notes)
             + "".join(f"<figure>{svg}</figure>" for svg in plots) + score_html
             + "<p>Figures as JSON: <a href=\"summary.json\">summary.json</a></p></body></html>\n")
     report_path = folder / "report.html"

@@ -394,5 +394,10 @@ def test_a_heartbeat_shorter_than_the_recorded_queries_judges_silence_at_the_rec
     assert ("ShadowHeartbeatFrequency=30s: mbx02 queried every 2.0m in the recording (median), a heartbeat of this"
             " run is 30.0s: a replay cannot make the queries a recording lacks, so a shadow is taken to be silent"
             " after 6.0m without one (12 heartbeats, not 3)") in shorter.stdout
+    said = shorter.stdout.split("\n\n")[-2].strip()
+    as_json = whatif(recording, "--compare", "ShadowHeartbeatFrequency=30s", "--json", "--report", tmp_path / "r")
+    assert json.loads(as_json.stdout)["notes"] == [said], "--json carries what the table's notes say"
+    report = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert report["notes"] == [said] and report["skewed_events"] == 0
     longer = whatif(recording, "--compare", "ShadowHeartbeatFrequency=5m")
     assert longer.returncode == 0 and "queried every" not in longer.stdout, longer.stdout
