@@ -23,7 +23,7 @@ from schemas import catalogue as catalogues
 from schemas import wire
 from schemas.catalogue import Catalogue
 from schemas.codec import KEY_FIELDS
-from streaming.decode import EVENT_TIME, KAFKA_COLUMNS, REASON, RECORD, decoded, event_kind, kinds
+from streaming.decode import EVENT_TIME, HEADERS_TYPE, KAFKA_COLUMNS, REASON, RECORD, decoded, event_kind, kinds
 
 
 def decode_events(raw: DataFrame, catalogue: Catalogue | None = None) -> tuple[DataFrame, DataFrame]:
@@ -66,6 +66,8 @@ def _dead_letters(checked: DataFrame) -> DataFrame:
         "offset",
         F.col(REASON).alias("reason"),
         F.current_timestamp().alias("at_ms"),
+        (F.col("headers") if "headers" in checked.columns else F.array().cast(HEADERS_TYPE)).alias("headers"),
+        F.col("timestamp").alias("timestamp_ms"),
     )
 
 
