@@ -927,7 +927,8 @@ class _Transition:
 
     def discard_query_sent(self, e: ev.DiscardQuerySent) -> None:
         pair = self.s.pairs.get(e.node)
-        if pair is None:
+        if pair is None:  # it holds nothing for the primary, and queries it: its heartbeat for its next copy
+            self.remember_query(e.node, e.event_time_ms)
             return
         t, db = e.event_time_ms, e.shadow_queue_db_id
         if pair.shadow_db_id != db:
@@ -1498,7 +1499,7 @@ class _Transition:
             for kind in _PAIR_KINDS:
                 deadlines.clear(kind, key)
             if pair.last_heartbeat_ms is not None:
-                self.remember_queries(pair)
+                self.remember_query(key, pair.last_heartbeat_ms)
             return
         promotion, silence, auto_discard, heartbeat = self.spans.get(key) or self.spans_of(key)
         # Called for every copy made and released: a deadline not there is not cleared again, and the two set for
@@ -1547,19 +1548,22 @@ class _Transition:
             return started + heartbeat
         return due
 
-    def remember_queries(self, pair: Pair) -> None:
-        """The pair emptied (every copy released) while its shadow sent discard queries: the group remembers its
-        last one (`queried_by`), so that a copy it stores again starts a pair with heartbeats, not one whose shadow's
-        life is inferred from its lines (hunt seed 2203). Forgotten a silence span after that query, as a pair
-        that held copies would take the shadow to be down then: a copy after it starts afresh."""
-        s, key = self.s, pair.shadow
-        until = pair.last_heartbeat_ms + self.silence_span(key)
+    def remember_query(self, shadow: str, t: int) -> None:
+        """A discard query of `shadow` at `t` while it holds nothing for the primary (its pair emptied then, or
+        before): the group remembers its last one (`queried_by`), so that a copy it stores next starts a pair with
+        heartbeats, not one whose shadow's life is inferred from its lines (hunt seed 2203), nor one whose query looks
+        overdue. Forgotten a silence span after that query, as a pair that held copies would take the shadow to be
+        down then: a copy after it starts afresh."""
+        s = self.s
+        if t <= s.queried_by.get(shadow, t - 1):
+            return  # a later one is remembered already
+        until = t + self.silence_span(shadow)
         if until > s.clock_ms:
-            s.queried_by[key] = pair.last_heartbeat_ms
-            s.deadlines.set(DeadlineKind.FORGET_QUERIES, key, until)
+            s.queried_by[shadow] = t
+            s.deadlines.set(DeadlineKind.FORGET_QUERIES, shadow, until)
 
     def querying_again(self, pair: Pair) -> None:
-        """A new pair of a shadow remembered sending discard queries (`remember_queries`): it has heartbeats, and
+        """A new pair of a shadow remembered sending discard queries (`remember_query`): it has heartbeats, and
         its query due a heartbeat after the last one counts (`query_overdue`): a shadow that stores a copy and dies
         before it queries again promotes nothing."""
         last = self.s.queried_by.pop(pair.shadow, None)

@@ -304,9 +304,9 @@ class PrimaryState:
     shadow_redundancy_enabled: bool | None = None
     messages: dict[str, Message] = field(default_factory=dict)
     pairs: dict[str, Pair] = field(default_factory=dict)
-    # Shadows that sent discard queries to this primary until their pair emptied: shadow -> the last one. A copy it
-    # stores again starts its pair with heartbeats (nothing inferred of it: state/liveness.py), measured from that
-    # query; forgotten a silence span after it (FORGET_QUERIES).
+    # Shadows that sent discard queries to this primary while they held nothing for it (their pair emptied then, or
+    # before): shadow -> the last one. A copy it stores next starts its pair with heartbeats (nothing inferred of it:
+    # state/liveness.py), measured from that query; forgotten a silence span after it (FORGET_QUERIES).
     queried_by: dict[str, int] = field(default_factory=dict)
     promoted: dict[str, Promoted] = field(default_factory=dict)
     # Messages it stopped tracking, remembered for the clock-skew allowance: an event stamped by a

@@ -2224,6 +2224,38 @@ def a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer(
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED)))
 
 
+def a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy() -> Timeline:
+    """ShadowHeartbeatFrequency 5 minutes (silence span 15). mbx03's answer at 4.5 collects m0's discard notification,
+    the last copy it held for mbx01; it queries mbx01 again at 9.5 and 14.5 holding nothing for it ("If the shadow
+    server opens an SMTP session with the primary server for any reason ... the shadow server issues the XQDISCARD
+    command", 003). mbx01 takes m1 at 16 (its copy on mbx03; delivered at 17) and m2 at 17.2 (its copy on mbx03),
+    fails at 17.5 and is back at 18.1 with a new, empty queue database. "The SMTP communication between the shadow
+    server and the primary server is used as the heartbeat" (003): mbx03's last one was at 14.5, less than a heartbeat
+    before, so its query due by 19.5 sees the new ID and it promotes both copies, as the twin forecasts at the
+    NodeStarted: m2 resubmitted, m1, whose discard notification went with the old database, delivered twice. Before,
+    the twin had forgotten the queries of a shadow that held nothing: m1's and m2's copy looked overdue at 18.1 (its
+    last query seen at 4.5), and their promotion, command and duplicate were decided only at mbx03's next answer."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS2", 0), *org.started("mbx03", "dbS3", 0),
+              *org.received("mbx01", "m0", 1), *org.shadowed("mbx01", "mbx03", "m0", 1),
+              *org.delivered("mbx01", "m0", "mbx09", 3),
+              *org.query_ok("mbx03", "mbx01", 4.5, discarded=("m0",), shadow_db="dbS3"),
+              *org.query_ok("mbx03", "mbx01", 9.5, shadow_db="dbS3"),
+              *org.query_ok("mbx03", "mbx01", 14.5, shadow_db="dbS3"),
+              *org.received("mbx01", "m1", 16), *org.shadowed("mbx01", "mbx03", "m1", 16),
+              *org.delivered("mbx01", "m1", "mbx09", 17),
+              *org.received("mbx01", "m2", 17.2), *org.shadowed("mbx01", "mbx03", "m2", 17.2),
+              *org.started("mbx01", "dbP2", 18.1),
+              *org.query_ok("mbx03", "mbx01", 19.5, db="dbP2", shadow_db="dbS3"), *org.busy("mbx02", 0, 40)]
+    events.sort(key=lambda e: e.event_time_ms)
+    config = ModelConfig(defaults=parameters_from({"shadow_heartbeat_frequency": "00:05:00"}))
+    return Timeline("a shadow's queries while it held nothing are the heartbeat of its next copy", events, config,
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(18.1), ("m1",)),
+                            Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(18.1), ("m2",))),
+                    commands=(Command("mbx03", "mbx01", "m2", None, None, (), at(18.1),
+                                      CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2303,6 +2335,7 @@ ALL = (
     a_shadow_that_promotes_on_its_own_a_moment_before_the_twins_deadline_is_said_to,
     a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmission,
     a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
+    a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2348,5 +2381,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_primary_that_answers_another_shadow_expires_what_a_cut_off_shadow_holds,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
            each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
-           a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer)
+           a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
+           a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy)
 
