@@ -405,7 +405,16 @@ class _Transition:
 
     def shadow_silent(self, pair: Pair, t: int) -> bool:
         silence = self.silence_span(pair.shadow)
-        return silence > 0 and (pair.awaiting_shadow or t - pair.last_query_ms >= silence)
+        return silence > 0 and (pair.awaiting_shadow or t - self.silent_from(pair) >= silence)
+
+    def silent_from(self, pair: Pair) -> int:
+        """Since when the shadow's silence counts: its last query. Without heartbeats its life is read from the
+        liveness facts, each stamped with a server's first line in its bucket: it may have logged until the bucket's
+        end, so the silence counts from there (hunt seed 7323: lines 5:54 apart, counted 6:18, silence span 6)."""
+        if pair.heartbeats:
+            return pair.last_query_ms
+        bucket = self.model.liveness_bucket_ms
+        return (pair.last_query_ms // bucket + 1) * bucket
 
     def query_overdue(self, pair: Pair, t: int) -> bool:
         """Whether the shadow's discard query due by `t` never came (more than a heartbeat interval since its
@@ -1522,7 +1531,7 @@ class _Transition:
         elif key in by_kind[_PROMOTE]:
             deadlines.clear(_PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
-            due, silent = pair.last_query_ms + silence, by_kind[_SHADOW_SILENT]
+            due, silent = self.silent_from(pair) + silence, by_kind[_SHADOW_SILENT]
             old = silent.get(key)
             if old is None or due < old:
                 deadlines.set(_SHADOW_SILENT, key, due)
@@ -1592,7 +1601,7 @@ class _Transition:
         if pair is None or not pair.held:
             return
         silence = self.silence_span(shadow)
-        silent = silence > 0 and at_ms - pair.last_query_ms >= silence
+        silent = silence > 0 and at_ms - self.silent_from(pair) >= silence
         heard_until = at_ms  # the end of what the feed shows of the servers
         if silent and any(i in s.messages and s.messages[i].primary_done_ms is None for i in pair.held) \
                 and self.feed_stopped(at_ms):

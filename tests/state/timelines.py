@@ -409,7 +409,8 @@ def a_shadow_known_only_by_its_lines_silent_long_before_the_feed_stopped_still_p
               *org.tick(4 * 60)]
     return Timeline("a shadow known only by its lines silent long before the feed stopped still promotes", events,
                     alerts=(
-        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        # its last line at 8 is known by the liveness fact of the minute from 8 to 9: silent from 9
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(9) + 6 * MINUTE, ("m1",)),
         Expected(AlertType.EVENTS_STOPPED, at(58) + 6 * MINUTE),
         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
     ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
@@ -495,7 +496,7 @@ def shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database(
         *org.started("mbx02", "dbS1", 60), *org.busy("mbx02", 61, 4 * 60, every=5),
     ]
     return Timeline("shadow back with its copies after the primary came back with a new database", events, alerts=(
-        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(8) + 6 * MINUTE, ("m1",)),
+        Expected(AlertType.SHADOW_SERVER_UNREACHABLE, at(9) + 6 * MINUTE, ("m1",)),  # its last line's minute ends at 9
         Expected(AlertType.MESSAGE_AT_RISK, at(30), ("m1",)),
         Expected(AlertType.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED, at(60), ("m1",)),
     ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(60),
@@ -2256,6 +2257,21 @@ def a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy()
                                       CommandReason.PRIMARY_QUEUE_DATABASE_CHANGED),))
 
 
+def a_shadow_known_only_by_its_lines_is_silent_from_the_end_of_its_last_lines_minute() -> Timeline:
+    """Message-tracking logs, no discard queries: mbx02's life is read from its lines, which reach the twin as one
+    liveness fact per server and minute, stamped with its first line in that minute (state/facts.py). mbx02 logs at
+    8.1 and 8.9, then at 14.5 (5.6 minutes later; the silence span is 6). Counted from 8.1, the fact's time, it was
+    silent at 14.1, and the twin said SHADOW_SERVER_UNREACHABLE though it never stopped (hunt seed 7323: lines
+    5:54 apart, counted 6:18). Its silence now counts from the end of that minute, 9: none."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.busy("mbx01", 2, 30), *org.busy("mbx03", 0, 30), *org.busy("mbx02", 2, 7),
+              *org.busy("mbx02", 8.1, 9), *org.busy("mbx02", 8.9, 9), *org.busy("mbx02", 14.5, 30)]
+    return Timeline("a shadow known only by its lines is silent from the end of its last line's minute",
+                    sorted(events, key=lambda e: e.event_time_ms))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2266,6 +2282,7 @@ ALL = (
     at_risk_then_the_primary_returns_with_the_same_database_and_delivers,
     at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
+    a_shadow_known_only_by_its_lines_is_silent_from_the_end_of_its_last_lines_minute,
     primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
     processed_then_back_with_a_new_database_before_the_discard_was_collected,
     expired_then_back_with_a_new_database_before_the_discard_was_collected,
