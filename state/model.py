@@ -1531,7 +1531,8 @@ class _Transition:
         elif key in by_kind[_PROMOTE]:
             deadlines.clear(_PROMOTE, key)
         if pair.held and not pair.silent_alerted and self.config.shadow_silence_heartbeats > 0:
-            due, silent = self.silent_from(pair) + silence, by_kind[_SHADOW_SILENT]
+            since = pair.last_query_ms if pair.heartbeats else self.silent_from(pair)  # no call on the hot path
+            due, silent = since + silence, by_kind[_SHADOW_SILENT]
             old = silent.get(key)
             if old is None or due < old:
                 deadlines.set(_SHADOW_SILENT, key, due)
