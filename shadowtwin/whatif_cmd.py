@@ -97,14 +97,14 @@ def run_whatif(settings: Settings, file: Path, sets: list[str], compares: list[s
     summaries, results, left_out, notes = [], [], {}, []
     rates, modes = recorded_rates(verdict.accepted)
     for index, (name, config) in enumerate(runs):
+        asked = config.shadow_silence_heartbeats
         config, slowest = judged_at_the_recorded_rate(config, rates, modes)
         if slowest is not None:
-            ours = heartbeat_ms(config, slowest.shadow, modes)
+            ours, count = heartbeat_ms(config, slowest.shadow, modes), config.shadow_silence_heartbeats
             notes.append(f"{name}: {slowest.shadow} queried every {duration(slowest.every_ms)} in the recording"
                          f" (median), a heartbeat of this run is {duration(ours)}: a replay cannot make the queries"
-                         f" a recording lacks, so a shadow is taken to be silent after"
-                         f" {duration(config.shadow_silence_heartbeats * ours)} without one"
-                         f" ({config.shadow_silence_heartbeats} heartbeats, not {settings.shadow_redundancy.shadow_silence_heartbeats})")
+                         f" a recording lacks, so a shadow is taken to be silent after {duration(count * ours)}"
+                         f" without one ({count} heartbeats, not {asked})")
         servers = [0, 0]  # replayed, of
 
         def replayed(done: int, total: int) -> None:
