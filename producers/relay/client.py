@@ -9,6 +9,7 @@
   accepted (250 to DATA), refused for now (4xx to RCPT) or for good (5xx to MAIL, RCPT or DATA),
   as a real relay must: one recipient the next hop does not know does not hold back the others;
   recipients over the next hop's limit for a transaction (452 4.5.3) go in another transaction at once;
+  a session that breaks after MAIL (421, a hang-up) keeps the refusals for good it had, and defers the rest;
   a message larger than the SIZE the next hop declares fails for good without MAIL (RFC 1870);
   an 8-bit message goes with BODY=8BITMIME, or, to a next hop that does not offer 8BITMIME, converted to
   7-bit MIME (`downgrade`; one with an 8-bit header fails for good, `554 5.6.3`), never as it is (RFC 6152 3);
@@ -235,9 +236,26 @@ def _relay_transaction(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, 
         return RelayOutcome((), failed={r: _answer(code, text) for r in rcpts})
     if code != 250:
         raise smtplib.SMTPSenderRefused(code, text, mail_from)
-    accepted, deferred, failed, left = [], {}, {}, ()
+    failed: dict[str, str] = {}
+    try:
+        return _recipients_and_content(session, mail_from, rcpts, content, failed)
+    except Exception as exc:  # noqa: BLE001 - the session broke: every reason defers
+        why = str(_failure(exc))
+        return RelayOutcome((), deferred={r: why for r in rcpts if r not in failed}, failed=failed)
+
+
+def _recipients_and_content(session: smtplib.SMTP, mail_from: str, rcpts: tuple[str, ...], content: bytes,
+                            failed: dict[str, str]) -> RelayOutcome:
+    """RCPT for each recipient, then the content; `failed` notes each recipient refused for good as it is answered,
+    so that a session that breaks later (postfix answers `421 4.7.0 Error: too many errors` once a client has had
+    smtpd_hard_error_limit refusals, 20, and hangs up) keeps those answers, as postfix's own client keeps them: had
+    every recipient been deferred, each attempt would have met the same refusals and the same 421, and the message
+    reached no one until it expired."""
+    accepted, deferred, left = [], {}, ()
     for i, rcpt in enumerate(rcpts):
         code, text = session.rcpt(rcpt)
+        if code == 421:  # the next hop is closing the session (RFC 5321 3.8)
+            raise smtplib.SMTPResponseException(code, text)
         if code in (250, 251):
             accepted.append(rcpt)
         elif _too_many(code, text) and accepted:

@@ -316,3 +316,44 @@ def test_a_peer_that_never_answers_is_a_timeout_not_a_refusal(request):
                               protocol.DiscardQuery("ex02", "qdb"), timeout=1, peer="ex01")
     assert (failed.value.shadow_reason, failed.value.query_reason) == (ShadowFailureReason.TIMEOUT,
                                                                        QueryFailureReason.TIMEOUT)
+
+
+class _HardErrorLimit(SMTP):
+    """A next hop with postfix's smtpd_hard_error_limit (20 by default; 3 here) that knows no `gone*@`: each is
+    refused `550 5.1.1`, and once the client has had the limit of refusals, its next command is answered
+    `421 4.7.0 mx.fabrikam.com Error: too many errors` and the session closed, as postfix's smtpd does."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.errors = 0
+
+    async def smtp_RCPT(self, arg: str) -> None:
+        if self.errors >= 3:
+            await self.push("421 4.7.0 mx.fabrikam.com Error: too many errors")
+            self.transport.close()
+        elif "<gone" in arg:
+            self.errors += 1
+            await self.push("550 5.1.1 <gone@fabrikam.com>: Recipient address rejected: User unknown")
+        else:
+            await super().smtp_RCPT(arg)
+
+
+def test_recipients_refused_before_the_next_hop_hangs_up_stay_refused_and_the_rest_get_through_next_time(
+        request):
+    """A postfix next hop hangs up on a client that has had smtpd_hard_error_limit refusals (`too many errors
+    after RCPT` in its log). The node deferred every recipient of a session that broke, those refused for good
+    too, so each attempt met the same refusals and the same 421: the one known recipient never got the message
+    and the sender heard of the unknown ones only when it expired. Now the refusals stand (the sender gets its
+    report at once), the rest are deferred, and the next attempt, with those only, gets through."""
+    next_hop = serving(_HardErrorLimit)
+    request.addfinalizer(next_hop.stop)
+    gone = tuple(f"gone{i}@fabrikam.com" for i in range(4))
+    first = client.relay("127.0.0.1", next_hop.port, "ex01.contoso.com", "a@contoso.com",
+                         gone + ("b@fabrikam.com",), b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    assert sorted(first.failed) == list(gone[:3]) and all(v.startswith("550 5.1.1") for v in first.failed.values())
+    assert list(first.deferred) == [gone[3], "b@fabrikam.com"] and first.accepted == ()
+    assert first.deferred[gone[3]] == "421 4.7.0 mx.fabrikam.com Error: too many errors"
+    second = client.relay("127.0.0.1", next_hop.port, "ex01.contoso.com", "a@contoso.com",
+                          tuple(first.deferred), b"Subject: x\r\n\r\nhi\r\n", timeout=3)
+    assert second.accepted == ("b@fabrikam.com",) and list(second.failed) == [gone[3]]
+    assert len(next_hop.handler.messages) == 1
