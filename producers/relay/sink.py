@@ -1,7 +1,11 @@
 """The final mailbox: an SMTP server that records every message it receives and flags duplicates.
 
 Duplicate detection follows the mailbox side of the domain: the key is the Internet
-Message-ID plus the client submit time (`X-Submitted-At`, milliseconds, else `Date`). Every
+Message-ID plus the client submit time (`X-Submitted-At`, milliseconds, else `Date`), in each
+recipient's mailbox (the store's DeliveredTo table is checked "whenever a message gets delivered to
+a user"): a delivery is a duplicate when one of its recipients already had the message, not when the
+same message reached other recipients in a transaction of its own (postfix sends 50 recipients a
+transaction, smtp_destination_recipient_limit; a server's 452 splits a message as well). Every
 delivery is recorded (sqlite, one row per delivery, with the relay that delivered it, from
 the `X-Shadowtwin-Relay` header), duplicates included, so a test or `lab status` can count
 what arrived, what arrived twice, and from where. A duplicate is answered
@@ -70,9 +74,10 @@ class Mailbox:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                seen = message_id and self._db.execute(
-                    "SELECT 1 FROM deliveries WHERE message_id=? AND submitted_at_ms IS ? LIMIT 1",
-                    (message_id, submitted)).fetchone() is not None
+                had = {r.lower() for (earlier,) in self._db.execute(
+                    "SELECT recipients FROM deliveries WHERE message_id=? AND submitted_at_ms IS ?",
+                    (message_id, submitted)) for r in earlier.split(",")} if message_id else set()
+                seen = any(r.lower() in had for r in rcpts)
                 self._db.execute(
                     "INSERT INTO deliveries (received_ms, message_id, submitted_at_ms, relay, internal_id, resubmitted,"
                     " recipients, duplicate) VALUES (?,?,?,?,?,?,?,?)",
