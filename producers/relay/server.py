@@ -91,6 +91,8 @@ _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 _BDAT_ARGUMENT = re.compile(r"^(?P<size>[0-9]{1,18})(?: +(?P<last>LAST))? *$", re.IGNORECASE)
 TLS_ALREADY_ACTIVE = "554 5.5.1 Error: TLS already active"
 SEND_HELLO_FIRST = "503 5.5.1 Error: send {verb} first"
+# RFC 4954 5: MAIL's AUTH=<mailbox> or AUTH=<>, an xtext without spaces
+_AUTH_PARAMETER = re.compile(r"\s+AUTH=\S*", re.IGNORECASE)
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 
 log = logging.getLogger("shadowtwin.relay.server")
@@ -184,6 +186,15 @@ class RelaySMTP(SMTP):
 
     async def push(self, status: str) -> None:
         await super().push(_LIBRARY_REPLIES.get(status, status))
+
+    @syntax("MAIL FROM: <address>", extended=" [SP <mail-parameters>]")
+    async def smtp_MAIL(self, arg: str | None) -> None:
+        """aiosmtpd's MAIL, taking RFC 4954's AUTH= parameter where AUTH is offered (an encrypted session): an MTA
+        relaying an authenticated sender's mail sends it. Its value is not trusted, nor passed on (RFC 4954 5
+        lets a server do so); aiosmtpd answered it 555, refusing the message."""
+        if arg and self._tls_protocol is not None:
+            arg = _AUTH_PARAMETER.sub("", arg)
+        await super().smtp_MAIL(arg)
 
     async def check_helo_needed(self, helo: str = "HELO") -> bool:
         """aiosmtpd's check, answered with an enhanced status code (RFC 2034) as postfix answers it."""

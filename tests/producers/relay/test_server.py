@@ -258,6 +258,25 @@ def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(ser
     assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"]
 
 
+def test_the_auth_parameter_of_mail_is_taken_where_auth_is_offered(server):
+    """RFC 4954 5: a server that offers AUTH takes `MAIL FROM:<...> AUTH=<>` (or `AUTH=<mailbox>`, an MTA relaying an
+    authenticated sender's mail), though it need not trust it. Once the session was encrypted the node offered AUTH,
+    and answered such a MAIL `555 MAIL FROM parameters not recognized or not implemented`: every message of a
+    sender that sends the parameter was refused (helper-119's walk with Postfix)."""
+    controller, backend = server
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
+        smtp.starttls(context=context)
+        smtp.ehlo("client.example")
+        assert smtp.has_extn("auth")
+        for value in ("<>", "alice+2Bsales@fabrikam.example"):
+            assert smtp.mail("a@fabrikam.example", [f"AUTH={value}"])[0] == 250, value
+            assert smtp.rcpt("b@contoso.com")[0] == 250
+            assert smtp.data(b"Subject: s\r\n\r\nhi\r\n")[0] == 250
+    assert backend.contents == [b"Subject: s\r\n\r\nhi\r\n"] * 2
+
+
 def test_a_failed_tls_handshake_closes_the_session_with_one_warning_line_and_no_traceback(server, caplog):
     """A client that sends plain text after `220 Ready to start TLS` (or offers no protocol or cipher the node
     takes): the node logged aiosmtpd's 'SMTP session exception' at ERROR with a traceback of 20 lines, as for a
