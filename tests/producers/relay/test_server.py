@@ -3,6 +3,7 @@ every message: how it treats a client's timing."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import smtplib
@@ -241,17 +242,24 @@ def test_a_bare_lf_or_cr_in_data_is_refused_and_a_smuggled_transaction_is_conten
     assert backend.contents == [b"Subject: s\r\n\r\nfine\r\n"]
 
 
+@contextlib.contextmanager
+def encrypted_session(port: int):
+    """An SMTP client session after STARTTLS (the node's certificate not checked) and EHLO client.example."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
+        smtp.starttls(context=context)
+        smtp.ehlo("client.example")
+        yield smtp
+
+
 def test_starttls_on_an_encrypted_session_is_refused_and_the_session_goes_on(server):
     """RFC 3207 4.2: once TLS is on, STARTTLS is no longer offered; a client that sends it again is refused, as
     postfix answers it (`554 5.5.1 Error: TLS already active`). The node answered `220 Ready to start TLS` and
     began a second handshake inside the first: the client's next command, read as a TLS record, failed it, the
     session ended, and the node logged a traceback."""
     controller, backend = server
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
-        smtp.starttls(context=context)
-        smtp.ehlo("client.example")
+    with encrypted_session(controller.port) as smtp:
         assert not smtp.has_extn("starttls")
         assert smtp.docmd("STARTTLS") == (554, b"5.5.1 Error: TLS already active")
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: s\r\n\r\nhi\r\n") == {}
@@ -264,11 +272,7 @@ def test_the_auth_parameter_of_mail_is_taken_where_auth_is_offered(server):
     and answered such a MAIL `555 MAIL FROM parameters not recognized or not implemented`: every message of a
     sender that sends the parameter was refused (helper-119's walk with Postfix)."""
     controller, backend = server
-    context = ssl.create_default_context()
-    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
-        smtp.starttls(context=context)
-        smtp.ehlo("client.example")
+    with encrypted_session(controller.port) as smtp:
         assert smtp.has_extn("auth")
         for value in ("<>", "alice+2Bsales@fabrikam.example"):
             assert smtp.mail("a@fabrikam.example", [f"AUTH={value}"])[0] == 250, value
