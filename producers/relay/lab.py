@@ -185,9 +185,11 @@ class Lab:
             if process.poll() is not None:
                 break
             time.sleep(0.1)
-        tail = log.read_bytes()[offset:].decode(errors="replace")[-3000:]
+        said = [line for line in log.read_bytes()[offset:].decode(errors="replace").splitlines() if line.strip()]
         self._signal(process.pid, signal.SIGKILL)
-        raise LabError(f"{name} did not start (exit {process.poll()}); its log says:\n{tail}")
+        # a Python failure's last line names it (OSError: ... address already in use); the rest is in the log
+        last = said[-1].strip() if said else "its log is empty"
+        raise LabError(f"{name} did not start (exit {process.poll()}): {last} (its log: {log})")
 
     def start_sink(self) -> int:
         if (pid := self.pid(SINK)) is not None:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from producers.relay.lab import Lab
+from producers.relay.lab import Lab, LabError
 from producers.relay.topology import load_topology
 from tests.producers.relay.conftest import topology_text, wait_until
 
@@ -62,3 +62,22 @@ def test_up_send_kill_restart_status_down(tmp_path, kafka_bootstrap, topics):
     time.sleep(0.2)
     assert inspect.leftover_pids() == [], "lab down leaves no process behind"
     assert "nothing was running" in lab("down")
+
+
+def test_a_sink_whose_port_is_taken_is_said_in_one_line_naming_the_cause(tmp_path, kafka_bootstrap, topics):
+    """`lab up` with the sink's port in use printed the sink's whole traceback, flattened into one line, its cause
+    ('address already in use') at the very end (helper-119's walk). Now the failure's own line and where the log is."""
+    import socket
+
+    run_dir = tmp_path / "lab"
+    topology = tmp_path / "lab.toml"
+    topology.write_text(topology_text(run_dir, {"ex01": "dag1"}))
+    lab = Lab(load_topology(topology), topology, kafka_bootstrap, topics)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", lab.topology.sink.port))
+        taken.listen()
+        with pytest.raises(LabError) as refused:
+            lab.start_sink()
+    said = str(refused.value)
+    assert "\n" not in said and "Traceback" not in said, said
+    assert re.fullmatch(r"\S+ did not start \(exit 1\): .*[Aa]ddress already in use.* \(its log: .+\)", said), said
