@@ -19,7 +19,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from schemas.events import AlertType, ClockTick, Event, NodeStarted, NodeStopping
 from shadowtwin.json_output import plain
@@ -105,7 +105,7 @@ def _clock(ms: int) -> str:
 
 
 def write_report(folder: Path, recording: Path, runs: list[tuple[Summary, ReplayResult]], events: list[Event],
-                 gap_ms: int, score: Score | None = None, *, notes: list[str] = (),
+                 gap_ms: int, score: Score | None = None, *, notes: Sequence[str] = (),
                  skewed_events: int = 0) -> tuple[Path, Path]:
     """Write report.html and summary.json into `folder`; returns their paths."""
     folder.mkdir(parents=True, exist_ok=True)
