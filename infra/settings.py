@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from infra.config import (
     ConfigError, Secret, SparkInterval, allowed, at_least, bootstrap_servers, build, env_names, env_overlay, matching,
     merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan,
 )
-from state.parameters import ModelConfig, model_config_from, table_keys
+from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from, parameter_name, table_keys
 
 __all__ = ["ConfigError", "PROJECT_ROOT", "CONF_DIR", "DEFAULT_CONF", "Settings", "load_settings", "settings_from"]
 
@@ -276,7 +277,35 @@ def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, st
         from_env = merge(from_env, {"kafka": {"bootstrap_servers": env["KAFKA_BOOTSTRAP_SERVERS"]}})
     if from_env:
         settings = settings_from(merge(raw, from_env), where=f"{conf_path} with the environment")
+    for line in [*_read_as_days(raw, f"{conf_path}: "), *_read_as_days(from_env, None)]:
+        print(f"shadowtwin: {line}", file=sys.stderr)
     return settings
+
+
+def _spans(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if f.metadata.get("days_alone")}
+
+
+def _read_as_days(raw: typing.Mapping[str, object], file: str | None) -> list[str]:
+    """A line for each Exchange duration written as a whole number alone ("60"), which Exchange's TimeSpan, and so
+    the twin, reads as days: a value meant as seconds or minutes would otherwise pass without a word. `file` names
+    the file the table was read from; without it the keys came from environment variables, named as such."""
+    model = raw.get("shadow_redundancy", {})
+    model = model if isinstance(model, typing.Mapping) else {}
+    nodes = model.get("nodes", {})
+    tables = [(("shadow_redundancy",), model, _spans(ShadowRedundancyParameters), parameter_name),
+              (("demo",), raw.get("demo", {}), _spans(DemoSettings), str),
+              *((("shadow_redundancy", "nodes", name), table, _spans(ShadowRedundancyParameters), parameter_name)
+                for name, table in (nodes.items() if isinstance(nodes, typing.Mapping) else ()))]
+    lines = []
+    for path, table, spans, field_of in tables:
+        for key, value in (table.items() if isinstance(table, typing.Mapping) else ()):
+            if field_of(key) in spans and isinstance(value, str) and value.strip().isdigit():
+                where = f"{file}{'.'.join((*path, key))}" if file else "_".join((ENV_PREFIX, *path, key)).upper()
+                number = value.strip()
+                lines.append(f"{where} = \"{value}\" is {number} days, as Exchange reads a TimeSpan"
+                             f" (write \"{number}s\", \"{number}m\" or \"{number}h\" for seconds, minutes or hours)")
+    return lines
 
 
 def settings_from(raw: typing.Mapping[str, object], where: str = "settings") -> Settings:

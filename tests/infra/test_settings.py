@@ -190,3 +190,25 @@ def test_a_duration_in_milliseconds_is_the_same_after_pickling_and_copying():
     duration = Milliseconds("2s")
     for again in (pickle.loads(pickle.dumps(duration)), copy.deepcopy(duration), copy.copy(duration)):
         assert again == 2000 and type(again) is Milliseconds
+
+
+def test_an_exchange_duration_written_as_a_whole_number_alone_is_said_to_be_days(tmp_path, capsys):
+    """Exchange's TimeSpan reads "60" as 60 days, and so does the twin; a user who meant seconds or minutes
+    learns it in one line per value, naming the file's key or the environment variable (whatif says so too)."""
+    conf = write(tmp_path, '[shadow_redundancy]\nservers = ["hub01"]\nShadowResubmitTimeSpan = "2"\n'
+                           'shadow_heartbeat_frequency = "2m"\n[shadow_redundancy.nodes.hub01]\n'
+                           'safety_net_hold_time = "7"\n[demo]\nshadow_heartbeat_frequency = "3"\n')
+    env = {"SHADOWTWIN_SHADOW_REDUNDANCY_SHADOW_MESSAGE_AUTO_DISCARD_INTERVAL": "60"}
+    settings = load_settings(conf, env=env)
+    assert settings.shadow_redundancy.defaults.shadow_message_auto_discard_interval == timedelta(days=60)
+    assert capsys.readouterr().err.splitlines() == [
+        f'shadowtwin: {conf}: shadow_redundancy.ShadowResubmitTimeSpan = "2" is 2 days, as Exchange reads a'
+        ' TimeSpan (write "2s", "2m" or "2h" for seconds, minutes or hours)',
+        f'shadowtwin: {conf}: demo.shadow_heartbeat_frequency = "3" is 3 days, as Exchange reads a TimeSpan'
+        ' (write "3s", "3m" or "3h" for seconds, minutes or hours)',
+        f'shadowtwin: {conf}: shadow_redundancy.nodes.hub01.safety_net_hold_time = "7" is 7 days, as Exchange'
+        ' reads a TimeSpan (write "7s", "7m" or "7h" for seconds, minutes or hours)',
+        'shadowtwin: SHADOWTWIN_SHADOW_REDUNDANCY_SHADOW_MESSAGE_AUTO_DISCARD_INTERVAL = "60" is 60 days, as'
+        ' Exchange reads a TimeSpan (write "60s", "60m" or "60h" for seconds, minutes or hours)']
+    load_settings(write(tmp_path, '[shadow_redundancy]\nShadowResubmitTimeSpan = "2.00:00:00"\n'), env={})
+    assert capsys.readouterr().err == ""
