@@ -138,9 +138,10 @@ class NoSuchTopic(LookupError):
 # error of a topic's metadata (a leader being elected, say) is no answer about it.
 _NO_SUCH_TOPIC = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_EXCEPTION)
 TOPIC_CHECK_SECONDS = 5.0  # how long a publisher waits for the answer before it goes on without it
+ANSWER_SECONDS = 10.0  # how long a command a person runs waits for the brokers (a tail, where, topics create)
 
 
-def partitions_of(client: Consumer | Producer, topic: str, timeout: float = 10.0, *,
+def partitions_of(client: Consumer | Producer, topic: str, timeout: float = ANSWER_SECONDS, *,
                   kafka: Kafka | None = None) -> list[int]:
     """The topic's partition numbers, from one metadata request; NoSuchTopic when the brokers say
     they do not have it (naming the brokers, given `kafka`), KafkaException for another error or

@@ -20,7 +20,7 @@ from typing import NoReturn
 from confluent_kafka import KafkaError, KafkaException
 
 from infra.broker import BrokerError
-from infra.kafka import NoSuchTopic, bootstrap_of, cluster_metadata
+from infra.kafka import ANSWER_SECONDS, NoSuchTopic, bootstrap_of, cluster_metadata
 from infra.kafka_tools import TOOLS
 from infra.topics import TopicsDiffer
 from infra.config import closest
@@ -95,7 +95,7 @@ def _kafka(settings: Settings, args: argparse.Namespace) -> int:
 def _topics(settings: Settings, args: argparse.Namespace) -> int:
     from infra.topics import create_topics, events_retention_needed_ms
 
-    outcomes = create_topics(settings.kafka, settings.topics, json_topics=settings.twin.json_topics,
+    outcomes = create_topics(settings.kafka, settings.topics, ANSWER_SECONDS, json_topics=settings.twin.json_topics,
                              events_retention_ms=events_retention_needed_ms(settings))
     for outcome in outcomes:
         print(outcome.describe())

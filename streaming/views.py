@@ -23,7 +23,7 @@ from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from infra.kafka import Kafka, NoSuchTopic, consumer
+from infra.kafka import ANSWER_SECONDS, Kafka, NoSuchTopic, consumer
 from infra.settings import TopicSettings
 from schemas.codec import default_codec
 from schemas.events import Alert, DeadLetter, RedeliveryCommand
@@ -150,12 +150,13 @@ class ViewFeed:
 
 
 def read_state(bootstrap: Kafka, topic: str, timeout_s: float = 30.0) -> TopologyView:
-    """The state topic read once from its beginning to its end as it is now, folded into a view."""
+    """The state topic read once from its beginning to its end as it is now (within `timeout_s`), folded into a
+    view."""
     client = _consumer(bootstrap)
     view = TopologyView()
     try:
-        partitions = _from_beginning(client, [topic], timeout_s)
-        ends = {p.partition: client.get_watermark_offsets(p, timeout=timeout_s)[1] for p in partitions}
+        partitions = _from_beginning(client, [topic], ANSWER_SECONDS)  # a broker down: said as soon as a tail says it
+        ends = {p.partition: client.get_watermark_offsets(p, timeout=ANSWER_SECONDS)[1] for p in partitions}
         todo = {p for p, end in ends.items() if end > 0}
         client.assign(partitions)
         deadline = time.monotonic() + timeout_s
