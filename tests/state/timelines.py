@@ -270,6 +270,67 @@ def same_site_copies_local_only() -> Timeline:
         Expected(AlertType.SHADOW_IN_SAME_SITE, at(1) + 2 * MINUTE, ("m1", "m2")),))
 
 
+def _spanning_dag_with_remote_failures(org: Org, mid: str, minute: float, remote_failures: int) -> list[ev.Event]:
+    """dag1 spans site1 (mbx01, mbx02) and site2 (mbx03); mbx03 does not answer `remote_failures` attempts at
+    `mid`'s copy, 0.01 min apart."""
+    return [*org.received("mbx01", mid, minute),
+            *(e for attempt in range(1, remote_failures + 1)
+              for e in org.shadow_failed("mbx01", mid, minute + attempt * 0.01, locality=SiteLocality.REMOTE,
+                                         attempt=attempt, candidate="mbx03"))]
+
+
+def remote_only_rejects_after_its_remote_retries_without_a_local_attempt() -> Timeline:
+    """RemoteOnly and RejectMessageOnShadowFailure $true, dag1 spanning site1 (mbx01, mbx02) and site2
+    (mbx03): "RemoteOnly: Try to make shadow copy of the message only on a DAG member in a different Active
+    Directory site based on the number of attempts specified by the MaxRetriesForRemoteSiteShadow parameter"
+    (4), and "If a shadow copy of the message isn't successfully created after the specified number of
+    attempts ... $true: The primary message is rejected with a transient error" (003). mbx03 does not answer
+    m1's 4 attempts (1.01 to 1.04): mbx02, in mbx01's own site, is no candidate, so m1 is rejected (451 4.4.0),
+    the twin's word once mbx01 has said nothing of it for a minute after its last attempt. m2's third remote
+    attempt succeeds: its copy is on mbx03, and nothing is said of it."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"ShadowMessagePreferenceSetting": "RemoteOnly",
+                                                   "RejectMessageOnShadowFailure": "$true"}))
+    events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+              *org.started("mbx03", "dbX1", 0, site="site2"),
+              *_spanning_dag_with_remote_failures(org, "m1", 1, 4),
+              *_spanning_dag_with_remote_failures(org, "m2", 2, 2),
+              *org.shadowed("mbx01", "mbx03", "m2", 2.03, db="dbP1", locality=SiteLocality.REMOTE),
+              *org.delivered("mbx01", "m2", "mbx09", 3), *org.query_ok("mbx03", "mbx01", 4, discarded=("m2",)),
+              *org.tick(5)]
+    return Timeline("RemoteOnly rejects after its remote retries without a local attempt", events, config, alerts=(
+        Expected(AlertType.REJECTED_NO_SHADOW, at(1.04) + MINUTE, ("m1",)),),
+        outcomes=(("m1", "rejected", at(1.04) + MINUTE), ("m2", "delivered", at(4))))
+
+
+def prefer_remote_rejects_only_once_the_local_retries_are_spent_too() -> Timeline:
+    """PreferRemote (the default) and RejectMessageOnShadowFailure $true, dag1 spanning site1 (mbx01, mbx02)
+    and site2 (mbx03): "PreferRemote: Try to make a shadow copy of the message on a DAG member in a different
+    Active Directory site based on the number of attempts specified by the MaxRetriesForRemoteSiteShadow
+    parameter. If the operation fails, try make a shadow copy of the message on a DAG member in the local
+    Active Directory site based on the number of attempts specified by the MaxRetriesForLocalSiteShadow
+    parameter" (003). m1: 4 remote attempts fail, then both local ones (mbx02 does not answer either): rejected
+    with 451 4.4.0 a minute after the last attempt. m2: 4 remote attempts fail, the first local one too, the
+    second makes the copy on mbx02: accepted, redundant, not rejected, its copy in mbx01's own site (one
+    SHADOW_IN_SAME_SITE a heartbeat later)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"RejectMessageOnShadowFailure": "$true"}))
+    events = [*org.started("mbx01", "dbP1", 0, site="site1"), *org.started("mbx02", "dbS1", 0, site="site1"),
+              *org.started("mbx03", "dbX1", 0, site="site2")]
+    for mid, minute, local_failures in (("m1", 1, 2), ("m2", 2, 1)):
+        events += _spanning_dag_with_remote_failures(org, mid, minute, 4)
+        events += [e for attempt in range(5, 5 + local_failures)
+                   for e in org.shadow_failed("mbx01", mid, minute + attempt * 0.01, locality=SiteLocality.LOCAL,
+                                              attempt=attempt, candidate="mbx02")]
+    events += [*org.shadowed("mbx01", "mbx02", "m2", 2.06, db="dbP1", locality=SiteLocality.LOCAL),
+               *org.delivered("mbx01", "m2", "mbx09", 3), *org.query_ok("mbx02", "mbx01", 4, discarded=("m2",)),
+               *org.tick(5)]
+    return Timeline("PreferRemote rejects only once the local retries are spent too", events, config, alerts=(
+        Expected(AlertType.REJECTED_NO_SHADOW, at(1.06) + MINUTE, ("m1",)),
+        Expected(AlertType.SHADOW_IN_SAME_SITE, at(2.06) + 2 * MINUTE, ("m2",))),
+        outcomes=(("m1", "rejected", at(1.06) + MINUTE), ("m2", "delivered", at(4))))
+
+
 # ---- 9. deferred delivery -----------------------------------------------------------------
 
 def deferred_then_primary_fails() -> Timeline:
@@ -2353,6 +2414,8 @@ ALL = (
     a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmission,
     a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
     a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
+    remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
+    prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2399,5 +2462,7 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_fork_that_failed_for_good_is_resubmitted_by_a_shadow_that_promotes_on_its_own,
            each_fork_of_a_message_delivered_twice_is_forgotten_by_duplicate_detection_on_its_own,
            a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
-           a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy)
+           a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
+           remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
+           prefer_remote_rejects_only_once_the_local_retries_are_spent_too)
 
