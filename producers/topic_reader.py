@@ -135,6 +135,15 @@ def record_offsets(kafka: Kafka, topic: str, partition: int, start: int, end: in
         client.close()
 
 
+def topic_watermarks(bootstrap: Kafka, topic: str) -> dict[int, tuple[int, int]]:
+    """Partition -> (low, high) offsets of `topic` as it is now."""
+    client = consumer(bootstrap, f"shadowtwin-read-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
+    try:
+        return {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
+    finally:
+        client.close()
+
+
 def watermarks(client, topic: str, partition: int, seconds: float = 15.0) -> tuple[int, int]:
     """(low, high) offsets of a partition; waits out a new topic's leader election."""
     deadline = time.monotonic() + seconds

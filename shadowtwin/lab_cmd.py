@@ -89,7 +89,7 @@ def _up(lab, settings: Settings, args) -> int:
     print(f"started {', '.join(started)}" if started else "everything was running already")
     if args.twin:
         print("starting the streaming twin (Spark) ...")
-        lab.start_twin()
+        lab.start_twin(conf=args.conf)
         print(f"twin running; its log: {lab.log_path('twin')}")
     return _status(lab, settings, args)
 

@@ -33,6 +33,7 @@ from producers.relay.client import quit_quietly
 from producers.relay.sink import read_deliveries
 from producers.relay.tls import ensure_certificates
 from producers.relay.topology import LabTopology, ensure_secrets
+from producers.topic_reader import topic_watermarks
 from infra.settings import PROJECT_ROOT, TopicSettings
 
 SINK = "sink"
@@ -207,25 +208,46 @@ class Lab:
             "--data-dir", str(self.run_dir / "data"), "--secrets", str(self.topology.secrets_path()),
         ], f"READY node {name} ")
 
-    def start_twin(self, watermark_delay: str = "2 seconds") -> int:
-        """The streaming twin as a lab process, with the lab's shadow-redundancy spans (slow: Spark starts).
-
-        Its settings are the configuration's, with the lab's Kafka, topics and spans laid over them
-        through the environment (the one configuration mechanism) and `--lab-topology`."""
+    def start_twin(self, watermark_delay: str = "2 seconds", conf: Path | None = None) -> int:
+        """The streaming twin as a lab process, with the lab's shadow-redundancy spans (slow: Spark starts)."""
         if (pid := self.pid(TWIN)) is not None:
             return pid
+        # The checkpoint on the command line, in the run folder, is also what makes the process the lab's (_ours)
+        return self._spawn(TWIN, ["-m", "shadowtwin.cli", "twin", "run", "--lab-topology", str(self.topology_path),
+                                  "--checkpoint", str(self.run_dir / "checkpoints" / "twin")],
+                           "twin running:", timeout_s=180, env=self.twin_environment(watermark_delay, conf))
+
+    def twin_environment(self, watermark_delay: str = "2 seconds", conf: Path | None = None) -> dict[str, str]:
+        """The lab twin's settings: the configuration's (`conf`, the file `lab` was given), with the lab's Kafka,
+        topics, checkpoint and timing laid over them through the environment (the one configuration mechanism;
+        `--lab-topology` gives the spans).
+
+        On a new checkpoint it reads the events topic from where it ended when this lab first started its
+        nodes (`up` records it), not from its start: the events before are no lab node's (a demo's, another
+        tool's) and the twin would decide about their servers too."""
         env = {"SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS": self.bootstrap,
                "SHADOWTWIN_SPARK_CHECKPOINT_DIR": str(self.run_dir / "checkpoints"),
                "SHADOWTWIN_SPARK_TRIGGER_INTERVAL": "1 second",
                "SHADOWTWIN_TWIN_WATERMARK_DELAY": watermark_delay,
                "SHADOWTWIN_TWIN_TICK_INTERVAL_SECONDS": "1.0",
-               **{f"SHADOWTWIN_TOPICS_{k.upper()}": str(v) for k, v in asdict(self.topics).items()}}
-        return self._spawn(TWIN, ["-m", "shadowtwin.cli", "twin", "run", "--lab-topology", str(self.topology_path)],
-                           "twin running:", timeout_s=180, env=env)
+               **{f"SHADOWTWIN_TOPICS_{k.upper()}": str(v) for k, v in asdict(self.topics).items()},
+               **({"SHADOWTWIN_CONF": str(Path(conf).resolve())} if conf is not None else {})}
+        recorded = self._state().get("events_from")
+        if recorded is not None:
+            now = topic_watermarks(self.bootstrap, self.topics.events)
+            if {str(p) for p in now} == set(recorded):  # else a topic made again with other partitions: its start
+                # an offset the topic no longer has (made again, or past its retention): the partition's start
+                offsets = {str(p): recorded[str(p)] if low <= recorded[str(p)] <= high else low
+                           for p, (low, high) in sorted(now.items())}
+                env["SHADOWTWIN_TWIN_STARTING_OFFSETS"] = json.dumps({self.topics.events: offsets})
+        return env
 
     def up(self, nodes: list[str] | None = None) -> list[str]:
         """Start the sink and every node (or only `nodes`) that is not running; return what was started."""
         self.remember(bootstrap=self.bootstrap, topology=str(self.topology_path), topics=asdict(self.topics))
+        if "events_from" not in self._state() and not any(self.db_path(n.name).exists() for n in self.topology.nodes):
+            ends = topic_watermarks(self.bootstrap, self.topics.events)  # before any node of this lab publishes
+            self.remember(events_from={str(p): high for p, (_, high) in ends.items()})
         ensure_secrets(self.topology.secrets_path(), [n.name for n in self.topology.nodes])
         ensure_certificates(self.topology.tls_dir(), [n.name for n in self.topology.nodes], self.topology.host)
         started = []
