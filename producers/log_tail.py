@@ -11,7 +11,9 @@ without one keeps its place in its file), so a primary's lines and its shadow's,
 servers' logs, reach the mapper in event-time order.
 
 Without `follow` the tail reads the named files (globs expanded, ignoring case: Exchange writes
-`.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. It holds
+`.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A last line
+with no line end is no record yet (the server is still writing it): it is not read, and `unfinished`
+names its file and line number, so that a later run reads it whole. It holds
 none of them open between two reads of a chunk (a folder of thousands of small files passed the
 process's limit of open files, EMFILE), reopening each where it was left. A file
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
@@ -183,6 +185,7 @@ class LogTail:
         self.rolled_over: dict[Path, TailedFile] = {}  # read to their end and closed
         self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
         self.unreadable: dict[Path, str] = {}  # came while following and could not be opened: why (tried again)
+        self.unfinished: dict[Path, int] = {}  # without `follow`: a last line with no line end, not read (its number)
         self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
         for arg in paths:
             path, folder = Path(arg), None
@@ -229,11 +232,14 @@ class LogTail:
         draining: list[TailedFile] = []
         if self.follow:
             draining = self._scan()
-        streams = [f.lines(final=not self.follow) for f in self.files.values()]
+        streams = [f.lines(final=False) for f in self.files.values()]
         streams += [f.lines(final=True) for f in draining]
         for _, _, line in heapq.merge(*streams, key=lambda entry: entry[:2]):
             if self.skipped.get(line.path) is not line.file:
                 yield line
+        if not self.follow:
+            self.unfinished = {path: f.number + 1 for path, f in self.files.items()
+                               if f.partial.strip() and self.skipped.get(path) is not f}
         for old in draining:
             old.close()
         for path, skipped in self.skipped.items():

@@ -22,9 +22,11 @@ once it is refused sent alone (the broker refuses a batch of records as one, the
 is counted (`IngestCounts.refused`) and not acknowledged. With `follow`, a record the broker refuses otherwise
 ends the run (the caller flushes, saves, and exits non-zero; a restart sends
 again from the saved position); so does a save that fails, with or without `follow`.
-`max_age_s` leaves out files last written longer ago. Setting `stop` ends the reading after the line at hand
-(a backlog too); the counts then say how many bytes of how many files were left unread. A file named at the
-start that is no message-tracking log (`mtl_log.not_a_tracking_log`) ends it before anything is read:
+`max_age_s` leaves out files last written longer ago. Without `follow`, a file's last line with no line end
+(one the server is still writing) is not read, and said through `say`: a later run reads it whole. Setting
+`stop` ends the reading after the line at hand (a backlog too); the counts then say how many bytes of how many
+files were left unread. A file named at the start that is no message-tracking log (`mtl_log.not_a_tracking_log`)
+ends it before anything is read:
 `NotATrackingLog` (`open_logs` opens and judges them before a sink is made); one that comes while following is judged at its first record, and skipped (said
 through `say`, counted) while the others are followed on; one that comes and cannot be read (no permission) is said
 once and read when it can be, the others followed on meanwhile.
@@ -213,6 +215,9 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
                 break
     finally:
         tail.close()
+    for path, number in sorted(tail.unfinished.items()):
+        say(f"{path} line {number}: not read: it has no line end yet (the server is still writing it); a later run"
+            " reads it once it is finished (with --state it sends only what it did not send), as --follow does")
     counts.unjoined, counts.unreadable = mapper.unjoined, len(tail.unreadable)
     counts.mailbox_domains_outside = mapper.mailbox_domains_outside[said_domains:]
     return counts

@@ -92,6 +92,33 @@ def test_a_restart_sends_only_what_was_not_acknowledged(tmp_path):
     assert ids(by_line(second)) == ids(lines[half:]), "nothing acknowledged is sent again, nothing else left out"
 
 
+def test_a_last_line_the_server_is_still_writing_is_left_for_the_next_run_to_read_whole(tmp_path):
+    """Exchange appends to the hour's log while it is read. A run without --follow took the half-written last
+    line as a record: a dead letter (or, cut in its last value, events of the cut line), and the next run with
+    --state sent the finished line again under another id."""
+    log, state = copy_of_ex01(tmp_path, lines=25), tmp_path / "positions.json"  # its last line: a RECEIVE
+    whole = log.read_bytes()
+    written = whole.rstrip(b"\r\n").rindex(b"\n") + 60  # the server is writing the last line
+    log.write_bytes(whole[:written])
+    said, first = [], AckingSink()
+    ingest([str(log)], first, positions=(positions := Positions(state)), say=said.append)
+    assert said == [f"{log} line 25: not read: it has no line end yet (the server is still writing it); a later"
+                    " run reads it once it is finished (with --state it sends only what it did not send), as"
+                    " --follow does"]
+    assert [d.offset for d in first.dead_letters] == sorted(GARBLED), "a line not yet written is no bad line"
+    for _, done in first.callbacks:
+        done(None)
+    positions.save()
+    with open(log, "ab") as server:
+        server.write(whole[written:])
+    again = AckingSink()
+    ingest([str(log)], again, positions=Positions(state), say=said.append)
+    assert len(said) == 1 and again.dead_letters == []
+    sent = [e.event_id for e in first.events + again.events]
+    assert sorted(sent) == sorted(e.event_id for e in run([log])[0].events), "each event of the log once"
+    assert [e.kind for e in again.events] == ["MessageReceived"]
+
+
 @pytest.mark.parametrize("field, value", [("offset", "abc"), ("offset", -5), ("head_len", "x"), ("path", None),
                                           ("beyond", ["a"]), ("device", 1.5), ("head_sha256", 5)])
 def test_a_state_file_entry_of_the_wrong_type_is_refused_naming_it(tmp_path, field, value):
