@@ -330,12 +330,15 @@ class LogTail:
         self.rolled_over.clear()
 
 
-def head_lines(path: Path, size: int = CHUNK) -> list[bytes]:
-    """The complete lines among a file's first `size` bytes, as its reader gets them (UTF-16 transcoded)."""
+def head_lines(path: Path, size: int = CHUNK, unfinished: bool = False) -> list[bytes]:
+    """The complete lines among a file's first `size` bytes, as its reader gets them (UTF-16 transcoded);
+    `unfinished`: and a last line with no line end, when the file ends there."""
     with open(path, "rb") as handle:
         head = handle.read(size)
+        ends = unfinished and not handle.read(1)
     codec, newline, cr = _UTF16.get(head[:2], (None, b"\n", b"\r"))
-    lines = [raw.removesuffix(cr) for raw in _split(head, newline)[:-1]]
+    *lines, rest = _split(head, newline)
+    lines = [raw.removesuffix(cr) for raw in lines + ([rest] if ends and rest else [])]
     return lines if codec is None else [raw.decode(codec, errors="replace").encode("utf-8") for raw in lines]
 
 

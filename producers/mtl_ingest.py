@@ -135,7 +135,7 @@ def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None
     tail = LogTail(paths, follow=follow, new_reader=MtlReader, max_age_s=max_age_s, clock=wall_clock)
     empty = []
     for path in tail.open_paths():
-        why = not_a_tracking_log(head_lines(path))
+        why = not_a_tracking_log(head_lines(path, unfinished=not follow))  # a file with no line end at all, too
         if why is not None:
             tail.close()
             raise NotATrackingLog(_not_a_log(path, "nothing published", why))

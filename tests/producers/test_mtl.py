@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from producers.mtl_events import MtlMapper, Skip, server
-from producers.mtl_ingest import IngestCounts, ingest, line_id, mailbox_domain_outside
+from producers.mtl_ingest import (IngestCounts, NotATrackingLog, ingest, line_id, mailbox_domain_outside,
+                                  open_logs)
 from producers.mtl_log import BadLine, MtlReader, Row, parse_time
 from schemas import events as ev
 from schemas.codec import encode
@@ -341,3 +342,12 @@ def test_the_summary_names_the_first_dead_letter_where_and_why():
     summary = run([EX01])[1].describe().splitlines()
     line, reason = next(iter(GARBLED.items()))
     assert summary[1] == f"  first dead letter: {EX01} line {line}: {reason} (all: shadowtwin dead-letters tail)"
+
+
+def test_a_file_without_a_single_line_end_that_is_no_log_is_refused_as_one(tmp_path):
+    """A binary file named like a log, with no newline byte: its one line is no line the server is still writing
+    (which is left for a later run to read whole); before that was judged, '0 lines: 0 events', exit 0."""
+    core = tmp_path / "MSGTRK20261122-9.LOG"
+    core.write_bytes(bytes(range(128, 256)) * 8)
+    with pytest.raises(NotATrackingLog, match="before any #Fields: line, a line is not UTF-8 text"):
+        open_logs([str(core)])
