@@ -24,7 +24,8 @@ every poll also picks up:
   line, its reader reset;
 - a file replaced (deleted, renamed away, or a new file under its name): the old one is read to
   its end, the new one from its start;
-- a new file in a watched folder: one matching a glob argument, or, for a file argument, one
+- a new file in a watched folder: one matching a glob argument (its folders a glob too: `logs/*/MSGTRK*.LOG`
+  watches the server folders there now), or, for a file argument, one
   whose name differs from it only in its digits (MSGTRK20261122-1.LOG -> MSGTRK20261122-2.LOG,
   MSGTRK20261123-1.LOG), Exchange's roll-over names. New files are read from their start.
 - a file that has rolled over (read to its end, unchanged since the last poll, and a file of the
@@ -186,15 +187,16 @@ class LogTail:
         self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
         self.unreadable: dict[Path, str] = {}  # came while following and could not be opened: why (tried again)
         self.unfinished: dict[Path, int] = {}  # without `follow`: a last line with no line end, not read (its number)
-        self.watches: list[tuple[Path, re.Pattern[str]]] = []  # (folder, name pattern) for new files
+        self.watches: list[tuple[str, re.Pattern[str]]] = []  # (folders: a glob, name pattern) for new files
         for arg in paths:
             path, folder = Path(arg), None
             if path.is_dir():
                 folder, arg, path = arg, str(path / FOLDER_PATTERN), path / FOLDER_PATTERN
             if _GLOB_CHARS.search(arg):
                 pattern = re.compile(fnmatch.translate(path.name), re.IGNORECASE)
-                self.watches.append((path.parent, pattern))
-                matches = sorted(m for m in glob.glob(str(path.parent / "*"))
+                folders = glob.escape(str(path.parent)) if folder is not None else str(path.parent)
+                self.watches.append((folders, pattern))
+                matches = sorted(m for m in glob.glob(os.path.join(folders, "*"))
                                  if pattern.fullmatch(Path(m).name) and not os.path.isdir(m))  # as _scan takes them
                 if not matches and folder is not None:  # named as the person named it
                     raise FileNotFoundError(errno.ENOENT, f"no {FOLDER_PATTERN} file in this folder (its subfolders"
@@ -207,7 +209,8 @@ class LogTail:
             else:
                 if not path.is_file() and not follow:
                     raise FileNotFoundError(errno.ENOENT, "no such file", arg)
-                self.watches.append((path.parent, re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)), re.IGNORECASE)))
+                self.watches.append((glob.escape(str(path.parent)),
+                                     re.compile(re.sub(r"\d+", r"\\d+", re.escape(path.name)), re.IGNORECASE)))
                 if path.is_file():
                     self._open(path)
 
@@ -266,18 +269,23 @@ class LogTail:
                     self._open_later(path)
             elif current.rewritten():
                 current.restart()
-        for folder, pattern in self.watches:
+        watched = self._watched()
+        for folder, pattern in watched:
             try:
-                names = sorted(os.listdir(folder or "."))
-            except FileNotFoundError:
+                names = sorted(os.listdir(folder))
+            except (FileNotFoundError, NotADirectoryError):
                 continue
             for name in names:
                 path = folder / name
                 if pattern.fullmatch(name) and path not in self.files and path not in self.rolled_over \
                         and path.is_file() and not self._still_skipped(path):
                     self._open_later(path)
-        self._close_rolled_over()
+        self._close_rolled_over(watched)
         return draining
+
+    def _watched(self) -> list[tuple[Path, re.Pattern[str]]]:
+        """The watches' folders as they are now (`logs/*/MSGTRK*.LOG`, a folder per server: a new server's too)."""
+        return [(Path(folder), pattern) for folders, pattern in self.watches for folder in sorted(glob.glob(folders))]
 
     def _still_skipped(self, path: Path) -> bool:
         """Whether the file under `path` is one that was skipped (another one there is read)."""
@@ -293,13 +301,13 @@ class LogTail:
         del self.skipped[path]
         return False
 
-    def _close_rolled_over(self) -> None:
+    def _close_rolled_over(self, watched: list[tuple[Path, re.Pattern[str]]]) -> None:
         """Close each file read to its end that a later file of its watch has taken over from."""
         for path, current in list(self.files.items()):
             if not current.finished():
                 continue
             mtime = os.fstat(current.handle.fileno()).st_mtime
-            if any(other is not current and _same_watch(self.watches, path, other.path)
+            if any(other is not current and _same_watch(watched, path, other.path)
                    and os.fstat(other.handle.fileno()).st_mtime > mtime for other in self.files.values()):
                 current.close()
                 self.rolled_over[self.files.pop(path).path] = current

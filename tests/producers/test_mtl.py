@@ -289,6 +289,30 @@ def test_follow_reads_appended_lines_truncation_replacement_and_rolled_over_file
     assert len(sink.events) == 6 and result["counts"].lines == 5
 
 
+def test_follow_of_a_glob_across_server_folders_reads_each_servers_next_hour_and_a_new_servers_log(tmp_path):
+    """`ingest 'logs/*/MSGTRK*.LOG' --follow` (a folder per server, as README's ingest of simulated logs): the files
+    there at the start were read, then nothing: at the hour Exchange starts a new file, and none was picked up."""
+    head, body = EX01.read_bytes().split(b"\r\n")[:5], EX01.read_bytes().split(b"\r\n")[5:]
+    for server in ("EX01", "EX02"):
+        (tmp_path / server).mkdir()
+    (tmp_path / "EX01" / "MSGTRK2026112202-1.LOG").write_bytes(b"\r\n".join(head + body[:1]) + b"\r\n")
+    stop = threading.Event()
+    sink, thread, _ = follow([tmp_path / "*" / "MSGTRK*.LOG"], stop)
+    try:
+        assert wait_for(lambda: len(sink.events) == 1)
+        (tmp_path / "EX01" / "MSGTRK2026112203-1.LOG").write_bytes(b"\r\n".join(head + body[3:4]) + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == 3), "the server's next hour"
+        (tmp_path / "EX03").mkdir()
+        (tmp_path / "EX03" / "MSGTRK2026112203-1.LOG").write_bytes(b"\r\n".join(head + body[4:5]) + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == 4), "a server whose folder came later"
+    finally:
+        stop.set()
+        thread.join(10)
+    assert [(e.kind, e.message.internal_id) for e in sink.events] == [
+        ("MessageReceived", "9001"), ("SentToNextHop", "9001"), ("NextHopAcknowledged", "9001"),
+        ("MessageReceived", "9002")]
+
+
 def test_follow_reads_again_a_file_rewritten_in_place_longer_than_where_it_was_left(tmp_path):
     lines = [line for line in EX01.read_bytes().split(b"\r\n") if line]
     head, body = lines[:5], lines[5:]
