@@ -12,8 +12,9 @@ servers' logs, reach the mapper in event-time order.
 
 Without `follow` the tail reads the named files (globs expanded, ignoring case: Exchange writes
 `.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A last line
-with no line end is no record yet (the server is still writing it): it is not read, and `unfinished`
-names its file and line number, so that a later run reads it whole. It holds
+with no line end is read when the file's reader finds it whole (a file written without one at its end);
+else it is no record yet (the server is still writing it): it is not read, and `unfinished` names its file
+and line number, so that a later run reads it whole. It holds
 none of them open between two reads of a chunk (a folder of thousands of small files passed the
 process's limit of open files, EMFILE), reopening each where it was left. A file
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
@@ -62,6 +63,7 @@ CHUNK = 1 << 16
 HEAD_BYTES = 1024  # a file's first bytes, kept to tell a file rewritten in place from one that grew
 _GLOB_CHARS = re.compile(r"[*?\[]")
 FOLDER_PATTERN = "MSGTRK*.log"  # what a folder argument stands for (case ignored)
+_RENAMED = re.compile(fnmatch.translate("*" + FOLDER_PATTERN), re.IGNORECASE)  # EX03_MSGTRK...: said, not read
 _UTF16 = {b"\xff\xfe": ("utf-16-le", b"\n\x00", b"\r\x00"), b"\xfe\xff": ("utf-16-be", b"\x00\n", b"\x00\r")}
 
 
@@ -84,6 +86,7 @@ class TailedFile:
         self.identity = (stat.st_dev, stat.st_ino)
         self.reader = new_reader(path)
         self.number, self.partial, self.last_ms = 0, b"", 0
+        self.cut: int | None = None  # the number of a last line with no line end left unread (`lines`)
         self.codec: str | None = None  # "utf-16-le"/"utf-16-be" after a UTF-16 byte-order mark, else None
         self.newline, self.cr = b"\n", b"\r"
         self.generation = 0  # how many times it was truncated and read again from its start
@@ -141,9 +144,11 @@ class TailedFile:
             self.close()
         return chunk, at
 
-    def lines(self, final: bool) -> Iterator[tuple[int, int, Line]]:
-        """(time key, line number, line) for what was written since the last read; `final` takes an
-        unfinished last line too."""
+    def lines(self, final: bool, whole_only: bool = False) -> Iterator[tuple[int, int, Line]]:
+        """(time key, line number, line) for what was written since the last read; `final` takes a last line
+        with no line end too; with `whole_only`, only when its reader finds it whole (`whole`: a file written
+        without a line end at its end), else it is left unread, its number in `cut` (the server is still
+        writing it)."""
         while True:
             chunk, at = self._read()
             if not chunk:
@@ -159,7 +164,11 @@ class TailedFile:
                 yield self._line(raw, end)
         if final and self.partial:
             raw, self.partial = self.partial, b""
-            yield self._line(raw, at)
+            last = self._line(raw, at)
+            if not whole_only or getattr(self.reader, "whole", lambda item: True)(last[2].item):
+                yield last
+            else:
+                self.cut = last[2].number
 
     def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
@@ -192,16 +201,19 @@ class LogTail:
             path, folder = Path(arg), None
             if path.is_dir():
                 folder, arg, path = arg, str(path / FOLDER_PATTERN), path / FOLDER_PATTERN
-            if _GLOB_CHARS.search(arg):
+            if _GLOB_CHARS.search(arg) and not path.is_file():  # a file named with [ ] is that file
                 pattern = re.compile(fnmatch.translate(path.name), re.IGNORECASE)
                 folders = glob.escape(str(path.parent)) if folder is not None else str(path.parent)
                 self.watches.append((folders, pattern))
                 matches = sorted(m for m in glob.glob(os.path.join(folders, "*"))
                                  if pattern.fullmatch(Path(m).name) and not os.path.isdir(m))  # as _scan takes them
                 if not matches and folder is not None:  # named as the person named it
-                    raise FileNotFoundError(errno.ENOENT, f"no {FOLDER_PATTERN} file in this folder (its subfolders"
-                                            f" are not read: name them, or quote a glob such as"
-                                            f" '{Path(folder) / '*' / FOLDER_PATTERN}')", folder)
+                    renamed = sum(1 for m in Path(folder).glob("*") if _RENAMED.fullmatch(m.name))
+                    raise FileNotFoundError(errno.ENOENT, f"no {FOLDER_PATTERN} file in this folder ("
+                                            + (f"{renamed} named *{FOLDER_PATTERN}, renamed: quote a glob such as"
+                                               f" '{Path(folder) / ('*' + FOLDER_PATTERN)}')" if renamed else
+                                               f"its subfolders are not read: name them, or quote a glob such as"
+                                               f" '{Path(folder) / '*' / FOLDER_PATTERN}')"), folder)
                 if not matches:
                     raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", arg)
                 for match in matches:
@@ -235,14 +247,14 @@ class LogTail:
         draining: list[TailedFile] = []
         if self.follow:
             draining = self._scan()
-        streams = [f.lines(final=False) for f in self.files.values()]
+        streams = [f.lines(final=not self.follow, whole_only=True) for f in self.files.values()]
         streams += [f.lines(final=True) for f in draining]
         for _, _, line in heapq.merge(*streams, key=lambda entry: entry[:2]):
             if self.skipped.get(line.path) is not line.file:
                 yield line
         if not self.follow:
-            self.unfinished = {path: f.number + 1 for path, f in self.files.items()
-                               if f.partial.strip() and self.skipped.get(path) is not f}
+            self.unfinished = {path: f.cut for path, f in self.files.items()
+                               if f.cut is not None and self.skipped.get(path) is not f}
         for old in draining:
             old.close()
         for path, skipped in self.skipped.items():

@@ -39,7 +39,8 @@ from typing import Iterable
 
 BOM = b"\xef\xbb\xbf"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_SERVICE = re.compile(r"^(MSGTRK(?:MS|MD|MA)?)\d", re.IGNORECASE)
+# A raw log's name, as Exchange writes it or with a prefix an administrator gave it (EX03_MSGTRKMD...)
+_SERVICE = re.compile(r"(?:^|[^a-z])(MSGTRK(?:MS|MD|MA)?)\d", re.IGNORECASE)
 # A status starts with an SMTP reply code (`550 5.1.1 ...`, `250 2.0.0`) or an enhanced code alone;
 # what follows a `;` and does not start so belongs to the status before it (`...QUEUE.Expired;[{LRT}=...]`).
 _STATUS_START = re.compile(r"^\s*(?:[245]\d\d(?:[ -]|$)|[245]\.\d{1,3}\.\d{1,3}\b)")
@@ -72,8 +73,9 @@ _MULTI_VALUED = ("recipient-address", "recipient-status", "reference", "related-
 
 
 def service_of(path: Path | str | None) -> str:
-    """`MSGTRKMD20261122-1.LOG` -> `MSGTRKMD`; "" for a name that is not a raw log's."""
-    match = _SERVICE.match(Path(path).name) if path is not None else None
+    """`MSGTRKMD20261122-1.LOG` (or `EX03_MSGTRKMD20261122-1.LOG`) -> `MSGTRKMD`; "" for a name that is not a
+    raw log's."""
+    match = _SERVICE.search(Path(path).name) if path is not None else None
     return match.group(1).upper() if match else ""
 
 
@@ -124,6 +126,13 @@ class MtlReader:
         self.fields: tuple[str, ...] | None = None
         self.exported = False  # an Export-Csv file (a header of property names)
         self.delimiter = ","  # an export's may be another (-UseCulture, -Delimiter)
+
+    @staticmethod
+    def whole(item: Row | BadLine | None) -> bool:
+        """Whether a last line with no line end after it reads whole: a record of as many fields as the header
+        names, closed quotes and a time (a file written without a line end at its end), or a header. A line
+        the server is still writing reads as a bad line (too few fields, an open quote)."""
+        return not isinstance(item, BadLine)
 
     def reset(self) -> None:
         """The file starts over (truncated or replaced): its header comes again."""

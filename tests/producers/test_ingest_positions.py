@@ -284,3 +284,15 @@ def test_a_file_that_comes_while_following_and_cannot_be_read_is_said_and_read_o
     assert found["said"] == f"{tmp_path / 'MSGTRK20261122-2.LOG'}: cannot be read (Permission denied); it is read" \
                             " when it can be"
     assert found["after"] > found["before"] and found["unreadable_at_end"] == 0, "read once it could be"
+
+
+def test_a_last_line_with_no_line_end_that_is_a_whole_record_is_read(tmp_path):
+    """A log written without a line end after its last record (by hand, by a script joining lines) is no file
+    the server is still writing: its last record is read, and nothing is said."""
+    log = copy_of_ex01(tmp_path, lines=25)
+    whole = run([log])[0]
+    log.write_bytes(log.read_bytes().rstrip(b"\r\n"))
+    said, sink = [], AckingSink()
+    ingest([str(log)], sink, say=said.append)
+    assert said == [] and [d.offset for d in sink.dead_letters] == sorted(GARBLED)
+    assert sorted(e.event_id for e in sink.events) == sorted(e.event_id for e in whole.events)

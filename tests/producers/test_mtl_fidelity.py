@@ -160,6 +160,23 @@ def test_the_four_log_prefixes_make_one_receipt_and_the_delivery_names_the_trans
         globbed.close()
 
 
+def test_logs_renamed_with_a_prefix_keep_their_service_and_a_file_named_with_brackets_is_that_file(tmp_path):
+    """An administrator pooling several servers' logs in one folder names them EX03_MSGTRKMD...: the delivery
+    service's RECEIVE was then taken for a receipt (a message that never leaves, expired two days later), and a
+    file in a folder named [EX03] was read as a glob that matched nothing (helper-121's walk)."""
+    folder = tmp_path / "[EX03]"
+    folder.mkdir()
+    delivery = [record("02:00:01.900", "RECEIVE", client_hostname="EX01", server_hostname="EX03", source="SMTP",
+                       internal_message_id="41", recipient_address="ann@contoso.com"),
+                record("02:00:02.000", "DELIVER", client_hostname="EX01", server_hostname="EX03",
+                       source="STOREDRIVER", internal_message_id="41", recipient_address="ann@contoso.com")]
+    renamed = raw_log(folder / "EX03_MSGTRKMD20261122-1.LOG", delivery)
+    sink, counts = run(renamed)
+    assert [e.kind for e in sink.events] == ["DeliveredToMailbox", "ServerProbed"] and counts.dead_letters == 0
+    assert {service_of(name) for name in ("EX03_MSGTRKMD20261122-1.LOG", "ex03-msgtrk2026-1.log",
+                                          "BACKUPMSGTRK20261122-1.LOG")} == {"MSGTRKMD", "MSGTRK", ""}
+
+
 def test_an_export_without_file_names_keeps_one_receipt_per_server_and_message(tmp_path):
     both = [record("01:59:59.900", "RECEIVE", server_hostname="EX01", source="STOREDRIVER",
                    internal_message_id="31", recipient_address="ann@contoso.com;bob@contoso.com"),

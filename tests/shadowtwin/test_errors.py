@@ -551,6 +551,15 @@ def test_ingest_of_a_folder_without_logs_names_the_folder_and_says_its_subfolder
     assert "matches this pattern" not in line
 
 
+def test_ingest_of_a_folder_of_renamed_logs_says_how_many_and_the_glob_that_reads_them(tmp_path):
+    (tmp_path / "pool").mkdir()
+    for server in ("EX01", "EX02"):
+        (tmp_path / "pool" / f"{server}_MSGTRK2026010500-1.LOG").write_text("")
+    one_line_naming(shadowtwin("ingest", "exchange-mtl", "pool", "--bootstrap", "127.0.0.1:1", cwd=tmp_path),
+                    "shadowtwin ingest: pool: no MSGTRK*.log file in this folder (2 named *MSGTRK*.log, renamed:"
+                    " quote a glob such as 'pool/*MSGTRK*.log')")
+
+
 @pytest.mark.parametrize("value", ["ann@contoso.com", "contoso .com", "@"])
 def test_ingest_with_an_internal_domain_that_is_no_domain_is_refused(value, tmp_path):
     """`--internal-domain ann@contoso.com` was taken: no recipient's domain equals it, so every recipient was an
