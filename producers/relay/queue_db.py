@@ -288,10 +288,12 @@ class QueueDB:
     def expire(self, now_ms: int, hold_ms: int, expiration_ms: int) -> tuple[int, int]:
         """Safety Net keeps what it holds for SafetyNetHoldTime; a shadow copy no discard notification
         released expires SafetyNetHoldTime + MessageExpirationTimeout after it was stored (the twin's
-        SHADOW_EXPIRED counts from the primary's receipt, earlier by the copy's hand-off). Returns how many
-        copies and Safety Net entries went."""
+        SHADOW_EXPIRED counts from the primary's receipt, earlier by the copy's hand-off). A redelivery command
+        done as long ago is forgotten too: a copy it could name again is gone. Returns how many copies and Safety
+        Net entries went."""
         with self._tx() as db:
             copies = db.execute("DELETE FROM shadow_queue WHERE stored_ms <= ?", (now_ms - hold_ms - expiration_ms,))
+            db.execute("DELETE FROM commands_done WHERE at_ms <= ?", (now_ms - hold_ms - expiration_ms,))
             kept = db.execute("DELETE FROM safety_net WHERE moved_ms <= ?", (now_ms - hold_ms,))
             return copies.rowcount, kept.rowcount
 

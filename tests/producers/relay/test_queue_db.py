@@ -1,5 +1,8 @@
 """The queue database: ids across restarts and wipes, primary queue, discard status, shadow queue."""
 
+import contextlib
+import sqlite3
+
 from producers.relay.queue_db import Counts, QueueDB, StoredMessage, read_counts, wipe
 
 DAYS_2 = 2 * 86_400_000
@@ -135,3 +138,15 @@ def test_a_shadow_copy_no_notification_released_expires_and_safety_net_keeps_its
     assert db.counts().safety_net == 1
     assert db.expire(129, 10, 5) == (0, 0) and db.expire(130, 10, 5) == (0, 1)
     assert db.counts() == Counts(0, 0, 0, 0) and db.shadow_primaries() == {}, "nothing left behind"
+
+
+def test_a_redelivery_command_done_is_forgotten_once_any_copy_it_named_has_expired(tmp_path):
+    """The commands done were kept for good: a node's queue database grew by one row per command, for ever.
+    A command done at 100 is remembered (a repeat does nothing) until every copy it could name has gone."""
+    db = QueueDB(tmp_path / "s.sqlite", "ex02")
+    assert db.command_seen("c1", 100) is False
+    db.expire(114, 10, 5)
+    assert db.command_seen("c1", 114) is True
+    db.expire(115, 10, 5)
+    with contextlib.closing(sqlite3.connect(tmp_path / "s.sqlite")) as read:
+        assert read.execute("SELECT count(*) FROM commands_done").fetchone()[0] == 0
