@@ -1256,8 +1256,16 @@ class _Transition:
     def promoting_before_the_twin(self, pair: Pair, t: int) -> bool:
         """Whether a shadow promoting a copy at `t` on its own found its primary unreachable less than a heartbeat
         before the twin's promotion deadline (its last contact counted from when its query went out, the answer's
-        stamp a moment later): it promotes every copy it holds, and the twin says so, not nothing."""
-        return pair.primary_failed_ms is None and t < self.promotion_due(pair) <= t + self.heartbeat_of(pair.shadow)
+        stamp a moment later): it promotes every copy it holds, and the twin says so, not nothing. Not a shadow that
+        stored a copy of the primary's less than the span before, by its own clock: that copy came in a session with
+        the primary, so its promotion was not for want of one but for the primary's new queue database (003), whose
+        copies, that one among them, it keeps (hunt seed 7572)."""
+        if pair.primary_failed_ms is not None or not t < self.promotion_due(pair) <= t + self.heartbeat_of(pair.shadow):
+            return False
+        since = t - (self.spans.get(pair.shadow) or self.spans_of(pair.shadow))[0]
+        messages = self.s.messages
+        return pair.last_contact_ms <= since or not any(
+            (m := messages.get(i)) is not None and m.stored_ms is not None and m.stored_ms > since for i in pair.held)
 
     def release_shadow(self, internal_id: str, pair: Pair, t: int) -> bool:
         """The shadow's copy went into Safety Net: the primary's processing is proven complete.

@@ -2152,6 +2152,38 @@ def a_duplicate_after_a_promotion_the_shadow_reported_counts_from_its_resubmissi
                                                      (("alice@contoso.com",), ("alice@contoso.com",)))),
                     commands=before.commands)
 
+def a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored() -> Timeline:
+    """Message-tracking logs (no queue-database id, no discard query); ShadowResubmitTimeSpan and
+    ShadowHeartbeatFrequency 5 minutes. mbx01 takes m1 at 1 (its copy on mbx02; mbx09 defers it) and fails at 3.
+
+    | when | mbx01's log | mbx02's log |
+    |---|---|---|
+    | 1 | RECEIVE m1, HAREDIRECT to mbx02 | HARECEIVE m1 |
+    | 3 to 5 | nothing: down, back with a new, empty queue database (loads nothing) | |
+    | 6 | RECEIVE m2, HAREDIRECT to mbx02, delivers m2 at 6.2 | HARECEIVE m2 |
+    | 7 | | RESUBMIT m1 (it saw the new ID), HADISCARD m2 (the answer brought its notification) |
+
+    "If the shadow server detects that the queue database ID of the primary server has changed, ... the shadow server
+    resubmits the shadow messages" of the old database at once (003); m2's copy, stored in a session with mbx01 a
+    minute before, is of the new one, and its notification came. So m1 is resubmitted, once, and m2 delivered once.
+    Before, mbx02's RESUBMIT less than a heartbeat before the twin's deadline (6 + 5 minutes) was taken for its
+    promotion for want of contact, of every copy it held (hunt seed 7572): m1's command, and m2 forecast delivered
+    twice (DUPLICATE_DELIVERY_EXPECTED)."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:05:00",
+                                                   "shadow_heartbeat_frequency": "00:05:00"}))
+    discarded = ev.ShadowDiscarded(**{**org._header("mbx02", "mbx01", 7, "m2"), "event_time_ms": at(7) + 25})
+    events = [*org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db=""),
+              *org.deferred("mbx01", "m1", "mbx09", 1.5), *org.busy("mbx01", 1, 3, every=1),
+              *org.busy("mbx01", 5, 20, every=1),
+              *org.received("mbx01", "m2", 6), *org.shadowed("mbx01", "mbx02", "m2", 6, db=""),
+              *org.delivered("mbx01", "m2", "mbx09", 6.2),
+              *org.promoted("mbx02", "mbx01", "m1", 7), discarded,
+              *org.busy("mbx02", 1, 20, every=1), *org.busy("mbx03", 1, 20, every=1), *org.tick(30)]
+    return Timeline("a shadow that promotes the old database's copies keeps the one it just stored",
+                    sorted(events, key=lambda e: e.event_time_ms), config)
+
+
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
     """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
     takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
@@ -2416,6 +2448,7 @@ ALL = (
     a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
     remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
     prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
+    a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
