@@ -85,12 +85,12 @@ def check_writable(path: Path) -> Path:
     return writable_file(check_name(path))
 
 
-def writable_file(path: Path) -> Path:
+def writable_file(path: Path, option: str | None = None) -> Path:
     """`path` when a file can be written there, in a folder that exists; else the OSError writing
-    it would raise, naming the path, without creating anything. A missing folder is refused, not
-    made: a mistyped path makes no folders."""
+    it would raise, naming the path (after the `option` that gave it, when given), without creating
+    anything. A missing folder is refused, not made: a mistyped path makes no folders."""
     def refused(code: int) -> OSError:
-        return OSError(code, os.strerror(code), str(path))
+        return OSError(code, os.strerror(code), f"{option} {path}" if option else str(path))
     if path.is_dir():
         raise refused(errno.EISDIR)
     folder = path.parent

@@ -205,7 +205,7 @@ def _ingest(settings: Settings, args: argparse.Namespace) -> int:
     max_age_s = duration_option(args.max_age, "--max-age") if args.max_age else None
     logs = open_logs(args.paths, follow=args.follow, max_age_s=max_age_s,  # a mistyped path before the broker
                      say=lambda line: print(line, file=sys.stderr, flush=True))
-    state = writable_file(Path(args.state)) if args.state else DEFAULT_INGEST_STATE if args.follow else None
+    state = writable_file(Path(args.state), "--state") if args.state else DEFAULT_INGEST_STATE if args.follow else None
     try:
         positions = Positions(state) if state is not None else None
     except ValueError as exc:

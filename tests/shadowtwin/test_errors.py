@@ -551,6 +551,14 @@ def test_ingest_of_a_folder_without_logs_names_the_folder_and_says_its_subfolder
     assert "matches this pattern" not in line
 
 
+def test_ingest_with_a_folder_for_its_state_file_names_the_option(tmp_path):
+    """Said '/tmp/x: Is a directory', which a person reads as about the logs (helper-121's walk)."""
+    from tests.producers.test_mtl import EX01
+
+    one_line_naming(shadowtwin("ingest", "exchange-mtl", EX01, "--state", tmp_path, "--bootstrap", "127.0.0.1:1"),
+                    f"shadowtwin ingest: --state {tmp_path}: Is a directory")
+
+
 def test_ingest_of_a_folder_of_renamed_logs_says_how_many_and_the_glob_that_reads_them(tmp_path):
     (tmp_path / "pool").mkdir()
     for server in ("EX01", "EX02"):
