@@ -50,6 +50,7 @@ from producers.relay.server import RelayController, quiet_library_logs
 from producers.relay.topology import LabTopology, NodeSpec
 from schemas import events as ev
 from schemas.events import MessageRef, Recipient, SiteLocality
+from state.clock_guard import out_of_range
 from state.parameters import ShadowMessagePreference, ms
 
 log = logging.getLogger("shadowtwin.relay.node")
@@ -59,19 +60,21 @@ RELAY_HEADER = "X-Shadowtwin-Relay"
 
 
 def message_identity(content: bytes, fallback_id: str) -> tuple[str, int | None]:
-    """(Message-ID, client submit time in ms) from a message's headers."""
+    """(Message-ID, client submit time in ms) from a message's headers. A header with 8-bit octets (SMTPUTF8
+    is not offered, yet clients send them) is read with each such octet as U+FFFD, as the report's Subject
+    is (`ndr`); a submit time that is no usable moment (`state.clock_guard`) is none."""
     headers = email.parser.BytesHeaderParser().parsebytes(content)
-    message_id = (headers.get("Message-ID") or "").strip() or fallback_id
+    message_id = str(headers.get("Message-ID") or "").strip() or fallback_id
     submitted = None
-    raw = (headers.get("X-Submitted-At") or "").strip()
+    raw = str(headers.get("X-Submitted-At") or "").strip()
     if raw.isdigit():
         submitted = int(raw)
     elif headers.get("Date"):
         try:
-            submitted = int(email.utils.parsedate_to_datetime(headers["Date"]).timestamp() * 1000)
+            submitted = int(email.utils.parsedate_to_datetime(str(headers["Date"])).timestamp() * 1000)
         except (TypeError, ValueError):
             submitted = None
-    return message_id, submitted
+    return message_id, None if submitted is None or out_of_range(submitted) else submitted
 
 
 def _answers(by_recipient: dict[str, str]) -> str:

@@ -328,6 +328,32 @@ def test_a_message_with_more_received_lines_than_max_hop_count_is_refused_as_a_l
     assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True]
 
 
+def test_a_message_whose_identity_headers_have_8_bit_octets_or_no_moment_is_taken_under_one_id(make_lab,
+                                                                                              kafka_bootstrap, topics):
+    """Clients send 8-bit header octets without SMTPUTF8 (swaks with a Message-ID naming a host `café`, a
+    Date in the sender's language, `4 Mär 2026`): the node answered the end of DATA `500 Error: (AttributeError)
+    'Header' object has no attribute 'strip'`, refusing the message for good in Python's words, and one
+    whose X-Submitted-At no timestamp holds `500 Error: (ValidationError) ... does not fit a 64-bit long`.
+    Now each such octet reads as U+FFFD in the Message-ID that the events, the shadow copy and the mailbox
+    name the message by, and a Date that does not parse or a submit time that is no moment is none."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    eight_bit = (b"Message-ID: <caf\xc3\xa9@fabrikam.example>\r\nDate: Mi, 4 M\xc3\xa4r 2026 10:00:00 +0100\r\n"
+                 b"\r\nhi\r\n")
+    far = b"Message-ID: <far-future@x>\r\nX-Submitted-At: 99999999999999999999999\r\n\r\nhi\r\n"
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        for content in (eight_bit, far):
+            assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], content) == {}
+    ids = {"<caf\ufffd\ufffd@fabrikam.example>", "<far-future@x>"}
+    assert wait_until(lambda: {d.message_id for d in read_deliveries(lab.mailbox_path())} == ids, 20)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: sum(
+        isinstance(e, ev.MovedToSafetyNet) for e in records) == 2)
+    for kind in (ev.MessageReceived, ev.ShadowCopyStored, ev.DeliveredToMailbox):
+        assert {e.message.message_id for e in events if isinstance(e, kind)} == ids, kind.__name__
+    assert [e.submitted_at_ms for e in events if isinstance(e, ev.MessageReceived)] == [None, None]
+    assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True, True]
+
+
 def test_a_message_of_the_largest_size_a_node_takes_still_gets_its_shadow_copy(make_lab, kafka_bootstrap, topics):
     """A node took a message of exactly its MaxMessageSize, then its peer refused the shadow copy (the
     node's Received line and Message-ID on top made it larger than that limit: `552` to SIZE= at MAIL),
