@@ -94,6 +94,7 @@ SEND_HELLO_FIRST = "503 5.5.1 Error: send {verb} first"
 # RFC 4954 5: MAIL's AUTH=<mailbox> or AUTH=<>, an xtext without spaces
 _AUTH_PARAMETER = re.compile(r"\s+AUTH=\S*", re.IGNORECASE)
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
+LOCAL_ERROR = "451 4.3.0 Error: local error in processing"
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -282,13 +283,19 @@ class RelaySMTP(SMTP):
     async def handle_exception(self, error: Exception) -> str:
         """A client whose TLS handshake fails after `220 Ready to start TLS` (no common protocol, an untrusted
         certificate, plain text where TLS was due) is one line in the log, as postfix logs an SSL_accept error;
-        aiosmtpd then closes the session. aiosmtpd logged a traceback of 20 lines for it, as for a bug."""
+        aiosmtpd then closes the session. aiosmtpd logged a traceback of 20 lines for it, as for a bug.
+        Any other failure of the node's own is `451 4.3.0` (RFC 5321 4.2.3, local error in processing), for the
+        client to try again, and ends the transaction; aiosmtpd answered `500 Error: (<exception>) <text>`, a
+        syntax error for good in Python's words, so a client returned a message it could have sent later."""
         if isinstance(error, TLSSetupException):
             cause = error.__cause__ or error
             log.warning("TLS handshake after STARTTLS failed with %s (EHLO %s): %s; session closed",
                         _peer(self.session), self.session.host_name, str(cause) or type(cause).__name__)
             return "421 4.7.0 TLS handshake failed"
-        return await super().handle_exception(error)
+        log.error("%s failed the command of %s (EHLO %s); the transaction is aborted", type(error).__name__,
+                  _peer(self.session), self.session.host_name, exc_info=error)
+        self._set_post_data_state()
+        return LOCAL_ERROR
 
     @syntax("HELP [command]")
     async def smtp_HELP(self, arg: str) -> None:

@@ -354,6 +354,27 @@ def test_a_message_whose_identity_headers_have_8_bit_octets_or_no_moment_is_take
     assert [e.redundant for e in events if isinstance(e, ev.AcknowledgedToSender)] == [True, True]
 
 
+def test_a_node_that_fails_to_take_a_message_answers_451_for_the_client_to_try_again(make_lab, kafka_bootstrap,
+                                                                                   topics):
+    """A node that failed to take a message (here the broker refuses its MessageReceived event: a Message-ID,
+    folded over 1400 lines, larger than a Kafka record may be) answered `500 Error: (KafkaException)
+    KafkaError{code=MSG_SIZE_TOO_LARGE,...}`: a syntax error for good, in Python's words, so the client
+    returned the message to its sender. It now answers `451 4.3.0` (RFC 5321 4.2.3, local error in
+    processing), the transaction ends, the session goes on, and nothing is published for that message."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    folded_id = b"Message-ID: <" + b"\r\n ".join([b"x" * 900] * 1400) + b"@x>\r\n"
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        with pytest.raises(smtplib.SMTPDataError) as refused:
+            smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], folded_id + b"\r\nhi\r\n")
+        assert (refused.value.smtp_code, refused.value.smtp_error) == (451, b"4.3.0 Error: local error in processing")
+        assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Message-ID: <next@x>\r\n\r\nhi\r\n") == {}
+    assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<next@x>"], 20)
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    assert [e.message.message_id for e in events if isinstance(e, ev.MessageReceived)] == ["<next@x>"]
+
+
 def test_a_message_of_the_largest_size_a_node_takes_still_gets_its_shadow_copy(make_lab, kafka_bootstrap, topics):
     """A node took a message of exactly its MaxMessageSize, then its peer refused the shadow copy (the
     node's Received line and Message-ID on top made it larger than that limit: `552` to SIZE= at MAIL),
