@@ -28,12 +28,15 @@ from email.message import EmailMessage
 from email.utils import formatdate
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from producers.relay import queue_db
 from producers.relay.client import quit_quietly
 from producers.relay.sink import read_deliveries
 from producers.relay.tls import ensure_certificates
 from producers.relay.topology import LabTopology, ensure_secrets
 from producers.topic_reader import topic_watermarks
+from infra.kafka import NoSuchTopic
 from infra.settings import PROJECT_ROOT, TopicSettings
 
 SINK = "sink"
@@ -246,8 +249,12 @@ class Lab:
         """Start the sink and every node (or only `nodes`) that is not running; return what was started."""
         self.remember(bootstrap=self.bootstrap, topology=str(self.topology_path), topics=asdict(self.topics))
         if "events_from" not in self._state() and not any(self.db_path(n.name).exists() for n in self.topology.nodes):
-            ends = topic_watermarks(self.bootstrap, self.topics.events)  # before any node of this lab publishes
-            self.remember(events_from={str(p): high for p, (_, high) in ends.items()})
+            try:  # before any node of this lab publishes
+                ends = topic_watermarks(self.bootstrap, self.topics.events)
+            except (KafkaException, NoSuchTopic):  # no broker to ask: its twin reads the topic from its start
+                ends = None
+            if ends is not None:
+                self.remember(events_from={str(p): high for p, (_, high) in ends.items()})
         ensure_secrets(self.topology.secrets_path(), [n.name for n in self.topology.nodes])
         ensure_certificates(self.topology.tls_dir(), [n.name for n in self.topology.nodes], self.topology.host)
         started = []
