@@ -423,12 +423,16 @@ class RelayNode:
         answered_at = self.events.now_ms()
         held = {m.internal_id: m for m in self.db.shadows(primary)}
         refs = tuple(MessageRef(held[i].message_id, i) for i in answer.discarded if i in held)
-        self.events.emit(ev.DiscardQueryAnswered, primary, at_ms=answered_at, primary_queue_db_id=answer.primary_qdb,
-                         discarded=refs)
+        # The queue database before the events: the primary forgot the notifications when it answered, so a copy
+        # kept because an event could not be published (one the broker refuses as too large) would be held for
+        # good, and resubmitted, delivered twice, at the primary's next failure.
         self.db.contact(primary, answered_at)
         with self._promote_lock:  # a copy is either discarded or promoted, never both
-            for m in self.db.discard_shadows(primary, [r.internal_id for r in refs], answered_at):
-                self.events.emit(ev.ShadowDiscarded, primary, MessageRef(m.message_id, m.internal_id))
+            discarded = self.db.discard_shadows(primary, [r.internal_id for r in refs], answered_at)
+        self.events.emit(ev.DiscardQueryAnswered, primary, at_ms=answered_at, primary_queue_db_id=answer.primary_qdb,
+                         discarded=refs)
+        for m in discarded:
+            self.events.emit(ev.ShadowDiscarded, primary, MessageRef(m.message_id, m.internal_id))
         changed = [m.internal_id for m in self.db.shadows(primary) if m.primary_qdb != answer.primary_qdb]
         if changed:
             self.promote(primary, changed, f"{primary} came back with a new queue database ({answer.primary_qdb})")

@@ -375,6 +375,21 @@ def test_a_node_that_fails_to_take_a_message_answers_451_for_the_client_to_try_a
     assert [e.message.message_id for e in events if isinstance(e, ev.MessageReceived)] == ["<next@x>"]
 
 
+def test_a_shadow_whose_discard_answer_cannot_be_published_still_discards_the_copies(make_lab):
+    """A shadow published DiscardQueryAnswered before it discarded the copies the answer released, and the primary
+    forgets its notifications when it answers: when the broker refused the event (three Message-IDs of 450 KB
+    make it larger than a record may be), the copies were held for good, and resubmitted at the primary's next
+    failure, delivered twice (helper-124's walk). The copies now go whatever the events."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+        for n in range(3):
+            folded_id = b"Message-ID: <" + b"\r\n ".join([b"x" * 900] * 500) + b"%d@x>\r\n" % n
+            assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], folded_id + b"\r\nhi\r\n") == {}
+    assert wait_until(lambda: len(read_deliveries(lab.mailbox_path())) == 3, 30)
+    assert wait_until(lambda: lab.node_status("ex02").shadows == 0, 20), "the released copies are discarded"
+
+
 def test_a_message_of_the_largest_size_a_node_takes_still_gets_its_shadow_copy(make_lab, kafka_bootstrap, topics):
     """A node took a message of exactly its MaxMessageSize, then its peer refused the shadow copy (the
     node's Received line and Message-ID on top made it larger than that limit: `552` to SIZE= at MAIL),
