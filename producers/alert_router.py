@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -224,7 +225,7 @@ class AlertRouter:
                     continue
                 if message.error() is not None:
                     raise RuntimeError(f"{self.topic}: {message.error()}")
-                if not self._deliver(message.value(), stop):
+                if not self._deliver(message.value(), stop, lambda pause: self._wait(client, pause, stop)):
                     self.counts.pending = True
                     break
                 client.commit(message=message, asynchronous=False)
@@ -256,14 +257,28 @@ class AlertRouter:
         finally:
             reader.close()
 
+    @staticmethod
+    def _wait(client, seconds: float, stop: threading.Event) -> None:
+        """A retry's pause, polling the consumer with its partitions paused: one that does not poll
+        for max.poll.interval.ms (5 min) is put out of its group, and its commit then fails."""
+        partitions = client.assignment()
+        client.pause(partitions)
+        try:
+            until = time.monotonic() + seconds
+            while not stop.is_set() and time.monotonic() < until:
+                client.poll(min(0.2, max(until - time.monotonic(), 0.0)))
+        finally:
+            client.resume(partitions)
+
     def _alert(self, value: bytes | None) -> Alert | None:
         try:
             return decode(value or b"", "Alert")  # type: ignore[return-value]
         except DecodeError:
             return None
 
-    def _deliver(self, value: bytes | None, stop: threading.Event) -> bool:
-        """Deliver one record's notifications to every receiver; False if stopped before they all acknowledged."""
+    def _deliver(self, value: bytes | None, stop: threading.Event, wait: Callable[[float], None]) -> bool:
+        """Deliver one record's notifications to every receiver, `wait`ing between tries; False if
+        stopped before they all acknowledged."""
         alert = self._alert(value)
         if alert is None:
             self.counts.undecodable += 1
@@ -271,13 +286,14 @@ class AlertRouter:
         notes = self.conditions.observe(alert)
         for receiver in self.receivers:
             for body in receiver.bodies(notes):
-                if not self._post_until_acknowledged(receiver, body, stop):
+                if not self._post_until_acknowledged(receiver, body, stop, wait):
                     return False
         self.counts.routed += 1
         self.counts.resolves += sum(1 for n in notes if n.status == "resolved")
         return True
 
-    def _post_until_acknowledged(self, receiver: Receiver, body: bytes, stop: threading.Event) -> bool:
+    def _post_until_acknowledged(self, receiver: Receiver, body: bytes, stop: threading.Event,
+                                 wait: Callable[[float], None]) -> bool:
         pause = self.routing.retry_initial_seconds
         while not stop.is_set():
             try:
@@ -286,6 +302,6 @@ class AlertRouter:
             except (OSError, ValueError) as exc:
                 self.counts.retries += 1
                 self.say(f"{receiver.name} {receiver.url}: {exc}; again in {pause:g} s")
-                stop.wait(pause)
+                wait(pause)
                 pause = min(pause * 2, self.routing.retry_max_seconds)
         return False

@@ -15,7 +15,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.kafka import consumer, producer
-from infra.settings import AlertRoutingSettings
+from infra.settings import AlertRoutingSettings, KafkaSettings
 from producers.alert_router import AlertRouter, OpenConditions, alertmanager, labels, webhook
 from schemas.codec import encode, kafka_key
 from schemas.events import AlertType
@@ -195,4 +195,41 @@ def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bo
         assert hooked[1]["resolved_by"] == alerts[back].alert_id
         assert third.counts.resolves == 1
     finally:
+        receiver.stop()
+
+
+def test_a_receiver_down_longer_than_the_consumers_poll_interval_loses_nothing(kafka_bootstrap):
+    """Before: a router that retried longer than librdkafka's max.poll.interval.ms (5 min by default,
+    7 s here) was put out of its group, and once the receiver answered, its commit failed
+    ("Broker: Unknown member") and the router ended with the alerts behind undelivered."""
+    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    alerts = crash_and_return()
+    out = producer(kafka_bootstrap)
+    for alert in alerts:
+        out.produce(topic, key=kafka_key(alert), value=encode(alert))
+    assert out.flush(30) == 0
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap,
+                          client_properties={"session.timeout.ms": "6000", "max.poll.interval.ms": "7000"})
+    receiver = Receiver()
+    router = AlertRouter(kafka, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
+                         dataclasses.replace(FAST, group_id=group, retry_max_seconds=1.0))
+    stop = threading.Event()
+    thread = threading.Thread(target=router.run, args=(stop,))
+    thread.start()
+    try:
+        time.sleep(12)  # the receiver is down for longer than max.poll.interval.ms
+        receiver.start()
+        deadline = time.monotonic() + 30
+        while router.counts.routed < len(alerts) and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert thread.is_alive(), "the router is still running"
+        assert router.counts.routed == len(alerts)
+        assert committed(kafka_bootstrap, topic, group) == len(alerts)
+        assert [(h["status"], h["alert"]["alert_id"]) for h in receiver.at("/hook")] == [
+            ("firing", alerts[0].alert_id), ("firing", alerts[1].alert_id), ("resolved", alerts[0].alert_id)]
+    finally:
+        stop.set()
+        thread.join(30)
         receiver.stop()
