@@ -56,6 +56,13 @@ def run_route(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _url(text: str, option: str) -> str:
-    if urllib.parse.urlsplit(text).scheme not in ("http", "https") or not urllib.parse.urlsplit(text).netloc:
+    try:
+        parts = urllib.parse.urlsplit(text)
+        parts.port  # raises ValueError for a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        raise UsageError(f"{option} {text}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{option} {text}: expected an http:// or https:// address")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        raise UsageError(f"{option} {text}: an address has no spaces or control characters")
     return text

@@ -223,6 +223,19 @@ def test_an_empty_argument_is_refused_naming_it(recording, tmp_path, args, says)
     assert not any((tmp_path / "cwd").iterdir())
 
 
+@pytest.mark.parametrize("option, url, says", [
+    ("--webhook", "hooks.example/twin", "expected an http:// or https:// address"),
+    ("--webhook", "http://hooks.example:808O/twin", "Port could not be cast to integer value as '808O'"),
+    ("--alertmanager", "http://127.0.0.1:99093", "Port out of range 0-65535"),
+    ("--alertmanager", "http://[::1:9093", "Invalid IPv6 URL"),
+    ("--webhook", "http://hooks.example/my twin", "an address has no spaces or control characters"),
+], ids=["no scheme", "port not a number", "port out of range", "bracket not closed", "a space"])
+def test_alerts_route_to_a_mistyped_address_is_refused_naming_it(option, url, says):
+    """A port that is not a number, a space or an unclosed bracket ended in http.client's traceback, exit 1;
+    port 99093 was tried, refused, and retried for ever."""
+    one_line_naming(shadowtwin("alerts", "route", option, url), f"shadowtwin alerts: {option} {url}: {says}")
+
+
 def test_record_to_a_file_that_is_no_recording(tmp_path):
     one_line_naming(shadowtwin("record", "shadowtwin.events", tmp_path / "out.csv"), "out.csv", "a recording ends in")
 
