@@ -5,9 +5,9 @@
 
 Delivery is at least once, and nothing is lost while a receiver is down: the router is a Kafka
 consumer (group `alert_routing.group_id`) that commits an alert's offset only after every
-receiver answered 2xx for it. A receiver that fails (refused, timed out, 5xx) is retried with a
-pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for as long as it takes; the
-alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
+receiver answered 2xx for it. A receiver that fails (refused, timed out, any other answer: a
+redirect is not followed, the line names where to) is retried with a pause doubling from
+`retry_initial_seconds` to `retry_max_seconds`, for as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
 and the next run starts there. Alertmanager drops repeats of an alert it already has (same
 labels); the webhook sees a repeat only after such a stop.
 
@@ -177,11 +177,28 @@ def _webhook_object(n: Notification) -> dict:
     return obj
 
 
+class _NotFollowed(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer that is not 2xx: urllib follows a 301, 302 or 303 to a POST with a
+    GET, which delivers nothing (and which Alertmanager's GET /api/v2/alerts answers 200)."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NotFollowed)
+
+
 def post(url: str, body: bytes, timeout_s: float) -> None:
     """POST JSON; raises OSError (urllib's errors are OSErrors) unless the answer is 2xx."""
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        answer.read()
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as answer:
+            answer.read()
+    except urllib.error.HTTPError as error:
+        if 300 <= error.code < 400:
+            raise OSError(f"HTTP {error.code} {error.reason}, to {error.headers.get('Location')}:"
+                          " give the receiver's new address") from None
+        raise
 
 
 # ---- the router ----------------------------------------------------------------------------
