@@ -44,6 +44,7 @@ The generic webhook gets one JSON object per notification: `{"status": "firing" 
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -194,6 +195,8 @@ def post(url: str, body: bytes, timeout_s: float) -> None:
     try:
         with _OPENER.open(request, timeout=timeout_s) as answer:
             answer.read()
+    except http.client.HTTPException as error:  # something other than an HTTP server answered
+        raise OSError(f"not an HTTP answer ({type(error).__name__}: {' '.join(str(error).split())})") from None
     except urllib.error.HTTPError as error:
         if 300 <= error.code < 400:
             raise OSError(f"HTTP {error.code} {error.reason}, to {error.headers.get('Location')}:"

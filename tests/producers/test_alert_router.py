@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import threading
 import time
 import uuid
@@ -153,17 +154,28 @@ def committed(bootstrap: str, topic: str, group: str) -> int:
         client.close()
 
 
-def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bootstrap):
+def publish(bootstrap: str, topic: str, alerts: list, *raw: bytes) -> None:
+    out = producer(bootstrap)
+    for alert in alerts:
+        out.produce(topic, key=kafka_key(alert), value=encode(alert))
+    for value in raw:
+        out.produce(topic, value=value)
+    assert out.flush(30) == 0
+
+
+def alerts_topic(bootstrap: str, alerts: list, *raw: bytes) -> tuple[str, str]:
+    """A new topic holding `alerts`, then the `raw` records; and a new router group to read it."""
     topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic is made
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    publish(bootstrap, topic, alerts, *raw)
+    return topic, group
+
+
+def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bootstrap):
     alerts = crash_and_return()
     back = next(i for i, a in enumerate(alerts) if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED)
-    out = producer(kafka_bootstrap)
-    for alert in alerts[:back]:
-        out.produce(topic, key=kafka_key(alert), value=encode(alert))
-    out.produce(topic, value=b"not an alert")
-    assert out.flush(30) == 0
+    topic, group = alerts_topic(kafka_bootstrap, alerts[:back], b"not an alert")
     receiver = Receiver()
     routing = dataclasses.replace(FAST, group_id=group)
 
@@ -194,8 +206,7 @@ def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bo
             "endsAt": iso_time(failed.decided_at_ms + int(timedelta(days=1).total_seconds() * 1000))}
 
         # the primary comes back; a third router (it knows the open condition from the topic) resolves it
-        out.produce(topic, key=kafka_key(alerts[back]), value=encode(alerts[back]))
-        assert out.flush(30) == 0
+        publish(kafka_bootstrap, topic, alerts[back:back + 1])
         receiver.got.clear()
         third = router()
         run_router(third, lambda: third.counts.routed == 1)
@@ -216,14 +227,8 @@ def test_a_receiver_down_longer_than_the_consumers_poll_interval_loses_nothing(k
     """Before: a router that retried longer than librdkafka's max.poll.interval.ms (5 min by default,
     7 s here) was put out of its group, and once the receiver answered, its commit failed
     ("Broker: Unknown member") and the router ended with the alerts behind undelivered."""
-    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     alerts = crash_and_return()
-    out = producer(kafka_bootstrap)
-    for alert in alerts:
-        out.produce(topic, key=kafka_key(alert), value=encode(alert))
-    assert out.flush(30) == 0
+    topic, group = alerts_topic(kafka_bootstrap, alerts)
     kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap,
                           client_properties={"session.timeout.ms": "6000", "max.poll.interval.ms": "7000"})
     receiver = Receiver()
@@ -253,13 +258,7 @@ def test_a_receiver_that_moved_is_retried_not_taken_for_an_acknowledgement(kafka
     """Before: urllib followed a 301 to a POST as a GET without the alert; Alertmanager behind a proxy
     that sends http:// to https:// answers that GET (its list of alerts) 200, and the router counted
     the alert routed and committed it, never delivered."""
-    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    failed = crash_and_return()[0]
-    out = producer(kafka_bootstrap)
-    out.produce(topic, key=kafka_key(failed), value=encode(failed))
-    assert out.flush(30) == 0
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
     receiver = Receiver()
     moved_to = f"http://127.0.0.1:{receiver.port}/new/api/v2/alerts"
     receiver.moved["/api/v2/alerts"] = moved_to
@@ -275,3 +274,34 @@ def test_a_receiver_that_moved_is_retried_not_taken_for_an_acknowledgement(kafka
                             f" to {moved_to}: give the receiver's new address; again in 0.1 s")
     finally:
         receiver.stop()
+
+
+def test_a_receiver_address_where_no_http_server_answers_is_retried_saying_so(kafka_bootstrap):
+    """Before: a webhook address at a port where an SMTP server answers (a mistyped port) ended the
+    router in http.client's traceback (BadStatusLine), exit 1."""
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
+    greeting = b"220 mbx01.contoso.com Microsoft ESMTP MAIL Service ready"
+    smtp = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = smtp.accept()
+            except OSError:  # closed: the test is over
+                return
+            with connection:
+                connection.sendall(greeting + b"\r\n")
+                connection.recv(65536)  # the request, which SMTP does not understand
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{smtp.getsockname()[1]}/hook"
+    lines: list[str] = []
+    router = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(FAST, group_id=group),
+                         say=lines.append)
+    try:
+        run_router(router, lambda: router.counts.retries >= 2, seconds=20)
+        assert router.counts.retries >= 2 and router.counts.pending
+        assert committed(kafka_bootstrap, topic, group) < 0
+        assert lines[0] == f"webhook {url}: not an HTTP answer (BadStatusLine: {greeting.decode()}); again in 0.1 s"
+    finally:
+        smtp.close()
