@@ -5,9 +5,10 @@
 
 Delivery is at least once, and nothing is lost while a receiver is down: the router is a Kafka
 consumer (group `alert_routing.group_id`) that commits an alert's offset only after every
-receiver answered 2xx for it. A receiver that fails (refused, timed out, any other answer: a
-redirect is not followed, the line names where to) is retried with a pause doubling from
-`retry_initial_seconds` to `retry_max_seconds`, for as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
+receiver answered 2xx for it. A receiver that fails (refused, timed out, any other answer: the
+line says what it answered, a redirect is not followed, the line names where to) is retried with
+a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for as long as it takes;
+the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
 and the next run starts there. Alertmanager drops repeats of an alert it already has (same
 labels); the webhook sees a repeat only after such a stop.
 
@@ -69,6 +70,7 @@ PRIMARY_DOWN = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.HELD_NO_ALTERNATE_ROUTE, A.
 CONDITIONS = frozenset({*PRIMARY_DOWN, A.SHADOW_SERVER_UNREACHABLE, A.EVENTS_STOPPED, A.RESTARTED_QUEUE_DATABASE_UNKNOWN})
 PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
 MAX_MESSAGES_NAMED = 20
+ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 
 
 def _messages(alert: Alert) -> set[str]:
@@ -198,10 +200,11 @@ def post(url: str, body: bytes, timeout_s: float) -> None:
     except http.client.HTTPException as error:  # something other than an HTTP server answered
         raise OSError(f"not an HTTP answer ({type(error).__name__}: {' '.join(str(error).split())})") from None
     except urllib.error.HTTPError as error:
+        answer = f"HTTP {error.code} {error.reason}"
         if 300 <= error.code < 400:
-            raise OSError(f"HTTP {error.code} {error.reason}, to {error.headers.get('Location')}:"
-                          " give the receiver's new address") from None
-        raise
+            raise OSError(f"{answer}, to {error.headers.get('Location')}: give the receiver's new address") from None
+        said = " ".join(error.read(ANSWER_SHOWN).decode(errors="replace").split())  # what it found wrong
+        raise OSError(f"{answer}: {said}" if said else answer) from None
 
 
 # ---- the router ----------------------------------------------------------------------------

@@ -89,25 +89,28 @@ def test_a_restart_whose_queue_database_is_unknown_is_resolved_when_it_is_settle
 
 class Receiver:
     """A real HTTP receiver on loopback, started late: until then, connections are refused. A POST
-    to a path of `moved` is answered 301 to its new address, as by a proxy; any GET 200 with an
-    empty list, as Alertmanager's GET /api/v2/alerts."""
+    to a path of `answers` gets its answer (status, headers, body) and is not kept; any GET 200 with
+    an empty list, as Alertmanager's GET /api/v2/alerts."""
 
-    def __init__(self, moved: dict[str, str] | None = None) -> None:
+    def __init__(self) -> None:
         self.port = free_port()
         self.got: list[tuple[str, object]] = []
         self.server: ThreadingHTTPServer | None = None
-        self.moved = moved or {}
+        self.answers: dict[str, tuple[int, dict[str, str], bytes]] = {}
 
     def start(self) -> None:
-        got, moved = self.got, self.moved
+        got, answers = self.got, self.answers
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path in moved:
-                    self.send_response(301)
-                    self.send_header("Location", moved[self.path])
+                if self.path in answers:
+                    status, headers, said = answers[self.path]
+                    self.send_response(status)
+                    for name, value in {**headers, "Content-Length": str(len(said))}.items():
+                        self.send_header(name, value)
                     self.end_headers()
+                    self.wfile.write(said)
                     return
                 got.append((self.path, json.loads(body)))
                 self.send_response(200)
@@ -261,7 +264,7 @@ def test_a_receiver_that_moved_is_retried_not_taken_for_an_acknowledgement(kafka
     topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
     receiver = Receiver()
     moved_to = f"http://127.0.0.1:{receiver.port}/new/api/v2/alerts"
-    receiver.moved["/api/v2/alerts"] = moved_to
+    receiver.answers["/api/v2/alerts"] = (301, {"Location": moved_to}, b"")
     receiver.start()
     lines: list[str] = []
     router = AlertRouter(kafka_bootstrap, topic, [alertmanager(f"http://127.0.0.1:{receiver.port}")],
@@ -305,3 +308,24 @@ def test_a_receiver_address_where_no_http_server_answers_is_retried_saying_so(ka
         assert lines[0] == f"webhook {url}: not an HTTP answer (BadStatusLine: {greeting.decode()}); again in 0.1 s"
     finally:
         smtp.close()
+
+
+def test_a_receiver_that_refuses_an_alert_is_retried_saying_what_it_answered(kafka_bootstrap):
+    """Before: the line said only 'HTTP Error 422: Unprocessable Entity', once a minute, for ever: what
+    the receiver found wrong (its answer's body) was not shown."""
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
+    receiver = Receiver()
+    receiver.answers["/hook"] = (422, {"Content-Type": "application/json"},
+                                 b'{"error": "unknown field \\"alert\\",\n expected \\"text\\""}')
+    receiver.start()
+    lines: list[str] = []
+    url = f"http://127.0.0.1:{receiver.port}/hook"
+    router = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(FAST, group_id=group),
+                         say=lines.append)
+    try:
+        run_router(router, lambda: router.counts.retries >= 2, seconds=30)
+        assert committed(kafka_bootstrap, topic, group) < 0
+        assert lines[0] == (f'webhook {url}: HTTP 422 Unprocessable Entity: {{"error": "unknown field \\"alert\\",'
+                            ' expected \\"text\\""}; again in 0.1 s')
+    finally:
+        receiver.stop()
