@@ -248,7 +248,7 @@ class AlertRouter:
                     continue
                 if message.error() is not None:
                     raise RuntimeError(f"{self.topic}: {message.error()}")
-                if not self._deliver(message.value(), stop, lambda pause: self._wait(client, pause, stop)):
+                if not self._deliver(message, stop, lambda pause: self._wait(client, pause, stop)):
                     self.counts.pending = True
                     break
                 client.commit(message=message, asynchronous=False)
@@ -272,7 +272,7 @@ class AlertRouter:
                 if message is None or message.error() is not None or message.partition() not in pending:
                     continue
                 if message.offset() < upto[message.partition()]:
-                    alert = self._alert(message.value())
+                    alert, _ = self._alert(message.value())
                     if alert is not None:
                         self.conditions.observe(alert)
                 if message.offset() + 1 >= upto[message.partition()]:
@@ -293,18 +293,21 @@ class AlertRouter:
         finally:
             client.resume(partitions)
 
-    def _alert(self, value: bytes | None) -> Alert | None:
+    def _alert(self, value: bytes | None) -> tuple[Alert | None, str]:
+        """The record's alert, or None and why it is none."""
         try:
-            return decode(value or b"", "Alert")  # type: ignore[return-value]
-        except DecodeError:
-            return None
+            return decode(value or b"", "Alert"), ""  # type: ignore[return-value]
+        except DecodeError as exc:
+            return None, exc.reason
 
-    def _deliver(self, value: bytes | None, stop: threading.Event, wait: Callable[[float], None]) -> bool:
+    def _deliver(self, message, stop: threading.Event, wait: Callable[[float], None]) -> bool:
         """Deliver one record's notifications to every receiver, `wait`ing between tries; False if
         stopped before they all acknowledged."""
-        alert = self._alert(value)
+        alert, why = self._alert(message.value())
         if alert is None:
             self.counts.undecodable += 1
+            self.say(f"{self.topic} partition {message.partition()} offset {message.offset()}: not an alert ({why}):"
+                     " skipped")
             return True
         notes = self.conditions.observe(alert)
         for receiver in self.receivers:

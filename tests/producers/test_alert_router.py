@@ -20,7 +20,7 @@ from infra.settings import AlertRoutingSettings, KafkaSettings
 from producers.alert_router import AlertRouter, OpenConditions, alertmanager, labels, webhook
 from schemas.codec import encode, kafka_key
 from schemas.events import AlertType
-from schemas.jsonl import iso_time
+from schemas.jsonl import iso_time, to_json
 from shadowtwin.testing.containers import free_port
 from state.replay import replay
 from tests.state.scenario import Org
@@ -327,5 +327,24 @@ def test_a_receiver_that_refuses_an_alert_is_retried_saying_what_it_answered(kaf
         assert committed(kafka_bootstrap, topic, group) < 0
         assert lines[0] == (f'webhook {url}: HTTP 422 Unprocessable Entity: {{"error": "unknown field \\"alert\\",'
                             ' expected \\"text\\""}; again in 0.1 s')
+    finally:
+        receiver.stop()
+
+
+def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafka_bootstrap):
+    """Before: a router given the alerts' JSON copy (`--topic shadowtwin.alerts.json`) skipped every
+    record without a word while it ran; only its last line, once stopped, counted them."""
+    failed = crash_and_return()[0]
+    topic, group = alerts_topic(kafka_bootstrap, [], json.dumps(to_json(failed)).encode())
+    publish(kafka_bootstrap, topic, [failed])
+    receiver = Receiver()
+    receiver.start()
+    lines: list[str] = []
+    router = AlertRouter(kafka_bootstrap, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
+                         dataclasses.replace(FAST, group_id=group), say=lines.append)
+    try:
+        run_router(router, lambda: router.counts.routed == 1, seconds=30)
+        assert lines == [f"{topic} partition 0 offset 0: not an alert (bad magic): skipped"]
+        assert (router.counts.undecodable, len(receiver.at("/hook"))) == (1, 1)
     finally:
         receiver.stop()
