@@ -233,6 +233,7 @@ class AlertRoutingSettings:
     retry_initial_seconds: float = field(default=1.0, metadata=more_than(0))
     retry_max_seconds: float = field(default=60.0, metadata=more_than(0))
     request_timeout_seconds: float = field(default=10.0, metadata=more_than(0))
+    resend_seconds: float = field(default=60.0, metadata=more_than(0))
     event_alert_hold: timedelta = field(default=timedelta(hours=1), metadata=positive_duration())
     condition_hold: timedelta = field(default=timedelta(hours=24), metadata=positive_duration())
 

@@ -36,7 +36,10 @@ Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alon
 | EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
 
 The open conditions live in memory; on start, the router reads the alerts topic from its
-beginning up to its committed offsets, without delivering, to know them again.
+beginning up to its committed offsets, without delivering, to know them again. Alertmanager keeps
+its alerts in memory too, and a restart forgets them: the conditions still firing (by wall time)
+are posted to it again every `resend_seconds` (60 s), as Prometheus does; it notifies no one of an
+alert it already has.
 
 The generic webhook gets one JSON object per notification: `{"status": "firing" | "resolved",
 "alert": <the alert in the contract's JSON form>, "starts_at", "ends_at"}`, plus `"resolved_by"`
@@ -120,9 +123,7 @@ class OpenConditions:
     open: dict[str, Alert] = field(default_factory=dict)
 
     def observe(self, alert: Alert) -> list[Notification]:
-        hold = self.routing.condition_hold if alert.type in CONDITIONS else self.routing.event_alert_hold
-        out = [Notification("firing", alert, alert.decided_at_ms,
-                            alert.decided_at_ms + int(hold.total_seconds() * 1000))]
+        out = [self.firing(alert)]
         others = list(self.open.values())
         for cleared in [o for o in others if o.alert_id != alert.alert_id and clears(alert, o, others)]:
             del self.open[cleared.alert_id]
@@ -132,6 +133,11 @@ class OpenConditions:
             self.open[alert.alert_id] = alert
         return out
 
+    def firing(self, alert: Alert) -> Notification:
+        hold = self.routing.condition_hold if alert.type in CONDITIONS else self.routing.event_alert_hold
+        ends_ms = alert.decided_at_ms + int(hold.total_seconds() * 1000)
+        return Notification("firing", alert, alert.decided_at_ms, ends_ms)
+
 
 # ---- receivers ---------------------------------------------------------------------------
 
@@ -140,13 +146,14 @@ class Receiver:
     name: str
     url: str
     bodies: Callable[[list[Notification]], list[bytes]]
+    resends: bool = False  # gets the conditions still firing again every `resend_seconds`
 
 
 def alertmanager(url: str) -> Receiver:
     """Alertmanager's API v2; `url` is its base address or the full /api/v2/alerts address."""
     full = url if url.rstrip("/").endswith("/api/v2/alerts") else url.rstrip("/") + "/api/v2/alerts"
-    return Receiver("alertmanager", full,
-                    lambda notes: [json.dumps([_postable(n) for n in notes]).encode()] if notes else [])
+    return Receiver("alertmanager", full, lambda notes: [json.dumps([_postable(n) for n in notes]).encode()]
+                    if notes else [], resends=True)
 
 
 def webhook(url: str) -> Receiver:
@@ -242,7 +249,11 @@ class AlertRouter:
             if timer is not None:
                 timer.daemon = True
                 timer.start()
+            resend_at = time.monotonic() + self.routing.resend_seconds
             while not stop.is_set():
+                if time.monotonic() >= resend_at:
+                    self._resend()
+                    resend_at = time.monotonic() + self.routing.resend_seconds
                 message = client.poll(0.2)
                 if message is None:
                     continue
@@ -292,6 +303,19 @@ class AlertRouter:
                 client.poll(min(0.2, max(until - time.monotonic(), 0.0)))
         finally:
             client.resume(partitions)
+
+    def _resend(self) -> None:
+        """The conditions still firing, once more to the receivers that forget (Alertmanager); one
+        that fails now gets them at the next resend."""
+        now_ms = int(time.time() * 1000)
+        notes = [n for n in map(self.conditions.firing, self.conditions.open.values()) if n.ends_ms > now_ms]
+        for receiver in (r for r in self.receivers if r.resends):
+            for body in receiver.bodies(notes):
+                try:
+                    post(receiver.url, body, self.routing.request_timeout_seconds)
+                except (OSError, ValueError) as exc:
+                    self.say(f"{receiver.name} {receiver.url}: {exc}; the conditions firing are posted again in"
+                             f" {self.routing.resend_seconds:g} s")
 
     def _alert(self, value: bytes | None) -> tuple[Alert | None, str]:
         """The record's alert, or None and why it is none."""

@@ -348,3 +348,33 @@ def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafk
         assert (router.counts.undecodable, len(receiver.at("/hook"))) == (1, 1)
     finally:
         receiver.stop()
+
+
+def test_the_conditions_still_firing_are_posted_again_to_an_alertmanager_that_forgot_them(kafka_bootstrap):
+    """Alertmanager keeps its alerts in memory: restarted (its --storage.path keeps silences only),
+    it has none. Before: the router posted a condition once, and a primary down stayed out of
+    Alertmanager until it was cleared, up to `condition_hold` (24 h) later."""
+    failed = dataclasses.replace(crash_and_return()[0], decided_at_ms=int(time.time() * 1000))
+    topic, group = alerts_topic(kafka_bootstrap, [failed])
+    receiver = Receiver()
+    receiver.start()
+    base = f"http://127.0.0.1:{receiver.port}"
+    router = AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")],
+                         dataclasses.replace(FAST, group_id=group, resend_seconds=0.5))
+    stop = threading.Event()
+    thread = threading.Thread(target=router.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while router.counts.routed < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = receiver.at("/api/v2/alerts")
+        receiver.got.clear()  # Alertmanager restarted: it has forgotten every alert
+        time.sleep(1.5)
+        again = receiver.at("/api/v2/alerts")
+        assert again and all(body == first[0] for body in again), "the same alert, labels, startsAt and endsAt"
+        assert not receiver.at("/hook"), "a webhook gets each notification once"
+    finally:
+        stop.set()
+        thread.join(30)
+        receiver.stop()
