@@ -10,7 +10,8 @@ line says what it answered, a redirect is not followed, the line names where to)
 a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for as long as it takes;
 the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
 and the next run starts there. Alertmanager drops repeats of an alert it already has (same
-labels); the webhook sees a repeat only after such a stop.
+labels); the webhook sees a repeat after such a stop, and after an answer that came later than
+`request_timeout_seconds` (the post is taken as failed and made again).
 
 Alertmanager (`POST /api/v2/alerts`, a list of postable alerts): labels `alertname` (the alert
 type), `severity` (info, warning, critical), `primary` (the primary server the alert is about: the
