@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Union
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from infra.config import ConfigError
@@ -155,6 +155,24 @@ def partitions_of(client: Consumer | Producer, topic: str, timeout: float = ANSW
     if error is not None:
         raise KafkaException(error)
     return sorted(metadata.partitions)
+
+
+_COORDINATOR_MOVING = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                       KafkaError.COORDINATOR_NOT_AVAILABLE)
+
+
+def committed_offsets(client: Consumer, partitions: list[TopicPartition], seconds: float = 30.0) -> list:
+    """The group's committed offsets of `partitions`, asked again while the brokers answer with a retriable
+    error: a group's first question on a loaded broker may meet NOT_COORDINATOR while its coordinator is found."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return client.committed(partitions, timeout=ANSWER_SECONDS)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not (error.retriable() or error.code() in _COORDINATOR_MOVING) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
 
 
 def check_topics(client: Producer, kafka: Kafka, topics: Iterable[str], timeout: float = TOPIC_CHECK_SECONDS) -> None:

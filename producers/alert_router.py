@@ -61,7 +61,7 @@ from typing import Callable, Iterable
 
 from confluent_kafka import TopicPartition
 
-from infra.kafka import Kafka, consumer, partitions_of
+from infra.kafka import Kafka, committed_offsets, consumer, partitions_of
 from infra.settings import AlertRoutingSettings
 from producers.topic_reader import watermarks
 from schemas import jsonl
@@ -271,7 +271,7 @@ class AlertRouter:
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before (up to the committed offsets)."""
         partitions = partitions_of(client, self.topic, kafka=self.bootstrap)
-        committed = client.committed([TopicPartition(self.topic, p) for p in partitions], timeout=10)
+        committed = committed_offsets(client, [TopicPartition(self.topic, p) for p in partitions])
         reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
                           error_cb=lambda error: None)
         try:
