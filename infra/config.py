@@ -88,6 +88,11 @@ def timespan(check: dict[str, Any]) -> dict[str, Any]:
     return {**check, "days_alone": True}
 
 
+def timespans(cls: type) -> frozenset[str]:
+    """The fields of the dataclass `cls` that are Exchange durations (`timespan`): a whole number alone is days."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("days_alone"))
+
+
 def one_of(*choices: str) -> dict[str, Any]:
     return allowed(f"one of {', '.join(choices)}", lambda v: v in choices)
 

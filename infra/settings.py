@@ -21,7 +21,7 @@ from pathlib import Path
 
 from infra.config import (
     ConfigError, Secret, SparkInterval, allowed, at_least, bootstrap_servers, build, env_names, env_overlay, matching,
-    merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan,
+    merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan, timespans,
 )
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from, parameter_name, table_keys
 
@@ -283,10 +283,6 @@ def load_settings(path: Path | str | None = None, *, env: typing.Mapping[str, st
     return settings
 
 
-def _spans(cls: type) -> set[str]:
-    return {f.name for f in dataclasses.fields(cls) if f.metadata.get("days_alone")}
-
-
 def _read_as_days(raw: typing.Mapping[str, object], file: str | None) -> list[str]:
     """A line for each Exchange duration written as a whole number alone ("60"), which Exchange's TimeSpan, and so
     the twin, reads as days: a value meant as seconds or minutes would otherwise pass without a word. `file` names
@@ -294,9 +290,10 @@ def _read_as_days(raw: typing.Mapping[str, object], file: str | None) -> list[st
     model = raw.get("shadow_redundancy", {})
     model = model if isinstance(model, typing.Mapping) else {}
     nodes = model.get("nodes", {})
-    tables = [(("shadow_redundancy",), model, _spans(ShadowRedundancyParameters), parameter_name),
-              (("demo",), raw.get("demo", {}), _spans(DemoSettings), str),
-              *((("shadow_redundancy", "nodes", name), table, _spans(ShadowRedundancyParameters), parameter_name)
+    exchange = timespans(ShadowRedundancyParameters)
+    tables = [(("shadow_redundancy",), model, exchange, parameter_name),
+              (("demo",), raw.get("demo", {}), timespans(DemoSettings), str),
+              *((("shadow_redundancy", "nodes", name), table, exchange, parameter_name)
                 for name, table in (nodes.items() if isinstance(nodes, typing.Mapping) else ()))]
     lines = []
     for path, table, spans, field_of in tables:

@@ -165,7 +165,7 @@ class TailedFile:
         if final and self.partial:
             raw, self.partial = self.partial, b""
             last = self._line(raw, at)
-            if not whole_only or getattr(self.reader, "whole", lambda item: True)(last[2].item):
+            if not whole_only or self.reader.whole(last[2].item):
                 yield last
             else:
                 self.cut = last[2].number

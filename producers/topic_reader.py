@@ -61,7 +61,7 @@ def read_topic(bootstrap: Kafka, topic: str, outcome: ReadOutcome, *, expected: 
     client = consumer(bootstrap, f"{group}-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
                       **{"enable.partition.eof": until_end})
     try:
-        ends = {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
+        ends = partition_watermarks(client, topic, bootstrap)
         firsts = {p: low if from_beginning else last_records_start(bootstrap, topic, p, low, high, last)
                   for p, (low, high) in ends.items()}
         client.assign([TopicPartition(topic, p, firsts[p]) for p in ends])
@@ -139,9 +139,14 @@ def topic_watermarks(bootstrap: Kafka, topic: str) -> dict[int, tuple[int, int]]
     """Partition -> (low, high) offsets of `topic` as it is now."""
     client = consumer(bootstrap, f"shadowtwin-read-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None)
     try:
-        return {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
+        return partition_watermarks(client, topic, bootstrap)
     finally:
         client.close()
+
+
+def partition_watermarks(client, topic: str, bootstrap: Kafka) -> dict[int, tuple[int, int]]:
+    """Partition -> (low, high) offsets of `topic`, asked through `client`."""
+    return {p: watermarks(client, topic, p) for p in partitions_of(client, topic, kafka=bootstrap)}
 
 
 def watermarks(client, topic: str, partition: int, seconds: float = 15.0) -> tuple[int, int]:

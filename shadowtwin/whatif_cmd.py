@@ -19,7 +19,6 @@ with its reason (topic: the recording; offset: its 1-based position in the recor
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import json
 import sys
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from infra.config import timespans
 from infra.settings import Settings
 from producers.recording import check_name, read_recorded
 from schemas import jsonl
@@ -240,7 +240,7 @@ def _assigned(config: ModelConfig, assignments: list[str], option: str) -> Model
         raise UsageError(f"{option}: {exc}") from None
     for assignment in assignments:
         _, name, value = parse_assignment(assignment)
-        if value.isdigit() and parameter_name(name) in _SPANS:
+        if value.isdigit() and parameter_name(name) in timespans(ShadowRedundancyParameters):
             print(f"shadowtwin whatif: {option} {assignment}: {value} alone is {value} days, as Exchange reads a"
                   f" TimeSpan (write {value}s, {value}m or {value}h for seconds, minutes or hours)", file=sys.stderr)
     return changed
@@ -259,10 +259,6 @@ def _decides_promotions_otherwise(recorded: ModelConfig, config: ModelConfig, ev
     nodes = {"", *recorded.nodes, *config.nodes, *(e.node for e in events if isinstance(e, ShadowPromoted))}
     return any(getattr(recorded.for_node(n), f) != getattr(config.for_node(n), f)
                for n in nodes for f in _PROMOTION_PARAMETERS)
-
-
-# Exchange's TimeSpans, where a whole number alone is days
-_SPANS = {f.name for f in dataclasses.fields(ShadowRedundancyParameters) if f.type == "timedelta"}
 
 
 def _check_nodes(config: ModelConfig, options: dict[str, list[str]], recorded: list,
