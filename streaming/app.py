@@ -26,6 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Callable
 
+from confluent_kafka import KafkaException
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -43,6 +44,7 @@ from streaming.consumer_group import GroupCommitter
 from streaming.lost_events import LostEvents, checkpoint_positions
 from streaming.progress import ProgressReporter, first_line
 from streaming.session import build_spark
+from streaming.state_reset import clear_earlier_twin
 from streaming.ticker import Ticker
 from streaming.twin import made_checkpoint, start_query, stop_between_batches, twin_output
 
@@ -95,6 +97,8 @@ class TwinApplication:
         try:
             self._broker = start_if_needed(settings, self._say)
             self._create_topics()
+            if not checkpoint_positions(self.checkpoint_dir):
+                self._clear_earlier_state()
             if self.spark is None:
                 self.spark = build_spark(settings)
             self.broker_watch = BrokerWatch(settings.kafka, self._say)
@@ -192,6 +196,18 @@ class TwinApplication:
             if not again or outcome.created or outcome.differences or outcome.note:
                 self._say(f"topic {outcome.describe()}")
         refuse_differing(outcomes)
+
+    def _clear_earlier_state(self) -> None:
+        """A new checkpoint: the state topic's records of an earlier twin go (streaming/state_reset.py)."""
+        topic = self.settings.topics.state
+        try:
+            cleared = clear_earlier_twin(self.settings.kafka, topic)
+        except (TimeoutError, KafkaException) as exc:
+            self._say(f"topic {topic}: an earlier twin's records could not all be cleared ({first_line(exc)});"
+                      f" `where` and `server` may show what this twin does not hold")
+            return
+        if cleared:
+            self._say(f"topic {topic}: {cleared} records of an earlier twin cleared (a new checkpoint)")
 
     def _start_views(self) -> None:
         """The metrics and the live page (streaming/http_views.py), from the output topics and the progress."""

@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -152,8 +152,16 @@ class ViewFeed:
 def read_state(bootstrap: Kafka, topic: str, timeout_s: float = 30.0) -> TopologyView:
     """The state topic read once from its beginning to its end as it is now (within `timeout_s`), folded into a
     view."""
-    client = _consumer(bootstrap)
     view = TopologyView()
+    for key, value, _ in read_to_end(bootstrap, topic, timeout_s):
+        view.apply(key.decode(), None if value is None else json.loads(value))
+    return view
+
+
+def read_to_end(bootstrap: Kafka, topic: str, timeout_s: float = 30.0) -> Iterator[tuple[bytes, bytes | None, int]]:
+    """Each keyed record of `topic` from its beginning to its end as it is now (within `timeout_s`):
+    (key, value, partition), a tombstone's value None."""
+    client = _consumer(bootstrap)
     try:
         partitions = _from_beginning(client, [topic], ANSWER_SECONDS)  # a broker down: said as soon as a tail says it
         ends = {p.partition: client.get_watermark_offsets(p, timeout=ANSWER_SECONDS)[1] for p in partitions}
@@ -169,9 +177,8 @@ def read_state(bootstrap: Kafka, topic: str, timeout_s: float = 30.0) -> Topolog
                         todo.discard(message.partition())
                     continue
                 if message.key() is not None:
-                    view.apply(message.key().decode(), None if message.value() is None else json.loads(message.value()))
+                    yield message.key(), message.value(), message.partition()
                 if message.offset() + 1 >= ends[message.partition()]:
                     todo.discard(message.partition())
     finally:
         client.close()
-    return view

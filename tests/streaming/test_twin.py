@@ -800,3 +800,34 @@ def test_a_command_for_a_message_as_large_as_the_events_topic_takes_is_published
             consumer.close()
         assert twin.query.exception() is None and twin.restarts == 0
     assert [len(copy["recipients"]) for copy in copies] == [32_699]
+
+
+def test_a_twin_on_a_new_checkpoint_clears_an_earlier_twin_s_state_records_and_one_resumed_keeps_its_own(
+        settings, spark, kafka_bootstrap, topics, tmp_path):
+    """`make run`'s demo, then `lab up --twin` (another checkpoint, the same topics); or a checkpoint deleted to start
+    afresh. The earlier twin's records stayed on the compacted state topic for good, and `where` showed its messages
+    as in transit, `server` its queues, though the twin running held nothing of them. Now a twin on a new checkpoint
+    tombstones them before it writes; one resumed on its own checkpoint keeps what it wrote."""
+    events = world_events()[:len(world_events()) // 3]  # messages still in transit
+    earlier = twin_settings(settings, kafka_bootstrap, topics, servers=world_servers())
+    checkpoint = tmp_path / "earlier"
+    with TwinApplication(earlier, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=lambda line: None):
+        publish(kafka_bootstrap, topics.events, events)
+        deadline = time.monotonic() + 90
+        while not read_state(kafka_bootstrap, topics.state).messages and time.monotonic() < deadline:
+            time.sleep(1)
+    held = read_state(kafka_bootstrap, topics.state)
+    assert held.messages and held.servers
+    said: list[str] = []
+    with TwinApplication(earlier, spark=spark, ticks=False, checkpoint_dir=checkpoint, say=said.append):
+        pass
+    assert read_state(kafka_bootstrap, topics.state).messages.keys() == held.messages.keys()
+    assert not [line for line in said if "earlier twin" in line], said
+    other_events = f"{topics.events}.other"
+    create_topics(kafka_bootstrap, dataclasses.replace(topics, events=other_events))
+    later = dataclasses.replace(earlier, topics=dataclasses.replace(topics, events=other_events))
+    with TwinApplication(later, spark=spark, ticks=False, checkpoint_dir=tmp_path / "later", say=said.append):
+        after = read_state(kafka_bootstrap, topics.state)
+    records = len(held.messages) + len(held.servers)
+    assert f"topic {topics.state}: {records} records of an earlier twin cleared (a new checkpoint)" in said, said
+    assert after.messages == {} and after.servers == {}
