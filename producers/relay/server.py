@@ -13,7 +13,11 @@
   (`producers.relay.tls`; a client whose EHLO named a peer is asked for its certificate, anyone
   else is not; STARTTLS before EHLO gets `503 5.5.1`, on an encrypted session `554 5.5.1`; a handshake that fails
   closes the session with a warning line naming the client and why, no traceback), and AUTH LOGIN/PLAIN once the session
-  is encrypted (before that, AUTH gets `538 5.7.11`); the banner names the node, not the implementation;
+  is encrypted (before that, AUTH gets `538 5.7.11`; LOGIN prompts `334 VXNlcm5hbWU6`, "Username:"), and
+  ENHANCEDSTATUSCODES (RFC 2034), as every reply but the greeting, EHLO's and HELO's, and 3xx carries one
+  (`250 2.1.0 Sender OK`, `250 2.1.5 Recipient OK`, as Exchange answers); the banner names the node, not the
+  implementation; a session idle for ConnectionInactivityTimeout gets `421 4.4.2 <node> Connection timed out`
+  and is closed;
 - AUTH checks the login against the nodes' credentials and against the client certificate
   the TLS layer verified, which must name that node (`NodeAuthenticator`); a failed AUTH is
   logged with the peer's address (never a credential) and answered late: 0.5 s, doubling with
@@ -24,7 +28,8 @@
   ask for its own discards (SHADOW=);
 - a transaction takes at most the Receive connector's MaxRecipientsPerMessage recipients: each one more
   is answered `452 4.5.3 Too many recipients`, as Exchange answers it (RFC 5321 4.5.3.1.10: 452, and the
-  client sends the rest in another transaction; 4.5.3.1.8: at least 100 must be taken);
+  client sends the rest in another transaction; 4.5.3.1.8: at least 100 must be taken); a recipient given again
+  in the transaction is one recipient, its RCPT answered 250 as the first, as Exchange collapses duplicates;
 - SMTPUTF8 (RFC 6531) is not offered (nor by the lab's sink, nor by many a next hop): a path
   with non-ASCII characters is refused as RFC 6531 3.5 says, `550 5.6.7` at MAIL and `553 5.6.7` at RCPT
   ("Non-ASCII addresses not permitted for that sender/recipient"), so that the client knows why (aiosmtpd
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hmac
 import logging
 import re
@@ -95,6 +101,14 @@ SEND_HELLO_FIRST = "503 5.5.1 Error: send {verb} first"
 _AUTH_PARAMETER = re.compile(r"\s+AUTH=\S*", re.IGNORECASE)
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 LOCAL_ERROR = "451 4.3.0 Error: local error in processing"
+SENDER_OK = "250 2.1.0 Sender OK"
+RECIPIENT_OK = "250 2.1.5 Recipient OK"
+TIMED_OUT = "421 4.4.2 {host} Connection timed out"
+ENHANCED_STATUS_CODES = "ENHANCEDSTATUSCODES"
+_STATUS_CODE = re.compile(r"^[245][0-9]{2}[ -][245]\.[0-9]{1,3}\.[0-9]{1,3}(?: |$)")
+# RFC 3463's detail for aiosmtpd's replies that carry none, by reply code (else X.0.0, "other or undefined")
+_DETAIL_BY_CODE = {"500": "5.5.2", "501": "5.5.4", "502": "5.5.1", "503": "5.5.1", "504": "5.5.4", "530": "5.7.0",
+                   "555": "5.5.4", "454": "4.7.0"}
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -109,6 +123,15 @@ def quiet_library_logs() -> None:
     library.setLevel(logging.WARNING)
     if not any(isinstance(f, _NoDeprecationNoise) for f in library.filters):
         library.addFilter(_NoDeprecationNoise())
+
+
+def with_status_code(status: str) -> str:
+    """A final reply with an enhanced status code (RFC 2034 3, RFC 3463): as it was when it has one."""
+    if _STATUS_CODE.match(status):
+        return status
+    code, mark, text = status[:3], status[3:4] or " ", status[4:]
+    detail = _DETAIL_BY_CODE.get(code, f"{code[0]}.0.0")
+    return f"{code}{mark}{detail} {text}".rstrip()
 
 
 class RelayBackend(Protocol):
@@ -161,12 +184,18 @@ def _peer(session: Session) -> str:
 class RelaySMTP(SMTP):
     """aiosmtpd's SMTP with the two shadow-redundancy verbs (syntax: producers/relay/protocol.py)."""
 
+    # AUTH LOGIN's prompts, base64 in the 334 challenges, as every server sends them and clients expect
+    # (draft-murchison-sasl-login); aiosmtpd's "User Name\0" and "Password\0" carry a NUL
+    AuthLoginUsernameChallenge = "Username:"
+    AuthLoginPasswordChallenge = "Password:"
+
     def __init__(self, handler, *, peers: frozenset[str] = frozenset(),
                  sender_tls_context: ssl.SSLContext | None = None, **kwargs):
         super().__init__(handler, **kwargs)
         self._peers = peers
         self._peer_tls_context = self.tls_context
         self._sender_tls_context = sender_tls_context or self.tls_context
+        self._replies_as_they_are = False
 
     @property
     def data_size_limit(self) -> int:
@@ -185,8 +214,42 @@ class RelaySMTP(SMTP):
         if getattr(self, "session", None) is not None:
             self.session.shadow_request = None
 
-    async def push(self, status: str) -> None:
-        await super().push(_LIBRARY_REPLIES.get(status, status))
+    async def push(self, status: str | bytes) -> None:
+        """Every reply with an enhanced status code, as EHLO advertises ENHANCEDSTATUSCODES (Exchange does, and
+        answers a HELO session alike; aiosmtpd's own replies, such as `250 OK` to NOOP, had none): RFC 2034 3
+        excepts the greeting and the answers to EHLO and HELO, and an intermediate reply (`354`, AUTH's `334`
+        challenges, whose text is base64) is as Exchange and postfix send it, without one."""
+        status = _LIBRARY_REPLIES.get(status, status)
+        greeting = f"220 {self.hostname} {self.__ident__}"
+        if isinstance(status, str) and status[:1] in "245" and status != greeting and not self._replies_as_they_are:
+            status = with_status_code(status)
+        await super().push(status)
+
+    @contextlib.asynccontextmanager
+    async def _as_they_are(self):
+        self._replies_as_they_are = True
+        try:
+            yield
+        finally:
+            self._replies_as_they_are = False
+
+    @syntax("EHLO hostname")
+    async def smtp_EHLO(self, hostname: str) -> None:
+        async with self._as_they_are():
+            await super().smtp_EHLO(hostname)
+
+    @syntax("HELO hostname")
+    async def smtp_HELO(self, hostname: str) -> None:
+        async with self._as_they_are():
+            await super().smtp_HELO(hostname)
+
+    def _timeout_cb(self) -> None:
+        """A session idle for ConnectionInactivityTimeout (RFC 5321 4.5.3.2.7's server timeout) is told `421 4.4.2`
+        before it is closed, 421 being the reply of a server that closes the channel (RFC 5321 3.8, 4.2.3);
+        aiosmtpd closed it without a word, and a client took it for a broken connection."""
+        if self.transport is not None and not self.transport.is_closing():
+            self._writer.write(TIMED_OUT.format(host=self.hostname).encode() + b"\r\n")
+        super()._timeout_cb()
 
     @syntax("MAIL FROM: <address>", extended=" [SP <mail-parameters>]")
     async def smtp_MAIL(self, arg: str | None) -> None:
@@ -373,14 +436,26 @@ class RelaySMTP(SMTP):
             return
         handler = self.event_handler
         answer = await self.loop.run_in_executor(handler.peer_work, handler.backend.answer_discards, query)
-        for line in answer.reply_lines():
-            await self.push(line)
+        async with self._as_they_are():  # the discard answer's syntax (`protocol`) has no status codes
+            for line in answer.reply_lines():
+                await self.push(line)
 
 
 def is_mailbox(address: str) -> bool:
     """RFC 5321's Mailbox (4.1.2): a local part, "@", and a domain or an address literal."""
     local, at, domain = address.rpartition("@")
     return bool(at and local and domain)
+
+
+def same_recipient(address: str, recipients: list[str]) -> bool:
+    """Whether `address` is among `recipients` already: its local part as written (RFC 5321 2.4: it may be case
+    sensitive), its domain in any case."""
+    return _recipient_key(address) in map(_recipient_key, recipients)
+
+
+def _recipient_key(address: str) -> str:
+    local, at, domain = address.rpartition("@")
+    return local + at + domain.lower()
 
 
 class RelayHandler:
@@ -404,18 +479,20 @@ class RelayHandler:
             return "501 5.1.7 Invalid address"
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
-        return "250 OK"
+        return SENDER_OK
 
     async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
         if not address.isascii():
             return NON_ASCII_RECIPIENT
         if not is_mailbox(address) and address.lower() != "postmaster":
             return "501 5.1.3 Invalid address"
+        if same_recipient(address, envelope.rcpt_tos):
+            return RECIPIENT_OK
         if len(envelope.rcpt_tos) >= self.max_recipients:
             return TOO_MANY_RECIPIENTS
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(rcpt_options)
-        return "250 OK"
+        return RECIPIENT_OK
 
     async def handle_HELO(self, server, session, envelope, hostname) -> str:
         if not hostname.isascii():
@@ -427,7 +504,8 @@ class RelayHandler:
         if not hostname.isascii():
             return [NON_ASCII_NAME]
         session.host_name = hostname
-        extensions = ["250-PIPELINING", "250-CHUNKING", f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"]
+        extensions = ["250-PIPELINING", "250-CHUNKING", f"250-{ENHANCED_STATUS_CODES}", f"250-{protocol.XSHADOW}",
+                      f"250-{protocol.XQDISCARD}"]
         offered = [line for line in responses[:-1] if line != "250-SMTPUTF8"]
         return offered + extensions + responses[-1:]
 

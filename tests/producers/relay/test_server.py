@@ -3,6 +3,7 @@ every message: how it treats a client's timing."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import logging
 import re
@@ -15,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from producers.relay import tls
-from producers.relay.server import RelayController
+from producers.relay.server import RECIPIENT_OK, SENDER_OK, RelayController
 from producers.relay.topology import ReceiveConnector
 from tests.conftest import free_port
 
@@ -87,7 +88,7 @@ def test_help_is_answered_214_as_rfc_5321_has_it(server):
     assert answers[0].startswith("214 ") and {"HELP", "MAIL", "STARTTLS"} <= set(answers[0].split()), answers
     assert answers[1].startswith("214 ") and "MAIL FROM" in answers[1], answers
     assert answers[2][:3] in ("501", "504"), answers
-    assert answers[3:] == ["250 OK", "221 Bye"]
+    assert answers[3:] == ["250 2.0.0 OK", "221 2.0.0 Bye"]
 
 
 def test_a_recipient_over_max_recipients_per_message_is_answered_452_and_the_rest_are_taken(server):
@@ -124,7 +125,7 @@ def test_a_non_ascii_path_is_refused_5_6_7_as_rfc_6531_has_it(server):
     assert not any("SMTPUTF8" in line for line in ehlo), ehlo
     assert answers[:2] == ["550 5.6.7 Non-ASCII addresses not permitted for that sender",
                            "555 5.5.4 SMTPUTF8 is not offered"]
-    assert answers[2:5] == ["250 OK", "553 5.6.7 Non-ASCII addresses not permitted for that recipient", "250 OK"]
+    assert answers[2:5] == [SENDER_OK, "553 5.6.7 Non-ASCII addresses not permitted for that recipient", RECIPIENT_OK]
     assert answers[5].startswith("354") and answers[6].startswith("250 2.0.0") and answers[7].startswith("221")
     assert backend.recipients == [["b@contoso.com"]]
 
@@ -192,8 +193,8 @@ def test_chunking_is_offered_and_a_message_in_bdat_chunks_is_taken_as_it_came(se
                                + b"NOOP\r\n", 5)
     finally:
         session.close()
-    assert answers[:3] == ["250 OK", "250 OK", f"250 2.0.0 {len(first)} octets received"]
-    assert answers[3].startswith("250 2.0.0 OK queued") and answers[4] == "250 OK", answers
+    assert answers[:3] == [SENDER_OK, RECIPIENT_OK, f"250 2.0.0 {len(first)} octets received"]
+    assert answers[3].startswith("250 2.0.0 OK queued") and answers[4] == "250 2.0.0 OK", answers
     assert backend.contents == [first + b"line\r\nthree\r\n"]
 
 
@@ -205,12 +206,12 @@ def test_bdat_and_data_do_not_mix_and_a_refused_chunk_is_read_not_taken_for_comm
     session = _Session(controller.port)
     try:
         assert session.send(ENVELOPE + b"BDAT 12\r\nSubject: s\r\nDATA\r\n", 4) == [
-            "250 OK", "250 OK", "250 2.0.0 12 octets received", "503 5.5.1 DATA not allowed after BDAT in one transaction"]
+            SENDER_OK, RECIPIENT_OK, "250 2.0.0 12 octets received", "503 5.5.1 DATA not allowed after BDAT in one transaction"]
         assert session.send(b"RSET\r\nBDAT 6\r\nQUIT\r\nNOOP\r\n", 3) == [
-            "250 OK", "503 5.5.1 Error: need RCPT command", "250 OK"]
+            "250 2.0.0 OK", "503 5.5.1 Error: need RCPT command", "250 2.0.0 OK"]
         big = 1024 * 1024 + 1
         answers = session.send(ENVELOPE + b"BDAT %d\r\n" % big + b"x" * big + b"BDAT 2 LAST\r\nx\n", 4)
-        assert answers == ["250 OK", "250 OK", "552 5.3.4 Message size exceeds fixed maximum message size",
+        assert answers == [SENDER_OK, RECIPIENT_OK, "552 5.3.4 Message size exceeds fixed maximum message size",
                            "503 5.5.1 Error: need RCPT command"]
         assert session.send(ENVELOPE + b"DATA\r\nSubject: s\r\n\r\nhi\r\n.\r\n", 4)[2:3] == ["354 End data with <CR><LF>.<CR><LF>"]
     finally:
@@ -237,7 +238,7 @@ def test_a_bare_lf_or_cr_in_data_is_refused_and_a_smuggled_transaction_is_conten
     finally:
         session.close()
     refused = "550 5.6.11 Bare CR or LF not allowed in DATA: lines end in CRLF (RFC 5321 2.3.8)"
-    assert answers == ["250 OK", "250 OK", "354 End data with <CR><LF>.<CR><LF>", refused, "250 OK"]
+    assert answers == [SENDER_OK, RECIPIENT_OK, "354 End data with <CR><LF>.<CR><LF>", refused, "250 2.0.0 OK"]
     assert header[3] == refused
     assert backend.contents == [b"Subject: s\r\n\r\nfine\r\n"]
 
@@ -325,7 +326,7 @@ def test_starttls_before_ehlo_is_refused_503_5_5_1_and_the_session_goes_on(serve
         sock.sendall(b"STARTTLS\r\n")
         answers.append(replies.readline().decode().strip())
     assert answers == ["503 5.5.1 Error: send EHLO first", "503 5.5.1 Error: send HELO first",
-                       "220 Ready to start TLS"]
+                       "220 2.0.0 Ready to start TLS"]
 
 
 def test_a_message_over_max_message_size_is_refused_552_5_3_4_at_mail_and_at_the_end_of_its_data(server):
@@ -343,5 +344,58 @@ def test_a_message_over_max_message_size_is_refused_552_5_3_4_at_mail_and_at_the
         answers = session.send(ENVELOPE + b"DATA\r\n" + data + b".\r\nNOOP\r\n", 5)
     finally:
         session.close()
-    assert answers == ["250 OK", "250 OK", "354 End data with <CR><LF>.<CR><LF>", too_large, "250 OK"]
+    assert answers == [SENDER_OK, RECIPIENT_OK, "354 End data with <CR><LF>.<CR><LF>", too_large, "250 2.0.0 OK"]
     assert backend.contents == []
+
+
+def test_ehlo_advertises_enhancedstatuscodes_and_every_reply_after_it_carries_one(server):
+    """RFC 2034: a server uses enhanced status codes (RFC 3463) once EHLO advertised ENHANCEDSTATUSCODES, and
+    then on every reply but the greeting and EHLO's. The node answered `250 2.0.0` at the end of DATA yet did not
+    advertise them, and aiosmtpd's own replies had none (`250 OK` to MAIL, RCPT, NOOP and RSET, `221 Bye`,
+    `500 Error: bad syntax`). Exchange advertises them and answers `250 2.1.0 Sender OK`, `250 2.1.5 Recipient OK`."""
+    controller, _ = server
+    session = _Session(controller.port)
+    try:
+        answers = session.send(b"MAIL FROM:<a@fabrikam.example>\r\nRCPT TO:<b@contoso.com>\r\nNOOP\r\nRSET\r\n"
+                               b"DATA\r\nMAIL\r\nBOGUS\r\nQUIT\r\n", 8)
+    finally:
+        session.close()
+    assert "250-ENHANCEDSTATUSCODES" in session.ehlo and session.ehlo[0] == "250-ex01", session.ehlo
+    assert answers == [SENDER_OK, RECIPIENT_OK, "250 2.0.0 OK", "250 2.0.0 OK", "503 5.5.1 Error: need RCPT command",
+                       "501 5.5.4 Syntax: MAIL FROM: <address> [SP <mail-parameters>]",
+                       '500 5.5.2 Error: command "BOGUS" not recognized',
+                       "221 2.0.0 Bye"]
+
+
+def test_auth_login_prompts_for_username_and_password_in_base64(server):
+    """AUTH LOGIN's challenges are base64 "Username:" and "Password:" (`334 VXNlcm5hbWU6`, `334 UGFzc3dvcmQ6`),
+    as Exchange and postfix send them; the node sent `334 VXNlciBOYW1lAA==`, "User Name" and a NUL."""
+    controller, _ = server
+    with encrypted_session(controller.port) as smtp:
+        assert smtp.docmd("AUTH", "LOGIN") == (334, b"VXNlcm5hbWU6")
+        assert smtp.docmd(base64.b64encode(b"ex02").decode()) == (334, b"UGFzc3dvcmQ6")
+        assert smtp.docmd("*")[0] == 501
+
+
+def test_a_recipient_given_twice_in_a_transaction_is_one_recipient(server):
+    """The same RCPT twice (its domain in another case too) is answered 250 each time and is one recipient, as
+    Exchange collapses duplicates: the node took it twice, delivered the message to it twice and counted each."""
+    controller, backend = server
+    with smtplib.SMTP("127.0.0.1", controller.port, timeout=10) as smtp:
+        rcpts = ["b@contoso.com", "c@contoso.com", "b@contoso.com", "b@CONTOSO.COM"]
+        assert smtp.sendmail("a@fabrikam.example", rcpts, b"Subject: s\r\n\r\nhi\r\n") == {}
+    assert backend.recipients == [["b@contoso.com", "c@contoso.com"]]
+
+
+def test_an_idle_session_is_told_421_4_4_2_before_it_is_closed(server):
+    """At its ConnectionInactivityTimeout the node closed an idle session without a word; a server that closes
+    the channel says 421 first (RFC 5321 3.8, 4.2.3), as postfix (`421 4.4.2 ... timeout exceeded`) does."""
+    controller, _ = server
+    session = _Session(controller.port)
+    try:
+        started = time.monotonic()
+        assert session.replies.readline() == b"421 4.4.2 ex01 Connection timed out\r\n"
+        assert session.replies.readline() == b"", "closed"
+        assert time.monotonic() - started < 3 * TIMEOUT_S
+    finally:
+        session.close()
