@@ -11,7 +11,8 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
 - delivering (after `next_hop_delay_seconds`), each message in a session of its own, up to
   `max_per_domain_outbound_connections` at once, so that a next hop that never answers one
   message holds back no other: SentToNextHop, NextHopAcknowledged,
-  DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet;
+  DeliveredToMailbox (the next hop is the mailbox sink), DiscardStatusSet, MovedToSafetyNet (once the
+  next hop took some recipient: a message refused for good for every one is in no Safety Net);
   recipients the next hop refuses for now (4xx, or no session) stay queued (DeliveryDeferred) and are
   tried again as Exchange retries (`topology.TransportService`), those it refuses for good (5xx) fail
   as a fork of their own (DeliveryDeferred, MessageExpired);
@@ -330,11 +331,14 @@ class RelayNode:
             self.events.emit(ev.DeliveryDeferred, self.name, ref, next_hop=sink.name, smtp_response=why,
                              recipients=tuple(outcome.deferred))
             delay_ms = self.topology.transport_service.retry_delay_ms(m.attempts + 1)
-            self.db.still_for(m.internal_id, tuple(outcome.deferred), int(time.time() * 1000) + delay_ms)
+            self.db.still_for(m.internal_id, tuple(outcome.deferred), int(time.time() * 1000) + delay_ms,
+                              served=bool(outcome.accepted))
             self.events.flush()
             log.info("%s: next attempt in %.0f s", m.internal_id, delay_ms / 1000)
             return
-        self._processed(m, delivered=True)
+        # Safety Net holds what a next hop acknowledged (seeds: "acknowledges successful receipt of the message,
+        # and the Mailbox server moves the message into Safety Net"): not a message every recipient of which failed
+        self._processed(m, delivered=m.served or bool(outcome.accepted))
         log.info("processed %s at %s%s: %d recipient(s) delivered, %d refused for good", m.internal_id, sink.name,
                  " (resubmitted)" if m.resubmitted else "", len(outcome.accepted), len(outcome.failed))
 

@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS primary_queue (
     internal_id TEXT PRIMARY KEY, message_id TEXT NOT NULL, mail_from TEXT NOT NULL, rcpts TEXT NOT NULL,
     content BLOB NOT NULL, received_ms INTEGER NOT NULL, submitted_at_ms INTEGER, shadow_server TEXT,
-    origin_primary TEXT, due_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, parent TEXT);
+    origin_primary TEXT, due_ms INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, parent TEXT,
+    served INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS discard_status (
     shadow_server TEXT NOT NULL, internal_id TEXT NOT NULL, set_ms INTEGER NOT NULL,
     PRIMARY KEY (shadow_server, internal_id));
@@ -44,6 +45,7 @@ CREATE TABLE IF NOT EXISTS safety_net (
 CREATE TABLE IF NOT EXISTS contacts (primary_server TEXT PRIMARY KEY, last_contact_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS commands_done (command_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL);
 """
+_LATER_COLUMNS = {"parent": "TEXT", "served": "INTEGER NOT NULL DEFAULT 0"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class StoredMessage:
     resubmitted: bool = False
     attempts: int = 0  # primary queue: the attempts that failed for now so far
     parent: Parent | None = None  # primary queue: the message a non-delivery report is about
+    served: bool = False  # primary queue: an earlier attempt's next hop accepted some of its recipients
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,10 @@ class QueueDB:
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             self._db.executescript(_SCHEMA)
-            if "parent" not in {r[1] for r in self._db.execute("PRAGMA table_info(primary_queue)")}:
-                self._db.execute("ALTER TABLE primary_queue ADD COLUMN parent TEXT")  # a database from before reports
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(primary_queue)")}
+            for column, kind in _LATER_COLUMNS.items():  # a database from before them
+                if column not in columns:
+                    self._db.execute(f"ALTER TABLE primary_queue ADD COLUMN {column} {kind}")
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('queue_db_id', ?)", (uuid.uuid4().hex[:12],))
             db.execute("INSERT OR IGNORE INTO meta VALUES ('sequence', '0')")
@@ -164,10 +169,11 @@ class QueueDB:
         with self._tx() as db:
             rows = db.execute(
                 "SELECT internal_id, message_id, mail_from, rcpts, content, submitted_at_ms, shadow_server,"
-                f" origin_primary, attempts, parent FROM primary_queue WHERE {where}", args).fetchall()
+                f" origin_primary, attempts, parent, served FROM primary_queue WHERE {where}", args).fetchall()
         return [StoredMessage(r[0], r[1], r[2], tuple(json.loads(r[3])), r[4], r[5], r[7] or self.node,
                               shadow_server=r[6], resubmitted=r[7] is not None, attempts=r[8],
-                              parent=Parent(*json.loads(r[9])) if r[9] else None) for r in rows]
+                              parent=Parent(*json.loads(r[9])) if r[9] else None, served=bool(r[10]))
+                for r in rows]
 
     def waits_for_reports(self, internal_id: str) -> bool:
         """Whether the message is still queued, or a report about it is."""
@@ -192,11 +198,12 @@ class QueueDB:
         with self._tx() as db:
             db.execute("UPDATE primary_queue SET due_ms=?, attempts=attempts+1 WHERE internal_id=?", (due_ms, internal_id))
 
-    def still_for(self, internal_id: str, rcpts: tuple[str, ...], due_ms: int) -> None:
-        """The next hop took the others: only `rcpts` are left, tried again at `due_ms`."""
+    def still_for(self, internal_id: str, rcpts: tuple[str, ...], due_ms: int, served: bool) -> None:
+        """Only `rcpts` are left (the next hop took or refused for good the others, and `served`: took some),
+        tried again at `due_ms`."""
         with self._tx() as db:
-            db.execute("UPDATE primary_queue SET rcpts=?, due_ms=?, attempts=attempts+1 WHERE internal_id=?",
-                       (json.dumps(list(rcpts)), due_ms, internal_id))
+            db.execute("UPDATE primary_queue SET rcpts=?, due_ms=?, attempts=attempts+1, served=max(served, ?)"
+                       " WHERE internal_id=?", (json.dumps(list(rcpts)), due_ms, int(served), internal_id))
 
     def delivered(self, m: StoredMessage, now_ms: int, release: bool = True) -> None:
         """The next hop acknowledged: out of the queue into Safety Net; discard status for its shadow
@@ -204,8 +211,8 @@ class QueueDB:
         self._processed(m, now_ms, into_safety_net=True, release=release)
 
     def expired(self, m: StoredMessage, now_ms: int, release: bool = True) -> None:
-        """Expired (MessageExpirationTimeout): out of the queue, not into Safety Net (nothing was
-        delivered); its shadow is told to discard its copy, as the message is processed."""
+        """Expired (MessageExpirationTimeout), or refused for good for every recipient: out of the queue, not
+        into Safety Net (nothing was delivered); its shadow is told to discard its copy, as the message is processed."""
         self._processed(m, now_ms, into_safety_net=False, release=release)
 
     def release(self, parent: Parent, now_ms: int) -> None:

@@ -93,6 +93,28 @@ def test_a_report_holds_the_message_it_is_about_and_a_database_from_before_repor
     assert db.take_discards("ex02", 30, DAYS_2) == ["ex01.a.1"]
 
 
+def test_a_message_remembers_that_an_earlier_attempt_served_some_recipients_across_a_restart(tmp_path):
+    """Safety Net holds what a next hop took: a message whose first attempt delivered some recipients and
+    whose last refused the rest for good goes there, one that no attempt delivered does not; the remaining
+    recipients alone could not tell them apart. A database from before the column opens."""
+    path = tmp_path / "ex01.sqlite"
+    db = QueueDB(path, "ex01")
+    db.close()
+    old = sqlite3.connect(path)
+    old.execute("ALTER TABLE primary_queue DROP COLUMN served")  # as the nodes wrote it before
+    old.commit()
+    old.close()
+    db = QueueDB(path, "ex01")
+    for internal_id in ("ex01.a.1", "ex01.a.2"):
+        db.enqueue(message(internal_id), 0, 0)
+    db.still_for("ex01.a.1", ("u@contoso.com",), 10, served=True)
+    db.still_for("ex01.a.2", ("u@contoso.com",), 10, served=False)
+    db.close()
+    db = QueueDB(path, "ex01")
+    db.still_for("ex01.a.1", ("u@contoso.com",), 20, served=False)
+    assert {m.internal_id: m.served for m in db.due(20)} == {"ex01.a.1": True, "ex01.a.2": False}
+
+
 def test_discard_notifications_go_when_their_shadow_has_not_queried_for_the_auto_discard_interval(tmp_path):
     """003: "if the shadow server doesn't query the primary server for the duration specified in this parameter,
     the primary server deletes the queued discard events": counted from the shadow's last query (none yet: from
