@@ -234,6 +234,8 @@ class AlertRoutingSettings:
     retry_max_seconds: float = field(default=60.0, metadata=more_than(0))
     request_timeout_seconds: float = field(default=10.0, metadata=more_than(0))
     resend_seconds: float = field(default=60.0, metadata=more_than(0))
+    # PEM bundle of the authorities to trust for an https:// receiver (else the system's)
+    ca_file: Path | None = field(default=None, metadata=readable_file())
     event_alert_hold: timedelta = field(default=timedelta(hours=1), metadata=positive_duration())
     condition_hold: timedelta = field(default=timedelta(hours=24), metadata=positive_duration())
 

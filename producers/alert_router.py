@@ -1,17 +1,27 @@
 """`shadowtwin alerts route`: the twin's alerts to an Alertmanager and/or a generic JSON webhook.
 
-    router = AlertRouter(bootstrap, "shadowtwin.alerts", [alertmanager(url), webhook(url)], settings.alert_routing)
+    router = AlertRouter(bootstrap, "shadowtwin.alerts", [alertmanager(url), webhook(url)],
+                         settings.alert_routing, "shadowtwin.dead-letters")
     router.run(stop)
 
 Delivery is at least once, and nothing is lost while a receiver is down: the router is a Kafka
 consumer (group `alert_routing.group_id`) that commits an alert's offset only after every
-receiver answered 2xx for it. A receiver that fails (refused, timed out, any other answer: the
-line says what it answered, a redirect is not followed, the line names where to) is retried with
-a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for as long as it takes;
-the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered,
-and the next run starts there. Alertmanager drops repeats of an alert it already has (same
-labels); the webhook sees a repeat after such a stop, and after an answer that came later than
-`request_timeout_seconds` (the post is taken as failed and made again).
+receiver answered 2xx for it. A receiver that fails (connection refused, timed out, a 5xx, 408 or
+429, not HTTP at all: the line says what it answered; a redirect is not followed, the line names
+where to) is retried with a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for
+as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing
+it has not delivered, and the next run starts there. Any other 4xx says the request itself is
+wrong, and another try would get the same answer (Alertmanager's own notifiers do not retry it
+either): the refusal is said in one line (the status and the start of the answer's body), the
+alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
+`shadowtwin dead-letters tail`), and the router goes on with the next alert once the brokers
+acknowledged the dead letter. Every `--alertmanager` and every `--webhook` is a receiver of its
+own: an Alertmanager cluster, given as its members' addresses, gets every alert at each (its
+members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
+drops repeats of an alert it already has (same labels); the webhook sees a repeat after such a
+stop, and after an answer that came later than `request_timeout_seconds` (the post is taken as
+failed and made again). An https:// receiver is trusted by the system's authorities, or by those
+of `ca_file`.
 
 Alertmanager (`POST /api/v2/alerts`, a list of postable alerts): labels `alertname` (the alert
 type), `severity` (info, warning, critical), `primary` (the primary server the alert is about: the
@@ -36,11 +46,13 @@ Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alon
 | RESTARTED_QUEUE_DATABASE_UNKNOWN (primary P) | RESTART_QUEUE_DATABASE_SETTLED about P (which database it restarted with) |
 | EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
 
-The open conditions live in memory; on start, the router reads the alerts topic from its
-beginning up to its committed offsets, without delivering, to know them again. Alertmanager keeps
-its alerts in memory too, and a restart forgets them: the conditions still firing (by wall time)
-are posted to it again every `resend_seconds` (60 s), as Prometheus does; it notifies no one of an
-alert it already has.
+The open conditions live in memory; on start, and whenever the group gives it partitions (a
+router that takes over those of one stopped), the router reads its partitions from their
+beginning up to the group's committed offsets, without delivering, to know them again.
+Alertmanager keeps its alerts in memory too, and a restart forgets them: the conditions still
+firing (by wall time) are posted to it again every `resend_seconds` (60 s), as Prometheus does; it
+notifies no one of an alert it already has. It takes a list of alerts whole or not at all: one it
+refused is left out of its resends, so as not to have it refuse the others with it.
 
 The generic webhook gets one JSON object per notification: `{"status": "firing" | "resolved",
 "alert": <the alert in the contract's JSON form>, "starts_at", "ends_at"}`, plus `"resolved_by"`
@@ -51,22 +63,25 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
 
-from infra.kafka import Kafka, committed_offsets, consumer, partitions_of
+from infra.kafka import Kafka, committed_offsets, consumer, partitions_of, producer
 from infra.settings import AlertRoutingSettings
+from producers.publisher import ORIGINAL_KEPT, produce
 from producers.topic_reader import watermarks
 from schemas import jsonl
 from schemas.codec import decode
-from schemas.events import Alert, AlertType
+from schemas.events import Alert, AlertType, DeadLetter, KafkaHeader
 from schemas.wire import DecodeError
 
 A = AlertType
@@ -75,6 +90,8 @@ CONDITIONS = frozenset({*PRIMARY_DOWN, A.SHADOW_SERVER_UNREACHABLE, A.EVENTS_STO
 PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED)
 MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
+RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
+REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <receiver> <url> answered HTTP 4xx ..."
 
 
 def _messages(alert: Alert) -> set[str]:
@@ -196,14 +213,23 @@ class _NotFollowed(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NotFollowed)
+def opener(ca_file: Path | None) -> urllib.request.OpenerDirector:
+    """What posts to the receivers: redirects not followed; https trusting the authorities of
+    `ca_file` (`alert_routing.ca_file`), else the system's."""
+    return urllib.request.build_opener(_NotFollowed, urllib.request.HTTPSHandler(
+        context=ssl.create_default_context(cafile=ca_file)))
 
 
-def post(url: str, body: bytes, timeout_s: float) -> None:
-    """POST JSON; raises OSError (urllib's errors are OSErrors) unless the answer is 2xx."""
+class Refused(Exception):
+    """A receiver's 4xx answer other than 408 and 429: the request is wrong, and another try gets the same."""
+
+
+def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirector) -> None:
+    """POST JSON; raises Refused for a 4xx that is not worth retrying, OSError (urllib's errors are
+    OSErrors) for any other answer that is not 2xx."""
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
     try:
-        with _OPENER.open(request, timeout=timeout_s) as answer:
+        with by.open(request, timeout=timeout_s) as answer:
             answer.read()
     except http.client.HTTPException as error:  # something other than an HTTP server answered
         raise OSError(f"not an HTTP answer ({type(error).__name__}: {' '.join(str(error).split())})") from None
@@ -212,7 +238,10 @@ def post(url: str, body: bytes, timeout_s: float) -> None:
         if 300 <= error.code < 400:
             raise OSError(f"{answer}, to {error.headers.get('Location')}: give the receiver's new address") from None
         said = " ".join(error.read(ANSWER_SHOWN).decode(errors="replace").split())  # what it found wrong
-        raise OSError(f"{answer}: {said}" if said else answer) from None
+        answer = f"{answer}: {said}" if said else answer
+        if 400 <= error.code < 500 and error.code not in RETRIED_4XX:
+            raise Refused(answer) from None
+        raise OSError(answer) from None
 
 
 # ---- the router ----------------------------------------------------------------------------
@@ -223,10 +252,14 @@ class RouteCounts:
     resolves: int = 0
     retries: int = 0
     undecodable: int = 0  # records skipped, not alerts (committed too: retrying cannot help)
+    refused: int = 0  # posts a receiver refused (4xx), each set aside as a dead letter
     pending: bool = False  # stopped while an alert was not yet acknowledged
 
     def describe(self) -> str:
         text = f"routed {self.routed} alerts ({self.resolves} resolves), {self.retries} retries"
+        if self.refused:
+            text += (f"; {self.refused} not delivered, refused by a receiver (HTTP 4xx): set aside as dead letters"
+                     " (shadowtwin dead-letters tail)")
         if self.undecodable:
             text += f"; {self.undecodable} records that are not alerts skipped"
         if self.pending:
@@ -236,16 +269,24 @@ class RouteCounts:
 
 class AlertRouter:
     def __init__(self, bootstrap: Kafka, topic: str, receivers: list[Receiver], routing: AlertRoutingSettings,
-                 say: Callable[[str], None] = lambda line: None):
+                 dead_letters: str, say: Callable[[str], None] = lambda line: None):
         self.bootstrap, self.topic, self.receivers, self.routing, self.say = bootstrap, topic, receivers, routing, say
+        self.dead_letters = dead_letters
         self.conditions = OpenConditions(routing)
         self.counts = RouteCounts()
+        self._opener = opener(routing.ca_file)
+        self._letters = None  # the dead letters' producer, made at the first refusal
+        # receiver URL -> the alerts it refused: not in its resends, where they would have it refuse all the others
+        self._refused: dict[str, set[str]] = {}
+        self._reassigned = True  # the group gave or took partitions: the open conditions are read again
 
     def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
         client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
         try:
-            self._remember_open(client)
-            client.subscribe([self.topic])
+            for topic in (self.topic, self.dead_letters):  # NoSuchTopic, said in one line, for a misspelt one
+                partitions_of(client, topic, kafka=self.bootstrap)
+            client.subscribe([self.topic], on_assign=self._on_rebalance, on_revoke=self._on_rebalance,
+                             on_lost=self._on_rebalance)
             timer = threading.Timer(seconds, stop.set) if seconds is not None else None
             if timer is not None:
                 timer.daemon = True
@@ -256,6 +297,8 @@ class AlertRouter:
                     self._resend()
                     resend_at = time.monotonic() + self.routing.resend_seconds
                 message = client.poll(0.2)
+                if self._reassigned:  # before the first record of a partition taken over is delivered
+                    self._remember_open(client)
                 if message is None:
                     continue
                 if message.error() is not None:
@@ -268,10 +311,18 @@ class AlertRouter:
             client.close()
         return self.counts
 
+    def _on_rebalance(self, client, partitions) -> None:
+        self._reassigned = True
+
     def _remember_open(self, client) -> None:
-        """The conditions still open among the alerts routed before (up to the committed offsets)."""
-        partitions = partitions_of(client, self.topic, kafka=self.bootstrap)
-        committed = committed_offsets(client, [TopicPartition(self.topic, p) for p in partitions])
+        """The conditions still open among the alerts routed before on the partitions the router has
+        now, read from their beginning up to the group's committed offsets."""
+        self._reassigned = False
+        self.conditions = OpenConditions(self.routing)
+        assigned = [TopicPartition(self.topic, tp.partition) for tp in client.assignment() if tp.topic == self.topic]
+        if not assigned:
+            return
+        committed = committed_offsets(client, assigned)
         reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
                           error_cb=lambda error: None)
         try:
@@ -311,10 +362,11 @@ class AlertRouter:
         now_ms = int(time.time() * 1000)
         notes = [n for n in map(self.conditions.firing, self.conditions.open.values()) if n.ends_ms > now_ms]
         for receiver in (r for r in self.receivers if r.resends):
-            for body in receiver.bodies(notes):
+            refused = self._refused.get(receiver.url, set())
+            for body in receiver.bodies([n for n in notes if n.alert.alert_id not in refused]):
                 try:
-                    post(receiver.url, body, self.routing.request_timeout_seconds)
-                except (OSError, ValueError) as exc:
+                    post(receiver.url, body, self.routing.request_timeout_seconds, self._opener)
+                except (OSError, ValueError, Refused) as exc:
                     self.say(f"{receiver.name} {receiver.url}: {exc}; the conditions firing are posted again in"
                              f" {self.routing.resend_seconds:g} s")
 
@@ -326,8 +378,8 @@ class AlertRouter:
             return None, exc.reason
 
     def _deliver(self, message, stop: threading.Event, wait: Callable[[float], None]) -> bool:
-        """Deliver one record's notifications to every receiver, `wait`ing between tries; False if
-        stopped before they all acknowledged."""
+        """Deliver one record's notifications to every receiver, `wait`ing between tries, and set aside
+        those a receiver refused; False if stopped before they were all acknowledged or set aside."""
         alert, why = self._alert(message.value())
         if alert is None:
             self.counts.undecodable += 1
@@ -335,24 +387,64 @@ class AlertRouter:
                      " skipped")
             return True
         notes = self.conditions.observe(alert)
+        refused = 0
         for receiver in self.receivers:
             for body in receiver.bodies(notes):
-                if not self._post_until_acknowledged(receiver, body, stop, wait):
-                    return False
-        self.counts.routed += 1
-        self.counts.resolves += sum(1 for n in notes if n.status == "resolved")
+                try:
+                    if not self._until_done(f"{receiver.name} {receiver.url}", stop, wait, lambda: post(
+                            receiver.url, body, self.routing.request_timeout_seconds, self._opener)):
+                        return False
+                except Refused as refusal:
+                    self.say(f"{receiver.name} {receiver.url}: {refusal}; refused, not retried: set aside on"
+                             f" {self.dead_letters} ({self.topic} partition {message.partition()} offset"
+                             f" {message.offset()})")
+                    self._refused.setdefault(receiver.url, set()).add(alert.alert_id)
+                    letter = self._dead_letter(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusal}")
+                    if not self._until_done(f"dead letter to {self.dead_letters}", stop, wait,
+                                            lambda: self._publish(letter)):
+                        return False
+                    refused += 1
+        self.counts.refused += refused
+        if not refused:
+            self.counts.routed += 1
+            self.counts.resolves += sum(1 for n in notes if n.status == "resolved")
         return True
 
-    def _post_until_acknowledged(self, receiver: Receiver, body: bytes, stop: threading.Event,
-                                 wait: Callable[[float], None]) -> bool:
+    def _until_done(self, what: str, stop: threading.Event, wait: Callable[[float], None],
+                    attempt: Callable[[], None]) -> bool:
+        """`attempt` until it raises no OSError, ValueError or KafkaException, saying each failure and
+        `wait`ing a pause doubling from `retry_initial_seconds` to `retry_max_seconds`; False if stopped."""
         pause = self.routing.retry_initial_seconds
         while not stop.is_set():
             try:
-                post(receiver.url, body, self.routing.request_timeout_seconds)
+                attempt()
                 return True
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, KafkaException) as exc:
                 self.counts.retries += 1
-                self.say(f"{receiver.name} {receiver.url}: {exc}; again in {pause:g} s")
+                self.say(f"{what}: {exc}; again in {pause:g} s")
                 wait(pause)
                 pause = min(pause * 2, self.routing.retry_max_seconds)
         return False
+
+    def _dead_letter(self, message, reason: str) -> DeadLetter:
+        value = message.value() or b""
+        cut = f" (its first {ORIGINAL_KEPT:,} bytes are kept)" if len(value) > ORIGINAL_KEPT else ""
+        kind, timestamp_ms = message.timestamp()
+        return DeadLetter(original=value[:ORIGINAL_KEPT], key=message.key(), topic=self.topic,
+                          partition=message.partition(), offset=message.offset(), reason=reason + cut,
+                          at_ms=int(time.time() * 1000),
+                          headers=tuple(KafkaHeader(k, v) for k, v in message.headers() or ()),
+                          timestamp_ms=None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms)
+
+    def _publish(self, letter: DeadLetter) -> None:
+        """`letter` on the dead-letter topic; OSError unless the brokers acknowledged it within
+        `request_timeout_seconds` (its delivery report comes by then, even to a router being stopped)."""
+        if self._letters is None:
+            self._letters = producer(self.bootstrap, log_level=2, error_cb=lambda error: None, **{
+                "message.timeout.ms": max(1, int(self.routing.request_timeout_seconds * 1000))})
+        reports: list = []
+        produce(self._letters, self.dead_letters, letter, lambda error, _message: reports.append(error))
+        while not reports:
+            self._letters.poll(0.2)
+        if reports[0] is not None:
+            raise OSError(f"not acknowledged: {reports[0].str()}")

@@ -30,9 +30,14 @@ def add_route_parser(actions) -> None:
                                            " (/api/v2/alerts: labels, annotations, startsAt, endsAt; resolves when a"
                                            " later alert clears a condition) and/or a generic JSON webhook, retrying"
                                            " with back-off; an alert's offset is committed only once every receiver"
-                                           " acknowledged it. Runs until Ctrl-C or SIGTERM (exit 130 or 143).")
-    route.add_argument("--alertmanager", metavar="URL", help="Alertmanager's address (e.g. http://127.0.0.1:9093)")
-    route.add_argument("--webhook", metavar="URL", help="a generic webhook: one JSON object per notification")
+                                           " acknowledged it. An alert a receiver refuses (HTTP 4xx but 408 and 429)"
+                                           " is not retried: it goes to the dead-letter topic with the answer. Runs"
+                                           " until Ctrl-C or SIGTERM (exit 130 or 143).")
+    route.add_argument("--alertmanager", metavar="URL", action="append", default=[],
+                       help="Alertmanager's address (e.g. http://127.0.0.1:9093); repeated for each member of a"
+                            " cluster, each gets every alert")
+    route.add_argument("--webhook", metavar="URL", action="append", default=[],
+                       help="a generic webhook: one JSON object per notification; repeated, each gets every one")
     route.add_argument("--topic", type=topic, help="the topic to read (default: the alerts topic)")
     route.add_argument("--seconds", type=SECONDS, help="stop after this long (default: run until Ctrl-C or SIGTERM)")
     route.set_defaults(run=run_route)
@@ -41,18 +46,26 @@ def add_route_parser(actions) -> None:
 def run_route(settings: Settings, args: argparse.Namespace) -> int:
     from producers.alert_router import AlertRouter, alertmanager, webhook
 
-    receivers = [*([alertmanager(_url(args.alertmanager, "--alertmanager"))] if args.alertmanager else []),
-                 *([webhook(_url(args.webhook, "--webhook"))] if args.webhook else [])]
+    receivers = [*(alertmanager(_url(url, "--alertmanager")) for url in _once(args.alertmanager, "--alertmanager")),
+                 *(webhook(_url(url, "--webhook")) for url in _once(args.webhook, "--webhook"))]
     if not receivers:
         raise UsageError("name a receiver: --alertmanager URL and/or --webhook URL")
     stop = stop_on_signals()
-    router = AlertRouter(settings.kafka, args.topic or settings.topics.alerts, receivers,
-                         settings.alert_routing, say=lambda line: print(line, file=sys.stderr, flush=True))
+    router = AlertRouter(settings.kafka, args.topic or settings.topics.alerts, receivers, settings.alert_routing,
+                         settings.topics.dead_letters, say=lambda line: print(line, file=sys.stderr, flush=True))
     counts = router.run(stop, seconds=args.seconds)
     print(counts.describe())
-    if counts.pending and not stop.exit_status():  # --seconds ran out with an alert not acknowledged
+    if (counts.pending or counts.refused) and not stop.exit_status():  # --seconds ran out: not all delivered
         return 1
     return stop.exit_status()
+
+
+def _once(urls: list[str], option: str) -> list[str]:
+    """`urls` in their order; a URL given twice (another member's address meant) is refused."""
+    twice = next((url for i, url in enumerate(urls) if url in urls[:i]), None)
+    if twice is not None:
+        raise UsageError(f"{option} {twice} is given twice")
+    return urls
 
 
 def _url(text: str, option: str) -> str:

@@ -6,23 +6,30 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+import ssl
 import threading
 import time
 import uuid
 from datetime import timedelta
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.kafka import consumer, producer
-from infra.settings import AlertRoutingSettings, KafkaSettings
+from infra.settings import AlertRoutingSettings, KafkaSettings, load_settings
 from producers.alert_router import AlertRouter, OpenConditions, alertmanager, labels, webhook
+from producers.topic_reader import ReadOutcome, read_topic
 from schemas.codec import encode, kafka_key
 from schemas.events import AlertType
 from schemas.jsonl import iso_time, to_json
+from shadowtwin.cli import main
 from shadowtwin.testing.containers import free_port
 from state.replay import replay
+from tests.infra.certificates import make_certificates
 from tests.state.scenario import Org
 
 FAST = AlertRoutingSettings(retry_initial_seconds=0.1, retry_max_seconds=0.4)
@@ -89,23 +96,27 @@ def test_a_restart_whose_queue_database_is_unknown_is_resolved_when_it_is_settle
 
 class Receiver:
     """A real HTTP receiver on loopback, started late: until then, connections are refused. A POST
-    to a path of `answers` gets its answer (status, headers, body) and is not kept; any GET 200 with
-    an empty list, as Alertmanager's GET /api/v2/alerts."""
+    to a path of `answers` gets its answer (status, headers, body) and is not kept, one naming an
+    alert of `refused_ids` a 400; any GET 200 with
+    an empty list, as Alertmanager's GET /api/v2/alerts. Given `tls` (its key and certificate chain,
+    a PEM file), it speaks https."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Path | None = None) -> None:
+        self.tls = tls
         self.port = free_port()
         self.got: list[tuple[str, object]] = []
         self.server: ThreadingHTTPServer | None = None
         self.answers: dict[str, tuple[int, dict[str, str], bytes]] = {}
+        self.refused_ids: set[str] = set()  # an alert_id a POST names is answered 400, as Alertmanager an invalid alert
 
     def start(self) -> None:
-        got, answers = self.got, self.answers
+        got, answers, refused_ids = self.got, self.answers, self.refused_ids
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path in answers:
-                    status, headers, said = answers[self.path]
+                if self.path in answers or any(i.encode() in body for i in refused_ids):
+                    status, headers, said = answers.get(self.path, (400, {}, b'{"code":400,"message":"invalid"}'))
                     self.send_response(status)
                     for name, value in {**headers, "Content-Length": str(len(said))}.items():
                         self.send_header(name, value)
@@ -126,6 +137,10 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self) -> None:
@@ -166,11 +181,18 @@ def publish(bootstrap: str, topic: str, alerts: list, *raw: bytes) -> None:
     assert out.flush(30) == 0
 
 
+def letters(topic: str) -> str:
+    """The dead-letter topic of a router reading `topic` here."""
+    return f"{topic}.dead-letters"
+
+
 def alerts_topic(bootstrap: str, alerts: list, *raw: bytes) -> tuple[str, str]:
-    """A new topic holding `alerts`, then the `raw` records; and a new router group to read it."""
+    """A new topic holding `alerts`, then the `raw` records, and its dead-letter topic; and a new
+    router group to read it."""
     topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic is made
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topics are made
+    for made in admin.create_topics([NewTopic(topic, 1, 1), NewTopic(letters(topic), 1, 1)]).values():
+        made.result(30)
     publish(bootstrap, topic, alerts, *raw)
     return topic, group
 
@@ -184,7 +206,8 @@ def test_nothing_is_lost_while_the_receiver_is_down_and_resolves_arrive(kafka_bo
 
     def router() -> AlertRouter:
         base = f"http://127.0.0.1:{receiver.port}"
-        return AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")], routing)
+        return AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")], routing,
+                           letters(topic))
 
     # the receiver is down: the router retries, delivers nothing, commits nothing
     first = router()
@@ -236,7 +259,7 @@ def test_a_receiver_down_longer_than_the_consumers_poll_interval_loses_nothing(k
                           client_properties={"session.timeout.ms": "6000", "max.poll.interval.ms": "7000"})
     receiver = Receiver()
     router = AlertRouter(kafka, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
-                         dataclasses.replace(FAST, group_id=group, retry_max_seconds=1.0))
+                         dataclasses.replace(FAST, group_id=group, retry_max_seconds=1.0), letters(topic))
     stop = threading.Event()
     thread = threading.Thread(target=router.run, args=(stop,))
     thread.start()
@@ -268,7 +291,7 @@ def test_a_receiver_that_moved_is_retried_not_taken_for_an_acknowledgement(kafka
     receiver.start()
     lines: list[str] = []
     router = AlertRouter(kafka_bootstrap, topic, [alertmanager(f"http://127.0.0.1:{receiver.port}")],
-                         dataclasses.replace(FAST, group_id=group), say=lines.append)
+                         dataclasses.replace(FAST, group_id=group), letters(topic), say=lines.append)
     try:
         run_router(router, lambda: router.counts.retries >= 2 or router.counts.routed, seconds=30)
         assert (router.counts.routed, receiver.got) == (0, [])
@@ -300,7 +323,7 @@ def test_a_receiver_address_where_no_http_server_answers_is_retried_saying_so(ka
     url = f"http://127.0.0.1:{smtp.getsockname()[1]}/hook"
     lines: list[str] = []
     router = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(FAST, group_id=group),
-                         say=lines.append)
+                         letters(topic), say=lines.append)
     try:
         run_router(router, lambda: router.counts.retries >= 2, seconds=20)
         assert router.counts.retries >= 2 and router.counts.pending
@@ -310,25 +333,67 @@ def test_a_receiver_address_where_no_http_server_answers_is_retried_saying_so(ka
         smtp.close()
 
 
-def test_a_receiver_that_refuses_an_alert_is_retried_saying_what_it_answered(kafka_bootstrap):
-    """Before: the line said only 'HTTP Error 422: Unprocessable Entity', once a minute, for ever: what
-    the receiver found wrong (its answer's body) was not shown."""
+@pytest.mark.parametrize("status", [503, 408, 429])
+def test_a_receiver_that_may_take_the_alert_later_is_retried_saying_what_it_answered(kafka_bootstrap, status):
+    """A 5xx, 408 (Request Timeout) or 429 (Too Many Requests) says nothing against the alert: it is
+    retried, and the line shows what the receiver answered."""
     topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
     receiver = Receiver()
-    receiver.answers["/hook"] = (422, {"Content-Type": "application/json"},
-                                 b'{"error": "unknown field \\"alert\\",\n expected \\"text\\""}')
+    receiver.answers["/hook"] = (status, {"Content-Type": "application/json"},
+                                 b'{"error": "busy,\n try again"}')
     receiver.start()
     lines: list[str] = []
     url = f"http://127.0.0.1:{receiver.port}/hook"
     router = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(FAST, group_id=group),
-                         say=lines.append)
+                         letters(topic), say=lines.append)
     try:
         run_router(router, lambda: router.counts.retries >= 2, seconds=30)
-        assert committed(kafka_bootstrap, topic, group) < 0
-        assert lines[0] == (f'webhook {url}: HTTP 422 Unprocessable Entity: {{"error": "unknown field \\"alert\\",'
-                            ' expected \\"text\\""}; again in 0.1 s')
+        assert committed(kafka_bootstrap, topic, group) < 0 and not router.counts.refused
+        reason = HTTPStatus(status).phrase
+        assert lines[0] == f'webhook {url}: HTTP {status} {reason}: {{"error": "busy, try again"}}; again in 0.1 s'
     finally:
         receiver.stop()
+
+
+def dead_letters(bootstrap: str, topic: str) -> list:
+    return [d for d, _ in read_topic(bootstrap, topic, ReadOutcome(), expected="DeadLetter", from_beginning=True,
+                                     until_end=True, seconds=30)]
+
+
+def test_an_alert_a_receiver_refuses_is_set_aside_as_a_dead_letter_and_the_next_ones_are_routed(
+        kafka_bootstrap, monkeypatch, capsys):
+    """Before: a 4xx (Alertmanager's 400 for an alert it cannot take) was retried for ever, a minute
+    apart, and every alert behind it waited, for the webhook too. Now the refusal is one line, the
+    alert's record goes to the dead-letter topic with the answer, and routing goes on."""
+    alerts = crash_and_return()
+    topic, group = alerts_topic(kafka_bootstrap, alerts)
+    receiver = Receiver()
+    said = b'{"code":400,"message":"1 error occurred:\n\t* start time must be before end time"}'
+    receiver.answers["/api/v2/alerts"] = (400, {"Content-Type": "application/json"}, said)
+    receiver.start()
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    base = f"http://127.0.0.1:{receiver.port}"
+    try:
+        status = main(["alerts", "route", "--alertmanager", base, "--webhook", base + "/hook", "--topic", topic,
+                       "--bootstrap", kafka_bootstrap, "--seconds", "10"])
+    finally:
+        receiver.stop()
+    out, err = capsys.readouterr()
+    assert [(h["status"], h["alert"]["alert_id"]) for h in receiver.at("/hook")] == [
+        ("firing", alerts[0].alert_id), ("firing", alerts[1].alert_id), ("resolved", alerts[0].alert_id)]
+    assert committed(kafka_bootstrap, topic, group) == len(alerts)
+    answer = 'HTTP 400 Bad Request: {"code":400,"message":"1 error occurred: * start time must be before end time"}'
+    assert err.splitlines() == [
+        f"alertmanager {base}/api/v2/alerts: {answer}; refused, not retried: set aside on {letters(topic)}"
+        f" ({topic} partition 0 offset {offset})" for offset in range(len(alerts))]
+    assert [(d.original, d.key, d.topic, d.partition, d.offset, d.reason) for d in dead_letters(
+        kafka_bootstrap, letters(topic))] == [
+        (encode(a), kafka_key(a), topic, 0, offset, f"receiver refused: alertmanager {base}/api/v2/alerts answered"
+         f" {answer}") for offset, a in enumerate(alerts)]
+    assert out == ("routed 0 alerts (0 resolves), 0 retries; 2 not delivered, refused by a receiver (HTTP 4xx):"
+                   " set aside as dead letters (shadowtwin dead-letters tail)\n")
+    assert status == 1
 
 
 def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafka_bootstrap):
@@ -341,7 +406,7 @@ def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafk
     receiver.start()
     lines: list[str] = []
     router = AlertRouter(kafka_bootstrap, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
-                         dataclasses.replace(FAST, group_id=group), say=lines.append)
+                         dataclasses.replace(FAST, group_id=group), letters(topic), say=lines.append)
     try:
         run_router(router, lambda: router.counts.routed == 1, seconds=30)
         assert lines == [f"{topic} partition 0 offset 0: not an alert (bad magic): skipped"]
@@ -360,7 +425,7 @@ def test_the_conditions_still_firing_are_posted_again_to_an_alertmanager_that_fo
     receiver.start()
     base = f"http://127.0.0.1:{receiver.port}"
     router = AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")],
-                         dataclasses.replace(FAST, group_id=group, resend_seconds=0.5))
+                         dataclasses.replace(FAST, group_id=group, resend_seconds=0.5), letters(topic))
     stop = threading.Event()
     thread = threading.Thread(target=router.run, args=(stop,))
     thread.start()
@@ -377,4 +442,145 @@ def test_the_conditions_still_firing_are_posted_again_to_an_alertmanager_that_fo
     finally:
         stop.set()
         thread.join(30)
+        receiver.stop()
+
+
+def test_a_dead_letter_topic_the_brokers_do_not_have_is_said_before_anything_is_routed(kafka_bootstrap, monkeypatch,
+                                                                                       capsys):
+    """An alert refused with nowhere to set it aside would wait there for ever: the topic is asked for at start."""
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", "nosuch.dead-letters")
+    assert main(["alerts", "route", "--webhook", "http://127.0.0.1:2/", "--topic", topic,
+                 "--bootstrap", kafka_bootstrap]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"shadowtwin alerts: nosuch.dead-letters: no such topic at {kafka_bootstrap}"
+                           " (Broker: Unknown topic or partition)")
+
+
+def test_every_member_of_an_alertmanager_cluster_gets_every_alert(kafka_bootstrap, monkeypatch, capsys):
+    """An Alertmanager cluster shares silences and notifications among its members, not alerts:
+    Prometheus sends each alert to every member. Before: of `--alertmanager A --alertmanager B`
+    the last one alone got the alerts, without a word."""
+    alerts = crash_and_return()
+    topic, group = alerts_topic(kafka_bootstrap, alerts)
+    members = [Receiver(), Receiver()]
+    for member in members:
+        member.start()
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    try:
+        addresses = [a for m in members for a in ("--alertmanager", f"http://127.0.0.1:{m.port}")]
+        status = main(["alerts", "route", *addresses, "--topic", topic, "--bootstrap", kafka_bootstrap,
+                       "--seconds", "8"])
+    finally:
+        for member in members:
+            member.stop()
+    assert (status, capsys.readouterr().out) == (0, "routed 2 alerts (1 resolves), 0 retries\n")
+    for member in members:
+        fired = [(a["labels"]["alert_id"], a["endsAt"]) for body in member.at("/api/v2/alerts") for a in body]
+        assert fired == [(alerts[0].alert_id, iso_time(alerts[0].decided_at_ms + 24 * 3600 * 1000)),
+                         (alerts[1].alert_id, iso_time(alerts[1].decided_at_ms + 3600 * 1000)),
+                         (alerts[0].alert_id, iso_time(alerts[1].decided_at_ms))]
+
+
+def test_the_same_receiver_given_twice_is_refused_in_one_line(capsys):
+    url = "http://127.0.0.1:9093"
+    assert main(["alerts", "route", "--alertmanager", url, "--webhook", url, "--alertmanager", url]) == 2
+    assert capsys.readouterr().err == f"shadowtwin alerts: --alertmanager {url} is given twice\n"
+
+
+def test_a_router_that_takes_over_the_partitions_knows_the_conditions_the_other_routed(kafka_bootstrap):
+    """Two routers in one group: the one that gets the partition routes a primary's failure, then
+    stops; the other takes the partition over. Before: the other knew only the conditions routed
+    before its own start, so it never posted the failure again to an Alertmanager that forgot it,
+    and the primary's return resolved nothing."""
+    failed, back = (dataclasses.replace(a, decided_at_ms=int(time.time() * 1000)) for a in crash_and_return())
+    topic, group = alerts_topic(kafka_bootstrap, [])
+    receiver = Receiver()
+    receiver.start()
+    base = f"http://127.0.0.1:{receiver.port}"
+    routing = dataclasses.replace(FAST, group_id=group, resend_seconds=0.5)
+    routers = [AlertRouter(kafka_bootstrap, topic, [alertmanager(base), webhook(base + "/hook")], routing,
+                           letters(topic)) for _ in range(2)]
+    stops = [threading.Event(), threading.Event()]
+    threads = [threading.Thread(target=r.run, args=(s,)) for r, s in zip(routers, stops)]
+    try:
+        for thread in threads:
+            thread.start()
+            time.sleep(1)
+        time.sleep(8)  # both in the group, one of them given the partition
+        publish(kafka_bootstrap, topic, [failed])
+        deadline = time.monotonic() + 30
+        while not any(r.counts.routed for r in routers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first = next(i for i, r in enumerate(routers) if r.counts.routed)
+        stops[first].set()
+        threads[first].join(30)
+        receiver.got.clear()  # and Alertmanager restarted: it has forgotten the failure
+        other = routers[1 - first]
+        time.sleep(6)  # the group gives the partition to the other
+        assert [a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body][-1:] == [
+            failed.alert_id], "the other posts the failure again"
+        publish(kafka_bootstrap, topic, [back])
+        deadline = time.monotonic() + 30
+        while not other.counts.routed and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [(h["status"], h["alert"]["alert_id"]) for h in receiver.at("/hook")] == [
+            ("firing", back.alert_id), ("resolved", failed.alert_id)]
+        assert other.counts.resolves == 1
+    finally:
+        for stop, thread in zip(stops, threads):
+            stop.set()
+            thread.join(30)
+        receiver.stop()
+
+
+def test_an_https_receiver_signed_by_a_private_authority_is_trusted_with_the_ca_file_setting(
+        kafka_bootstrap, tmp_path, monkeypatch):
+    """Before: an https:// receiver whose certificate a company authority signed was refused
+    (CERTIFICATE_VERIFY_FAILED) and retried for ever, unless SSL_CERT_FILE named that authority
+    for the whole process; `[alert_routing] ca_file` had no place in the configuration."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    certificates = make_certificates(tmp_path / "tls")
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
+    receiver = Receiver(tls=certificates.server_pem)
+    receiver.start()
+    url = f"https://127.0.0.1:{receiver.port}/hook"
+    (tmp_path / "shadowtwin.toml").write_text(f'[alert_routing]\ngroup_id = "{group}"\nretry_initial_seconds = 0.1\n'
+                                              f'ca_file = "{certificates.ca_file}"\n')
+    routing = load_settings(tmp_path / "shadowtwin.toml", env={}).alert_routing
+    assert routing.ca_file == certificates.ca_file
+    try:
+        lines: list[str] = []
+        untrusting = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(routing, ca_file=None),
+                                 letters(topic), say=lines.append)
+        run_router(untrusting, lambda: untrusting.counts.retries >= 1, seconds=30)
+        assert "CERTIFICATE_VERIFY_FAILED" in lines[0] and not receiver.at("/hook")
+        trusting = AlertRouter(kafka_bootstrap, topic, [webhook(url)], routing, letters(topic))
+        run_router(trusting, lambda: trusting.counts.routed == 1, seconds=30)
+        assert [h["alert"]["alert_id"] for h in receiver.at("/hook")] == [crash_and_return()[0].alert_id]
+    finally:
+        receiver.stop()
+
+
+def test_an_alert_alertmanager_refused_is_left_out_of_the_resends_of_the_conditions_firing(kafka_bootstrap):
+    """Alertmanager takes a list of alerts whole or not at all. Before: a condition it refused was
+    posted again with every resend, and had it refuse the conditions firing with it, each time."""
+    now_ms = int(time.time() * 1000)
+    refused, taken = (dataclasses.replace(crash_and_return(p)[0], decided_at_ms=now_ms) for p in ("mbx01", "mbx05"))
+    topic, group = alerts_topic(kafka_bootstrap, [refused, taken])
+    receiver = Receiver()
+    receiver.refused_ids.add(refused.alert_id)
+    receiver.start()
+    lines: list[str] = []
+    router = AlertRouter(kafka_bootstrap, topic, [alertmanager(f"http://127.0.0.1:{receiver.port}")],
+                         dataclasses.replace(FAST, group_id=group, resend_seconds=0.5), letters(topic),
+                         say=lines.append)
+    try:
+        run_router(router, lambda: router.counts.routed == 1 and len(receiver.got) >= 3, seconds=30)
+        assert {a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body} == {taken.alert_id}
+        assert len(receiver.got) >= 3, "resent"
+        assert len(lines) == 1 and "refused, not retried" in lines[0], "said once, not at every resend"
+    finally:
         receiver.stop()

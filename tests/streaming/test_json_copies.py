@@ -56,6 +56,7 @@ def test_alerts_and_commands_also_as_json_and_readable(settings, spark, kafka_bo
 
     # the readable forms, from the same run
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", topics.dead_letters)  # alerts route sets refused ones there
     capsys.readouterr()
     assert main(["alerts", "tail", "--from-beginning", "--topic", topics.alerts]) == 0
     printed = capsys.readouterr().out.splitlines()
