@@ -52,7 +52,8 @@ beginning up to the group's committed offsets, without delivering, to know them 
 Alertmanager keeps its alerts in memory too, and a restart forgets them: the conditions still
 firing (by wall time) are posted to it again every `resend_seconds` (60 s), as Prometheus does; it
 notifies no one of an alert it already has. It takes a list of alerts whole or not at all: one it
-refused is left out of its resends, so as not to have it refuse the others with it.
+refused is left out of its resends, so as not to have it refuse the others with it (a router
+started again, which does not know which, finds it by posting each alone after a refusal).
 
 The generic webhook gets one JSON object per notification: `{"status": "firing" | "resolved",
 "alert": <the alert in the contract's JSON form>, "starts_at", "ends_at"}`, plus `"resolved_by"`
@@ -358,17 +359,36 @@ class AlertRouter:
 
     def _resend(self) -> None:
         """The conditions still firing, once more to the receivers that forget (Alertmanager); one
-        that fails now gets them at the next resend."""
+        that fails now gets them at the next resend. Alertmanager refuses a list whole: after a
+        refusal each is posted alone, and those it refuses are left out of its resends."""
         now_ms = int(time.time() * 1000)
         notes = [n for n in map(self.conditions.firing, self.conditions.open.values()) if n.ends_ms > now_ms]
+        again = f"the conditions firing are posted again in {self.routing.resend_seconds:g} s"
         for receiver in (r for r in self.receivers if r.resends):
-            refused = self._refused.get(receiver.url, set())
-            for body in receiver.bodies([n for n in notes if n.alert.alert_id not in refused]):
+            refused = self._refused.setdefault(receiver.url, set())
+            firing = [n for n in notes if n.alert.alert_id not in refused]
+            try:
+                self._post(receiver, firing)
+                continue
+            except Refused:
+                pass
+            except (OSError, ValueError) as exc:
+                self.say(f"{receiver.name} {receiver.url}: {exc}; {again}")
+                continue
+            for note in firing:
                 try:
-                    post(receiver.url, body, self.routing.request_timeout_seconds, self._opener)
-                except (OSError, ValueError, Refused) as exc:
-                    self.say(f"{receiver.name} {receiver.url}: {exc}; the conditions firing are posted again in"
-                             f" {self.routing.resend_seconds:g} s")
+                    self._post(receiver, [note])
+                except Refused as exc:
+                    refused.add(note.alert.alert_id)
+                    self.say(f"{receiver.name} {receiver.url}: {exc}; refused {note.alert.alert_id}, left out of"
+                             " the resends")
+                except (OSError, ValueError) as exc:
+                    self.say(f"{receiver.name} {receiver.url}: {exc}; {again}")
+                    break
+
+    def _post(self, receiver: Receiver, notes: list[Notification]) -> None:
+        for body in receiver.bodies(notes):
+            post(receiver.url, body, self.routing.request_timeout_seconds, self._opener)
 
     def _alert(self, value: bytes | None) -> tuple[Alert | None, str]:
         """The record's alert, or None and why it is none."""

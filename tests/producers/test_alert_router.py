@@ -564,15 +564,22 @@ def test_an_https_receiver_signed_by_a_private_authority_is_trusted_with_the_ca_
         receiver.stop()
 
 
-def test_an_alert_alertmanager_refused_is_left_out_of_the_resends_of_the_conditions_firing(kafka_bootstrap):
-    """Alertmanager takes a list of alerts whole or not at all. Before: a condition it refused was
-    posted again with every resend, and had it refuse the conditions firing with it, each time."""
+def one_condition_refused(bootstrap: str) -> tuple:
+    """Two primaries failed now, a topic holding both, and an Alertmanager that refuses the first:
+    (refused, taken, the topic, its router group, the receiver started)."""
     now_ms = int(time.time() * 1000)
     refused, taken = (dataclasses.replace(crash_and_return(p)[0], decided_at_ms=now_ms) for p in ("mbx01", "mbx05"))
-    topic, group = alerts_topic(kafka_bootstrap, [refused, taken])
+    topic, group = alerts_topic(bootstrap, [refused, taken])
     receiver = Receiver()
     receiver.refused_ids.add(refused.alert_id)
     receiver.start()
+    return refused, taken, topic, group, receiver
+
+
+def test_an_alert_alertmanager_refused_is_left_out_of_the_resends_of_the_conditions_firing(kafka_bootstrap):
+    """Alertmanager takes a list of alerts whole or not at all. Before: a condition it refused was
+    posted again with every resend, and had it refuse the conditions firing with it, each time."""
+    refused, taken, topic, group, receiver = one_condition_refused(kafka_bootstrap)
     lines: list[str] = []
     router = AlertRouter(kafka_bootstrap, topic, [alertmanager(f"http://127.0.0.1:{receiver.port}")],
                          dataclasses.replace(FAST, group_id=group, resend_seconds=0.5), letters(topic),
@@ -582,5 +589,27 @@ def test_an_alert_alertmanager_refused_is_left_out_of_the_resends_of_the_conditi
         assert {a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body} == {taken.alert_id}
         assert len(receiver.got) >= 3, "resent"
         assert len(lines) == 1 and "refused, not retried" in lines[0], "said once, not at every resend"
+    finally:
+        receiver.stop()
+
+
+def test_a_router_started_again_finds_which_condition_alertmanager_refuses_and_resends_the_others(kafka_bootstrap):
+    """A router started again knows the conditions firing, not which of them Alertmanager refused.
+    Before: its resends held the refused one, and Alertmanager refused the others with it, every
+    `resend_seconds`, until the condition ended (24 h)."""
+    refused, taken, topic, group, receiver = one_condition_refused(kafka_bootstrap)
+    url = f"http://127.0.0.1:{receiver.port}"
+    routing = dataclasses.replace(FAST, group_id=group, resend_seconds=0.5)
+    try:
+        first = AlertRouter(kafka_bootstrap, topic, [alertmanager(url)], routing, letters(topic))
+        run_router(first, lambda: first.counts.routed == 1)
+        receiver.got.clear()
+        lines: list[str] = []
+        again = AlertRouter(kafka_bootstrap, topic, [alertmanager(url)], routing, letters(topic), say=lines.append)
+        run_router(again, lambda: len(receiver.got) >= 3, seconds=30)
+        assert [[a["labels"]["alert_id"] for a in body] for body in receiver.at("/api/v2/alerts")][:3] == [
+            [taken.alert_id]] * 3
+        assert lines == [f'alertmanager {url}/api/v2/alerts: HTTP 400 Bad Request: {{"code":400,"message":"invalid"}};'
+                         f" refused {refused.alert_id}, left out of the resends"]
     finally:
         receiver.stop()
