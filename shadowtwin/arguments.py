@@ -110,12 +110,22 @@ def duration_option(text: str, option: str, *, whole_ms: bool = False) -> float:
     try:
         seconds = parse_duration(text).total_seconds()
     except ValueError as exc:
+        if _negative(text):
+            raise UsageError(f"{option} {text}: must be longer than zero") from None
         raise UsageError(f"{option}: {exc}") from None
     if seconds <= 0:
         raise UsageError(f"{option} {text}: must be longer than zero")
     if whole_ms and seconds < 0.001:
         raise UsageError(f"{option} {text}: must be 1ms or longer (it is counted in whole milliseconds)")
     return seconds
+
+
+def _negative(text: str) -> bool:
+    """`-5m`, `-00:05:00`: a duration with a minus before it."""
+    try:
+        return text.strip().startswith("-") and parse_duration(text.strip()[1:]) is not None
+    except ValueError:
+        return False
 
 
 def server_name(name: str, known: Iterable[str]) -> str | None:

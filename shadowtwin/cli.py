@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -439,10 +440,13 @@ def _version() -> str:
 class _Parser(argparse.ArgumentParser):
     """Bad arguments: one line naming the argument and the problem, exit status 2. An option is
     written whole: a misspelt one is named (`--second`: did you mean --seconds?), not taken for the
-    option it begins (argparse's abbreviations), and the commands' parsers are made by this class."""
+    option it begins (argparse's abbreviations), and the commands' parsers are made by this class. A value that
+    begins with a minus and a digit (`--duration -5m`) is the option's value, refused by what reads it, as Python
+    3.13's argparse takes it: 3.11's took it for an unknown option ('--duration: expected one argument')."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+        self._negative_number_matcher = re.compile(r"-\.?\d")
 
     def _get_value(self, action: argparse.Action, text: str):
         """An empty value (`--out "$UNSET"`) is refused: it was taken as not given, or as the current folder."""

@@ -190,6 +190,14 @@ def test_a_bad_duration_is_refused_naming_the_option_not_the_topology(value, tmp
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("value", ["-5m", "-00:05:00"])
+def test_a_negative_duration_is_refused_as_a_duration_not_longer_than_zero(value, tmp_path, capsys):
+    """Taken for an option by argparse, it was refused as '--duration: expected one argument', naming no value."""
+    assert main(["simulate", "--duration", value, "--out", str(tmp_path / "x.avro")]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"shadowtwin simulate: --duration {value}: must be longer than zero"]
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("options, line", [
     (["--seconds", "5"], "--seconds is only for --live"),
     (["--speed", "60"], "--speed is only for --to-kafka or --live"),
