@@ -20,14 +20,15 @@ from email.policy import SMTP
 
 
 def report(node: str, message_id: str, sender: str, original: bytes, failed: dict[str, str], at_ms: int) -> bytes:
-    """The report from `node` to `sender` on `original`: `failed` maps each recipient to the answer (or
-    reason) that failed it; `message_id` is the report's own Message-ID."""
+    """The report from `node` (its fully qualified domain name: RFC 3464 2.2.2) to `sender` on `original`:
+    `failed` maps each recipient to the answer (or reason) that failed it; `message_id` is the report's own
+    Message-ID."""
     end = original.find(b"\r\n\r\n")
     original_headers = original if end < 0 else original[:end + 2]
     human = "Delivery has failed to these recipients:\r\n\r\n" + "".join(
         f"{rcpt}\r\n    {answer}\r\n" for rcpt, answer in failed.items())
     status = MIMEBase("message", "delivery-status")
-    status.attach(_fields(("Reporting-MTA", f"dns;{node}")))
+    status.attach(_fields(("Reporting-MTA", f"dns; {node}")))
     for rcpt, answer in failed.items():
         status.attach(_fields(("Final-Recipient", f"rfc822;{rcpt}"), ("Action", "failed"), ("Status", _status(answer)),
                               ("Diagnostic-Code", f"smtp;{answer}")))

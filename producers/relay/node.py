@@ -361,7 +361,7 @@ class RelayNode:
         internal_id = self.db.new_internal_id()
         report_ref = MessageRef(f"<{internal_id}@{self.name}>", internal_id)
         now = self.events.now_ms()
-        content = ndr.report(self.name, report_ref.message_id, m.mail_from, m.content, failed, now)
+        content = ndr.report(self.topology.fqdn(self.name), report_ref.message_id, m.mail_from, m.content, failed, now)
         parent = Parent(m.internal_id, m.message_id, None if m.resubmitted else m.shadow_server)
         self.db.enqueue(StoredMessage(internal_id, report_ref.message_id, "<>", (m.mail_from,), content, None,
                                       self.name, parent=parent), now, now)

@@ -119,6 +119,11 @@ class LabTopology:
                 return spec
         raise KeyError(f"no node {name!r} in the topology (nodes: {', '.join(n.name for n in self.nodes)})")
 
+    def fqdn(self, name: str) -> str:
+        """A node's fully qualified domain name, as its reports name it (RFC 3464's `Reporting-MTA: dns; ...`):
+        its name in the first internal domain (`ex01` -> `ex01.contoso.com`); a name with a dot is one already."""
+        return name if "." in name or not self.internal_domains else f"{name}.{self.internal_domains[0]}"
+
     def peers(self, name: str) -> list[NodeSpec]:
         """The other nodes of `name`'s boundary: where its shadow copies may go."""
         me = self.node(name)

@@ -148,6 +148,7 @@ def test_recipients_refused_for_good_are_reported_to_the_sender_and_the_shadow_w
     assert to == ("a@fabrikam.example",)
     parsed = email.message_from_bytes(report)
     assert parsed.get_content_type() == "multipart/report" and parsed["Subject"] == "Undeliverable: next hop test"
+    assert b"Reporting-MTA: dns; ex01.contoso.com\r\n" in report, "RFC 3464 2.2.2: a fully qualified name"
     status = re.sub(rb"\r\n[ \t]+", b" ", report[report.index(b"Final-Recipient"):])  # unfolded
     assert b"Final-Recipient: rfc822;gone@contoso.com" in status and b"Status: 5.1.1" in status
     assert b"Diagnostic-Code: smtp;550 5.1.1 <gone@contoso.com>: Recipient address rejected" in status

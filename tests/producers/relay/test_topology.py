@@ -52,6 +52,14 @@ def test_boundaries_decide_the_peers():
     assert topology.peers("b") == []
 
 
+def test_a_node_is_named_fully_qualified_in_the_first_internal_domain():
+    """RFC 3464 2.2.2: a report's Reporting-MTA of type dns is a fully qualified domain name (`dns;ex01` was not)."""
+    topology = topology_from({"internal_domains": ["contoso.com", "fabrikam.com"],
+                              "nodes": [{"name": "ex01", "port": 1, "dag": "d1"}]})
+    assert topology.fqdn("ex01") == "ex01.contoso.com"
+    assert topology.fqdn("ex02.corp.contoso.com") == "ex02.corp.contoso.com"
+
+
 def test_secrets_are_generated_once_and_private(tmp_path):
     path = tmp_path / "lab" / "secrets.json"
     first = ensure_secrets(path, ["a", "b"])
