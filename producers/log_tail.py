@@ -14,7 +14,9 @@ Without `follow` the tail reads the named files (globs expanded, ignoring case: 
 `.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A last line
 with no line end is read when the file's reader finds it whole (a file written without one at its end);
 else it is no record yet (the server is still writing it): it is not read, and `unfinished` names its file
-and line number, so that a later run reads it whole. It holds
+and line number, so that a later run reads it whole. NUL bytes a file ends with (a crash's padding on NTFS)
+are no line: they are left unread, and read again at the next poll (the server may write over them); the NULs
+a line starts with are passed over (a line written after such padding). It holds
 none of them open between two reads of a chunk (a folder of thousands of small files passed the
 process's limit of open files, EMFILE), reopening each where it was left. A file
 that does not exist (without `follow`) and a glob that matches no file are FileNotFoundErrors. With it,
@@ -93,6 +95,7 @@ class TailedFile:
         self.seen_size = -1  # its size at the last poll, while it is read to its end
         self.closed_at = 0
         self.prefix = b""  # its first bytes as read (up to HEAD_BYTES)
+        self.padding = 0  # NUL bytes at its end, not read (`lines`)
         if not held:
             self.close()
 
@@ -111,14 +114,14 @@ class TailedFile:
     def restart(self) -> None:
         self.handle.seek(0)
         self.prefix = b""
-        self.number, self.partial, self.last_ms = 0, b"", 0
+        self.number, self.partial, self.last_ms, self.padding = 0, b"", 0, 0
         self.generation += 1
         self.reader.reset()
 
     def finished(self) -> bool:
         """Read to its end, with no unfinished line, and the same size as at the last poll."""
         size = os.fstat(self.handle.fileno()).st_size
-        done = not self.partial and size == self.handle.tell() == self.seen_size
+        done = not self.partial and size == self.handle.tell() + self.padding == self.seen_size
         self.seen_size = size
         return done
 
@@ -153,8 +156,9 @@ class TailedFile:
             chunk, at = self._read()
             if not chunk:
                 break
-            if len(self.prefix) < HEAD_BYTES:
-                self.prefix += chunk[:HEAD_BYTES - len(self.prefix)]
+            start = at - len(chunk)
+            if start < HEAD_BYTES:
+                self.prefix = self.prefix[:start] + chunk[:HEAD_BYTES - start]
             end = at - len(chunk) - len(self.partial)  # where the unfinished line starts
             if end == 0 and self.number == 0:
                 self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
@@ -162,6 +166,7 @@ class TailedFile:
             for raw in complete:
                 end += len(raw) + len(self.newline)
                 yield self._line(raw, end)
+        at -= self._unread_padding()
         if final and self.partial:
             raw, self.partial = self.partial, b""
             last = self._line(raw, at)
@@ -170,9 +175,25 @@ class TailedFile:
             else:
                 self.cut = last[2].number
 
+    def _unread_padding(self) -> int:
+        """The NUL bytes the file ends with (what NTFS leaves of a file extended and never written, after a
+        crash) are no line: left unread, the next read starts at them, to read what overwrites them."""
+        self.padding = len(self.partial) - len(self.partial.rstrip(b"\0"))
+        self.padding -= self.padding % len(self.newline)  # whole UTF-16 code units
+        if self.padding:
+            self.partial = self.partial[:-self.padding]
+            if self.handle.closed:
+                self.closed_at -= self.padding
+            else:
+                self.handle.seek(-self.padding, os.SEEK_CUR)
+            self.prefix = self.prefix[:self.closed_at if self.handle.closed else self.handle.tell()]
+        return self.padding
+
     def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
         self.number += 1
         raw = raw.removesuffix(self.cr)
+        padded = len(raw) - len(raw.lstrip(b"\0"))
+        raw = raw[padded - padded % len(self.newline):]  # after a crash's NUL padding, the line written after it
         try:
             text = None if self.codec is None else raw.decode(self.codec)
         except UnicodeDecodeError as exc:  # a lone surrogate, an odd byte: as a line that is not UTF-8

@@ -142,6 +142,8 @@ class MtlReader:
         raw = raw.removeprefix(BOM).rstrip(b"\r\n")
         if raw.startswith(b"#") and not raw.startswith(b"#Fields:"):
             return None  # #Software, #Version, #Date...: read by no one, whatever their bytes
+        if b"\0" in raw:
+            return BadLine(f"a NUL byte in the line (at byte {raw.index(0)}): no log writes one")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -375,3 +375,56 @@ def test_a_file_without_a_single_line_end_that_is_no_log_is_refused_as_one(tmp_p
     core.write_bytes(bytes(range(128, 256)) * 8)
     with pytest.raises(NotATrackingLog, match="before any #Fields: line, a line is not UTF-8 text"):
         open_logs([str(core)])
+
+
+def test_the_nul_padding_a_crash_leaves_at_a_files_end_is_no_record(tmp_path, capsys):
+    """NTFS, after a crash, leaves a file extended and never written: NUL bytes at its end. They were one line,
+    said to be 'still written' (no line end) or a dead letter (a line end after them); they are no record."""
+    log = tmp_path / EX02.name
+    expected = [event.event_id for event in run([EX02])[0].events]
+    capsys.readouterr()
+    for padding in (b"\0" * 100_000, b"\0" * 100_000 + b"\r\n"):
+        log.write_bytes(EX02.read_bytes() + padding)
+        sink, counts = run([log])
+        assert ([event.event_id for event in sink.events], sink.dead_letters) == (expected, [])
+        assert "still writing" not in capsys.readouterr().err
+
+
+def test_a_nul_byte_inside_a_line_is_a_dead_letter_saying_so(tmp_path):
+    lines = EX02.read_bytes().split(b"\r\n")
+    log = tmp_path / EX02.name
+    log.write_bytes(b"\r\n".join(lines[:5] + [lines[5][:40] + b"\0" + lines[5][40:]] + lines[6:]))
+    sink, _ = run([log])
+    assert [(d.offset, d.reason) for d in sink.dead_letters] == [
+        (6, "a NUL byte in the line (at byte 40): no log writes one")]
+
+
+def test_follow_reads_the_lines_written_over_nul_padding_and_after_it(tmp_path):
+    """The server writes over the NULs (in place) or after them (appending): its lines are read, the NULs are not.
+    The NULs were read as the start of a line: what was written over them was never read."""
+    lines = [line for line in EX01.read_bytes().split(b"\r\n") if line]
+    head, body = lines[:5], lines[5:]
+    log = tmp_path / "MSGTRK20261122-1.LOG"
+    start = b"\r\n".join(head + body[:1]) + b"\r\n"
+    unpadded = tmp_path / "unpadded" / log.name
+    unpadded.parent.mkdir()
+    unpadded.write_bytes(start + body[1] + b"\r\n" + body[3] + b"\r\n")
+    expected = [event.event_id for event in run([unpadded])[0].events]
+    log.write_bytes(start + b"\0" * 5000)
+    stop = threading.Event()
+    sink, thread, result = follow([log], stop)
+    try:
+        assert wait_for(lambda: len(sink.events) == 1)
+        with open(log, "r+b") as out:  # in place, NULs left after it
+            out.seek(len(start))
+            out.write(body[1] + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == 3)
+        with open(log, "ab") as out:  # after the NULs
+            out.write(body[3] + b"\r\n")
+        assert wait_for(lambda: len(sink.events) == len(expected))
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        thread.join(10)
+    assert sink.dead_letters == []
+    assert [event.event_id for event in sink.events] == expected
