@@ -4,8 +4,8 @@
     for line in tail.poll():      # what was written since the last poll, every file merged by time
         line.path, line.number, line.raw, line.item      # item: what the file's reader made of the line
 
-Each file has its own reader (`new_reader()`: an object with `line(raw)`, `not_text(text, reason)` and
-`reset()`); lines
+Each file has its own reader (`new_reader()`: an object with `line(raw)`, `continues(raw)`, `whole(item)`,
+`not_text(text, reason)` and `reset()`); lines
 of several files come out merged by the `time_ms` of what their reader made of them (a line
 without one keeps its place in its file), so a primary's lines and its shadow's, from two
 servers' logs, reach the mapper in event-time order.
@@ -14,7 +14,10 @@ Without `follow` the tail reads the named files (globs expanded, ignoring case: 
 `.LOG`, its documents `.log`) once to their end; a folder stands for its `MSGTRK*.log` files. A last line
 with no line end is read when the file's reader finds it whole (a file written without one at its end);
 else it is no record yet (the server is still writing it): it is not read, and `unfinished` names its file
-and line number, so that a later run reads it whole. NUL bytes a file ends with (a crash's padding on NTFS)
+and line number, so that a later run reads it whole. A record whose quoted field holds a line break (the
+reader's `continues(raw)`: an Export-Csv file's) is joined from its lines, up to `MAX_RECORD_LINES`, and read as
+one line (`line.number` its first line's, `line.end` after its last); one whose quote is still open at the end
+of the file is left unread as a last line with no line end is. NUL bytes a file ends with (a crash's padding on NTFS)
 are no line: they are left unread, and read again at the next poll (the server may write over them); the NULs
 a line starts with are passed over (a line written after such padding). It holds
 none of them open between two reads of a chunk (a folder of thousands of small files passed the
@@ -62,6 +65,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 CHUNK = 1 << 16
+MAX_RECORD_LINES = 100  # how many lines a record whose quoted field holds line breaks may span
 HEAD_BYTES = 1024  # a file's first bytes, kept to tell a file rewritten in place from one that grew
 _GLOB_CHARS = re.compile(r"[*?\[]")
 FOLDER_PATTERN = "MSGTRK*.log"  # what a folder argument stands for (case ignored)
@@ -88,7 +92,8 @@ class TailedFile:
         self.identity = (stat.st_dev, stat.st_ino)
         self.reader = new_reader(path)
         self.number, self.partial, self.last_ms = 0, b"", 0
-        self.cut: int | None = None  # the number of a last line with no line end left unread (`lines`)
+        self.cut: tuple[int, str] | None = None  # a last record left unread (`lines`): its line number, why
+        self.record: list[tuple[bytes, int, int]] = []  # a record read so far, a quoted field open: (line, end, number)
         self.codec: str | None = None  # "utf-16-le"/"utf-16-be" after a UTF-16 byte-order mark, else None
         self.newline, self.cr = b"\n", b"\r"
         self.generation = 0  # how many times it was truncated and read again from its start
@@ -114,14 +119,14 @@ class TailedFile:
     def restart(self) -> None:
         self.handle.seek(0)
         self.prefix = b""
-        self.number, self.partial, self.last_ms, self.padding = 0, b"", 0, 0
+        self.number, self.partial, self.last_ms, self.padding, self.record = 0, b"", 0, 0, []
         self.generation += 1
         self.reader.reset()
 
     def finished(self) -> bool:
         """Read to its end, with no unfinished line, and the same size as at the last poll."""
         size = os.fstat(self.handle.fileno()).st_size
-        done = not self.partial and size == self.handle.tell() + self.padding == self.seen_size
+        done = not self.partial and not self.record and size == self.handle.tell() + self.padding == self.seen_size
         self.seen_size = size
         return done
 
@@ -165,15 +170,21 @@ class TailedFile:
             *complete, self.partial = _split(self.partial + chunk, self.newline)
             for raw in complete:
                 end += len(raw) + len(self.newline)
-                yield self._line(raw, end)
+                yield from self._take(raw, end)
         at -= self._unread_padding()
-        if final and self.partial:
-            raw, self.partial = self.partial, b""
-            last = self._line(raw, at)
-            if not whole_only or self.reader.whole(last[2].item):
-                yield last
-            else:
-                self.cut = last[2].number
+        if not final:
+            return
+        raw, self.partial = self.partial, b""
+        *before, last = list(self._take(raw, at)) if raw else [None]
+        yield from before
+        if last is not None and (not whole_only or self.reader.whole(last[2].item)):
+            yield last
+        elif last is not None:
+            self.cut = last[2].number, "it has no line end yet"
+        if self.record and whole_only:
+            self.cut = self.record[0][2], "a quoted field of its record is not closed yet"
+        elif self.record:
+            yield from self._flush()
 
     def _unread_padding(self) -> int:
         """The NUL bytes the file ends with (what NTFS leaves of a file extended and never written, after a
@@ -189,21 +200,46 @@ class TailedFile:
             self.prefix = self.prefix[:self.closed_at if self.handle.closed else self.handle.tell()]
         return self.padding
 
-    def _line(self, raw: bytes, end: int) -> tuple[int, int, Line]:
+    def _take(self, raw: bytes, end: int) -> Iterator[tuple[int, int, Line]]:
+        """A line read (its line end cut off, its CR kept): the record it ends, if any."""
         self.number += 1
-        raw = raw.removesuffix(self.cr)
-        padded = len(raw) - len(raw.lstrip(b"\0"))
-        raw = raw[padded - padded % len(self.newline):]  # after a crash's NUL padding, the line written after it
+        if not self.record:
+            padded = len(raw) - len(raw.lstrip(b"\0"))
+            raw = raw[padded - padded % len(self.newline):]  # after a crash's NUL padding, the line written after it
         try:
-            text = None if self.codec is None else raw.decode(self.codec)
+            text = raw if self.codec is None else raw.decode(self.codec).encode("utf-8")
         except UnicodeDecodeError as exc:  # a lone surrogate, an odd byte: as a line that is not UTF-8
+            yield from self._flush()
+            raw = raw.removesuffix(self.cr)
             item = self.reader.not_text(raw.decode(self.codec, errors="replace"),
                                         f"not UTF-16 text ({exc.reason} at byte {exc.start})")
+            yield self.last_ms, self.number, Line(self.path, self.number, raw, item, end, self)
         else:
-            raw = raw if text is None else text.encode("utf-8")
-            item = self.reader.line(raw)
+            yield from self._join(text, end, self.number)
+
+    def _join(self, text: bytes, end: int, number: int) -> Iterator[tuple[int, int, Line]]:
+        """A line of text joined to the record it belongs to: a record whose quoted field holds a line break
+        (its reader's `continues`) goes on, up to `MAX_RECORD_LINES` lines; one whose quote is still open then
+        is its first line alone (a bad line), the others read again."""
+        self.record.append((text, end, number))
+        if not self.reader.continues(b"\n".join(line for line, _, _ in self.record)):
+            yield from self._flush()
+        elif len(self.record) == MAX_RECORD_LINES:
+            first, *rest = self.record
+            self.record = [first]
+            yield from self._flush()
+            for line in rest:
+                yield from self._join(*line)
+
+    def _flush(self) -> Iterator[tuple[int, int, Line]]:
+        """The record held, as far as it was read, to its reader."""
+        if not self.record:
+            return
+        held, self.record = self.record, []
+        raw = b"\n".join(line for line, _, _ in held).removesuffix(b"\r")
+        item = self.reader.line(raw)
         self.last_ms = getattr(item, "time_ms", None) or self.last_ms
-        return self.last_ms, self.number, Line(self.path, self.number, raw, item, end, self)
+        yield self.last_ms, held[0][2], Line(self.path, held[0][2], raw, item, held[-1][1], self)
 
 
 class LogTail:
@@ -216,7 +252,7 @@ class LogTail:
         self.rolled_over: dict[Path, TailedFile] = {}  # read to their end and closed
         self.skipped: dict[Path, TailedFile] = {}  # not to be read (`skip`), while the same file is under its name
         self.unreadable: dict[Path, str] = {}  # came while following and could not be opened: why (tried again)
-        self.unfinished: dict[Path, int] = {}  # without `follow`: a last line with no line end, not read (its number)
+        self.unfinished: dict[Path, tuple[int, str]] = {}  # without `follow`: a last record not read (`TailedFile.cut`)
         self.watches: list[tuple[str, re.Pattern[str]]] = []  # (folders: a glob, name pattern) for new files
         for arg in paths:
             path, folder = Path(arg), None

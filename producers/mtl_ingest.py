@@ -215,8 +215,8 @@ def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop
                 break
     finally:
         tail.close()
-    for path, number in sorted(tail.unfinished.items()):
-        say(f"{path} line {number}: not read: it has no line end yet (the server is still writing it); a later run"
+    for path, (number, why) in sorted(tail.unfinished.items()):
+        say(f"{path} line {number}: not read: {why} (the server is still writing it); a later run"
             " reads it once it is finished (with --state it sends only what it did not send), as --follow does")
     counts.unjoined, counts.unreadable = mapper.unjoined, len(tail.unreadable)
     counts.mailbox_domains_outside = mapper.mailbox_domains_outside[said_domains:]

@@ -17,7 +17,8 @@ separated by `;` or a tab with `-UseCulture` or `-Delimiter`), then records. The
 are mapped to the log's field names (`EXPORT_COLUMNS`), so the mapper sees one kind of row.
 `Timestamp` is ISO-8601, or the en-US text PowerShell writes (`11/22/2026 2:00:00 AM`), read as UTC
 (EXCHANGE_LOGS.md: export on a UTC machine or as ISO).
-A multi-valued property exported without `-join` (`System.String[]`) is a bad line.
+A multi-valued property exported without `-join` (`System.String[]`) is a bad line. A quoted value may hold
+a line break (`continues`): the file's tail joins the lines of such a record before it is read.
 
 A file that is no message-tracking log at all (`not_a_tracking_log`: its first record comes before any
 header, or its header lacks a field every tracking log since Exchange 2007 has: an SMTP protocol log, a CSV
@@ -126,6 +127,12 @@ class MtlReader:
         self.fields: tuple[str, ...] | None = None
         self.exported = False  # an Export-Csv file (a header of property names)
         self.delimiter = ","  # an export's may be another (-UseCulture, -Delimiter)
+
+    def continues(self, raw: bytes) -> bool:
+        """Whether a record goes on on the next line: an Export-Csv record with a quoted field open at its end
+        (a subject or a status with a line break: the export quotes every field that holds a quote, so an odd
+        count of them leaves one open). A raw log's record is one line."""
+        return self.exported and raw.count(b'"') % 2 == 1
 
     @staticmethod
     def whole(item: Row | BadLine | None) -> bool:

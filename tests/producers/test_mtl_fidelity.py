@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.log_tail import LogTail
+from producers.log_tail import MAX_RECORD_LINES, LogTail
 from producers.mtl_events import IGNORED, SERVICE_SKIPS, MtlMapper, Skip
 from producers.mtl_ingest import ingest
 from producers.mtl_log import EXPORT_COLUMNS, MtlReader, Row, service_of, split_statuses
@@ -510,3 +510,70 @@ def test_more_logs_than_the_process_may_open_are_read_merged_by_time(tmp_path):
     assert {i for i, _ in received_} == {str(n) for n in [*range(1, 801), *range(1001, 1201)]}
     assert [ms for _, ms in received_] == sorted(ms for _, ms in received_)
     assert ingested() == []  # the positions saved: nothing is sent again
+
+
+SENT_BROKEN = record("02:00:01.000", "SEND", client_hostname="EX01.contoso.com", server_hostname="mx.fabrikam.com",
+                     source="SMTP", internal_message_id="500", recipient_address="ann@contoso.com;bob@contoso.com",
+                     recipient_status="250 2.0.0 OK\r\nqueued as 4Xz;250 2.0.0 OK",
+                     message_subject="Invoice\r\nNovember")
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_an_export_whose_quoted_field_holds_a_line_break_reads_the_record_whole(tmp_path, encoding):
+    """Export-Csv writes a value with a line break (a subject, a next hop's answer of several lines) quoted, the
+    break as it is, as CSV allows (RFC 4180 2.6). The record was two bad lines; it is one record, and a line
+    after it keeps its number in the file."""
+    plain = {**SENT_BROKEN, "recipient-status": "250 2.0.0 OK;250 2.0.0 OK", "message-subject": "Invoice"}
+    raw = run(raw_log(tmp_path / "MSGTRK20261122-1.LOG", [RECEIVED, *SHADOWED, plain]))[0].events
+    text = export_csv([RECEIVED, *SHADOWED, SENT_BROKEN]) + '"2026-11-22T02:00:02Z","garbled"\r\n'
+    path = tmp_path / "tracking.csv"
+    path.write_bytes(text.encode(encoding))
+    sink, counts = run(path)
+    strip = lambda events: [(e.kind, e.node, e.primary_server, e.message, e.event_time_ms) for e in events]
+    assert strip(sink.events) == strip(raw)
+    assert [(d.offset, d.reason) for d in sink.dead_letters] == [(text.count("\r\n"), "2 fields where the header"
+                                                                   " names 27")]
+
+
+def test_following_an_export_waits_for_the_end_of_a_record_whose_quoted_field_holds_a_line_break(tmp_path):
+    text = export_csv([RECEIVED, SENT_BROKEN]).encode("utf-8")
+    cut = text.index(b"Invoice\r\n") + len(b"Invoice\r\n")  # the line break inside the quoted subject
+    path = tmp_path / "tracking.csv"
+    path.write_bytes(text[:cut])
+    tail = LogTail([str(path)], follow=True, new_reader=MtlReader)
+    try:
+        assert [line.number for line in tail.poll() if line.item is not None] == [3]  # the receipt, not half a record
+        with open(path, "ab") as out:
+            out.write(text[cut:])
+        [line] = [line for line in tail.poll() if line.item is not None]
+    finally:
+        tail.close()
+    assert isinstance(line.item, Row) and line.number == 4 and line.end == len(text)
+    assert (line.item.get("message-subject"), line.item.statuses()) == (
+        "Invoice\r\nNovember", ("250 2.0.0 OK\r\nqueued as 4Xz", "250 2.0.0 OK"))
+
+
+def test_an_export_cut_inside_a_quoted_field_is_not_read_until_its_record_is_finished(tmp_path, capsys):
+    text = export_csv([RECEIVED, SENT_BROKEN]).encode("utf-8")
+    path = tmp_path / "tracking.csv"
+    path.write_bytes(text[:text.index(b"Invoice\r\n") + len(b"Invoice\r\n")])
+    sink, counts = run(path)
+    assert [e.kind for e in sink.events] == ["MessageReceived"] and sink.dead_letters == []
+    assert f"{path} line 4: not read: a quoted field of its record is not closed yet (the server is still writing" \
+           " it)" in capsys.readouterr().out  # ingest's `say`: the command's stderr
+
+
+def test_an_unterminated_quote_in_an_export_is_a_bad_line_and_the_records_after_it_are_read(tmp_path):
+    """A quote never closed joins the lines after it to its record up to MAX_RECORD_LINES lines, then is its
+    line alone, a dead letter, and the lines after it are read as they are."""
+    after = [record(f"02:{n // 60:02d}:{n % 60:02d}.000", "RECEIVE", client_hostname="mail.fabrikam.com",
+                    server_hostname="EX01", source="SMTP", internal_message_id=str(1000 + n), total_bytes="100",
+                    recipient_address="ann@contoso.com", message_id=f"<a{n}@fabrikam.com>",
+                    network_message_id=f"a1b2c3d4-0101-4a5b-8c9d-{n:012d}")
+             for n in range(MAX_RECORD_LINES + 5)]
+    header, *records = export_csv(after).split("\r\n")[1:-1]
+    path = tmp_path / "tracking.csv"
+    path.write_text("\r\n".join([header, '"2026-11-22T02:00:00Z","open quote', *records]) + "\r\n")
+    sink, counts = run(path)
+    assert [(d.offset, d.reason[:16]) for d in sink.dead_letters] == [(2, "not a CSV record")]
+    assert [e.message.internal_id for e in sink.events] == [str(1000 + n) for n in range(len(after))]
