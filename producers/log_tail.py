@@ -156,7 +156,7 @@ class TailedFile:
         """(time key, line number, line) for what was written since the last read; `final` takes a last line
         with no line end too; with `whole_only`, only when its reader finds it whole (`whole`: a file written
         without a line end at its end), else it is left unread, its number in `cut` (the server is still
-        writing it)."""
+        writing it), as is a record whose quoted field is still open (`_join`)."""
         while True:
             chunk, at = self._read()
             if not chunk:
@@ -175,8 +175,9 @@ class TailedFile:
         if not final:
             return
         raw, self.partial = self.partial, b""
-        *before, last = list(self._take(raw, at)) if raw else [None]
-        yield from before
+        entries = list(self._take(raw, at)) if raw else []  # none while the record's quoted field is open
+        last = entries.pop() if entries else None
+        yield from entries
         if last is not None and (not whole_only or self.reader.whole(last[2].item)):
             yield last
         elif last is not None:

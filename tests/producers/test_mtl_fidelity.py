@@ -553,10 +553,11 @@ def test_following_an_export_waits_for_the_end_of_a_record_whose_quoted_field_ho
         "Invoice\r\nNovember", ("250 2.0.0 OK\r\nqueued as 4Xz", "250 2.0.0 OK"))
 
 
-def test_an_export_cut_inside_a_quoted_field_is_not_read_until_its_record_is_finished(tmp_path, capsys):
+@pytest.mark.parametrize("after", [b"Invoice\r\n", b"Invoice\r\nNov"], ids=["at a line end", "inside a line"])
+def test_an_export_cut_inside_a_quoted_field_is_not_read_until_its_record_is_finished(tmp_path, capsys, after):
     text = export_csv([RECEIVED, SENT_BROKEN]).encode("utf-8")
     path = tmp_path / "tracking.csv"
-    path.write_bytes(text[:text.index(b"Invoice\r\n") + len(b"Invoice\r\n")])
+    path.write_bytes(text[:text.index(after) + len(after)])
     sink, counts = run(path)
     assert [e.kind for e in sink.events] == ["MessageReceived"] and sink.dead_letters == []
     assert f"{path} line 4: not read: a quoted field of its record is not closed yet (the server is still writing" \
