@@ -190,8 +190,7 @@ class TailedFile:
     def _unread_padding(self) -> int:
         """The NUL bytes the file ends with (what NTFS leaves of a file extended and never written, after a
         crash) are no line: left unread, the next read starts at them, to read what overwrites them."""
-        self.padding = len(self.partial) - len(self.partial.rstrip(b"\0"))
-        self.padding -= self.padding % len(self.newline)  # whole UTF-16 code units
+        self.padding = padding(self.partial, len(self.newline))
         if self.padding:
             self.partial = self.partial[:-self.padding]
             if self.handle.closed:
@@ -410,14 +409,21 @@ class LogTail:
 
 def head_lines(path: Path, size: int = CHUNK, unfinished: bool = False) -> list[bytes]:
     """The complete lines among a file's first `size` bytes, as its reader gets them (UTF-16 transcoded);
-    `unfinished`: and a last line with no line end, when the file ends there."""
+    `unfinished`: and a last line with no line end, when the file ends there (NUL padding is none)."""
     with open(path, "rb") as handle:
         head = handle.read(size)
         ends = unfinished and not handle.read(1)
     codec, newline, cr = _UTF16.get(head[:2], (None, b"\n", b"\r"))
     *lines, rest = _split(head, newline)
+    rest = rest[:len(rest) - padding(rest, len(newline))]
     lines = [raw.removesuffix(cr) for raw in lines + ([rest] if ends and rest else [])]
     return lines if codec is None else [raw.decode(codec, errors="replace").encode("utf-8") for raw in lines]
+
+
+def padding(buffer: bytes, unit: int) -> int:
+    """How many NUL bytes `buffer` ends with (a crash's padding), in whole code units of `unit` bytes."""
+    nuls = len(buffer) - len(buffer.rstrip(b"\0"))
+    return nuls - nuls % unit
 
 
 def _same_watch(watches: list[tuple[Path, re.Pattern[str]]], one: Path, other: Path) -> bool:

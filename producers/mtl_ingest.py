@@ -151,14 +151,17 @@ def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None
 
 
 def _holds_nothing(path: Path) -> bool:
-    """No header and no record: no byte, or blank lines only."""
+    """No header and no record: no byte, or blank lines or NUL padding (a crash's, log_tail) only."""
     with open(path, "rb") as handle:
-        return not handle.read(CHUNK).strip() and not handle.read(1)
+        return not handle.read(CHUNK).replace(b"\0", b"").strip() and not handle.read(1)
 
 
 def _nothing(path: Path) -> str:
+    with open(path, "rb") as handle:
+        nuls_only = handle.read(CHUNK).strip(b"\0") == b""
     size = path.stat().st_size
-    return f"{path}: empty ({size} bytes{', blank lines only' if size else ''}: no #Fields: line, no record)"
+    what = (", NUL padding only" if nuls_only else ", blank lines only") if size else ""
+    return f"{path}: empty ({size} bytes{what}: no #Fields: line, no record)"
 
 
 def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,
