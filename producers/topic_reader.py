@@ -1,5 +1,5 @@
 """Reading the contract's records from a Kafka topic: the one reader behind `record`, `alerts tail`
-and `commands tail`.
+and `commands tail`, and how far the twin has read its events topic (`unread_events`, for `where` and `server`).
 
     outcome = ReadOutcome()
     for record, kafka_ms in read_topic(bootstrap, "shadowtwin.alerts", outcome, expected="Alert",
@@ -27,13 +27,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, TopicPartition
 
-from infra.kafka import Kafka, consumer, partitions_of
+from infra.kafka import Kafka, committed_offsets, consumer, partitions_of
 from infra.wording import counted
 from schemas.codec import decode
+from schemas.events import ClockTick
 from schemas.shape import top_level_name
 from schemas.wire import DecodeError
+
+UNREAD_READ_AT_MOST = 1_000  # unread records of a partition read to tell the twin's clock ticks from events
 
 
 @dataclass
@@ -115,24 +118,68 @@ def last_records_start(kafka: Kafka, topic: str, partition: int, low: int, high:
 
 def record_offsets(kafka: Kafka, topic: str, partition: int, start: int, end: int) -> list[int]:
     """The offsets of the records between `start` and `end` (excluded) that a consumer is given."""
+    return [message.offset() for message in records_between(kafka, topic, partition, start, end)]
+
+
+def records_between(kafka: Kafka, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
+    """The records between `start` and `end` (excluded) that a consumer is given, as read."""
     client = consumer(kafka, f"shadowtwin-scan-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
                       **{"enable.partition.eof": True})
     try:
         client.assign([TopicPartition(topic, partition, start)])
-        offsets: list[int] = []
         while True:
             message = client.poll(1.0)
             if message is None:
                 continue
             if message.error() is not None:
                 if message.error().code() == KafkaError._PARTITION_EOF:
-                    return offsets
+                    return
                 raise RuntimeError(f"{topic}: {message.error()}")
             if message.offset() >= end:
-                return offsets
-            offsets.append(message.offset())
+                return
+            yield message
     finally:
         client.close()
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A partition's records the twin has not read: how many, and when Kafka appended the first."""
+
+    records: int
+    first_appended_ms: int | None  # None when its first `read_at_most` unread records are all clock ticks
+
+
+def unread_events(kafka: Kafka, topic: str, group: str, read_at_most: int = UNREAD_READ_AT_MOST) -> dict[int, Unread]:
+    """Partition -> the records of the events `topic` past the offset `group` last committed (the twin commits
+    what each batch read up to: streaming/consumer_group.py) that are not the twin's own clock ticks; a
+    partition the group holds no offset of, or none past it, is left out. Of a partition's unread records only
+    the first `read_at_most` are read to tell ticks from events: the rest count as they are."""
+    client = consumer(kafka, group, log_level=2, error_cb=lambda error: None)  # assigned nothing: never joins
+    try:
+        ends = partition_watermarks(client, topic, kafka)
+        committed = committed_offsets(client, [TopicPartition(topic, p) for p in ends])
+    finally:
+        client.close()
+    unread = {}
+    for position in committed:
+        start, end = position.offset, ends[position.partition][1]
+        if start < 0 or start >= end:
+            continue
+        read_up_to = min(end, start + read_at_most)
+        events = [message.timestamp()[1] for message in records_between(kafka, topic, position.partition, start,
+                                                                         read_up_to) if not _is_tick(message.value())]
+        if events or end > read_up_to:
+            first = events[0] if events and events[0] >= 0 else None  # -1: a record without a timestamp
+            unread[position.partition] = Unread(len(events) + end - read_up_to, first)
+    return unread
+
+
+def _is_tick(value: bytes | None) -> bool:
+    try:
+        return isinstance(decode(value or b"", "Event"), ClockTick)
+    except DecodeError:
+        return False
 
 
 def topic_watermarks(bootstrap: Kafka, topic: str) -> dict[int, tuple[int, int]]:

@@ -5,6 +5,8 @@ Both read the compacted state topic (streaming/state_rows.py) to its end, with n
 latest record per message in flight and the latest summary per server, as of the event time
 each names. `--json` prints the records as they are. Nothing found: a line on stderr, exit 1. A server
 is named in any case, as Exchange names it (`server MBX01` is mbx01); an unknown one gets the closest name.
+Events published that the twin has not read (stopped, or behind) are in no answer yet: a line on stderr
+says how many, by the offsets the twin last committed to its consumer group (streaming/consumer_group.py).
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+
+from confluent_kafka import KafkaException
 
 from infra.broker import BrokerError
+from infra.kafka import NoSuchTopic
 from infra.settings import Settings
+from infra.wording import counted
+from producers.topic_reader import unread_events
 from schemas.jsonl import iso_time
 from shadowtwin.arguments import did_you_mean, server_name
 from shadowtwin.kafka_options import PARENT as KAFKA_OPTIONS
 from state.summary import TopologyView
+from state.whatif import duration
 from streaming.views import read_state
 
 NOT_FOUND = 1
@@ -51,9 +60,34 @@ def _reader_options(parser: argparse.ArgumentParser, json_help: str, run) -> Non
 
 def _view(settings: Settings, args: argparse.Namespace) -> TopologyView:
     try:
-        return read_state(settings.kafka, settings.topics.state)
+        view = read_state(settings.kafka, settings.topics.state)
     except TimeoutError as exc:  # a state topic that cannot be read: exit 1, as a missing one (NoSuchTopic)
         raise BrokerError(str(exc)) from None
+    note = unread_note(settings, int(time.time() * 1000))
+    if note:
+        print(note, file=sys.stderr)
+    return view
+
+
+def unread_note(settings: Settings, now_ms: int) -> str:
+    """What the state does not hold yet: the events the twin has not read, in one line; "" when it has read
+    them all, or when its consumer group (none, or one it never committed to) cannot tell."""
+    topic, group = settings.topics.events, settings.twin.consumer_group
+    if not group:
+        return ""
+    try:
+        unread = unread_events(settings.kafka, topic, group)
+    except (NoSuchTopic, KafkaException):
+        return ""
+    if not unread:
+        return ""
+    total = sum(u.records for u in unread.values())
+    where = ", ".join(f"partition {p}: {u.records}" for p, u in sorted(unread.items()))
+    firsts = [u.first_appended_ms for u in unread.values() if u.first_appended_ms is not None]
+    first = f", the first appended {iso(min(firsts))}, {duration(now_ms - min(firsts))} ago" if firsts else ""
+    return (f"note: the twin has not read {counted(total, 'record')} of {topic} yet ({where}{first}; past the"
+            f" offsets it last committed to consumer group {group}, its clock ticks not counted): what follows"
+            f" does not include {'it' if total == 1 else 'them'}")
 
 
 def _where(settings: Settings, args: argparse.Namespace) -> int:

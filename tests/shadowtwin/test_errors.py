@@ -891,6 +891,7 @@ def test_server_is_named_in_any_case_and_an_unknown_one_gets_the_closest_name(ka
         publisher.produce(topics.state, key=key.encode(), value=to_json(record))
     assert publisher.flush(30) == 0
     monkeypatch.setenv("SHADOWTWIN_TOPICS_STATE", topics.state)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_EVENTS", topics.events)  # a twin's unread events are a line on stderr
     found = shadowtwin("server", "MBX01", "--bootstrap", kafka_bootstrap)
     assert found.returncode == 0 and found.stdout.startswith("mbx01: DAG dag1"), found.stderr[-2000:]
     fqdn = shadowtwin("server", "MBX01.contoso.com", "--bootstrap", kafka_bootstrap)  # as Get-ExchangeServer says it
