@@ -204,8 +204,7 @@ class TailedFile:
         """A line read (its line end cut off, its CR kept): the record it ends, if any."""
         self.number += 1
         if not self.record:
-            padded = len(raw) - len(raw.lstrip(b"\0"))
-            raw = raw[padded - padded % len(self.newline):]  # after a crash's NUL padding, the line written after it
+            raw = after_padding(raw, len(self.newline))
         try:
             text = raw if self.codec is None else raw.decode(self.codec).encode("utf-8")
         except UnicodeDecodeError as exc:  # a lone surrogate, an odd byte: as a line that is not UTF-8
@@ -416,8 +415,15 @@ def head_lines(path: Path, size: int = CHUNK, unfinished: bool = False) -> list[
     codec, newline, cr = _UTF16.get(head[:2], (None, b"\n", b"\r"))
     *lines, rest = _split(head, newline)
     rest = rest[:len(rest) - padding(rest, len(newline))]
-    lines = [raw.removesuffix(cr) for raw in lines + ([rest] if ends and rest else [])]
+    lines = [after_padding(raw, len(newline)).removesuffix(cr) for raw in lines + ([rest] if ends and rest else [])]
     return lines if codec is None else [raw.decode(codec, errors="replace").encode("utf-8") for raw in lines]
+
+
+def after_padding(line: bytes, unit: int) -> bytes:
+    """A line without the NUL bytes it starts with, in whole code units of `unit` bytes: after a crash's NUL
+    padding, the line the server wrote after it."""
+    padded = len(line) - len(line.lstrip(b"\0"))
+    return line[padded - padded % unit:]
 
 
 def padding(buffer: bytes, unit: int) -> int:

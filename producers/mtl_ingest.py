@@ -139,7 +139,7 @@ def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None
         if why is not None:
             tail.close()
             raise NotATrackingLog(_not_a_log(path, "nothing published", why))
-        if not follow and _holds_nothing(path):
+        if not follow and _nothing_but(path) is not None:
             empty.append(path)
     if empty and len(empty) == len(tail.open_paths()):
         tail.close()
@@ -150,18 +150,20 @@ def open_logs(paths: list[str], *, follow: bool = False, max_age_s: float | None
     return tail
 
 
-def _holds_nothing(path: Path) -> bool:
-    """No header and no record: no byte, or blank lines or NUL padding (a crash's, log_tail) only."""
+def _nothing_but(path: Path) -> str | None:
+    """What a file with no header and no record holds: "" (no byte), ", NUL padding only" (a crash's, log_tail) or
+    ", blank lines only"; None for a file that holds more."""
+    size, nuls_only = 0, True
     with open(path, "rb") as handle:
-        return not handle.read(CHUNK).replace(b"\0", b"").strip() and not handle.read(1)
+        while chunk := handle.read(CHUNK):
+            if chunk.replace(b"\0", b"").strip():
+                return None
+            size, nuls_only = size + len(chunk), nuls_only and not chunk.strip(b"\0")
+    return "" if not size else ", NUL padding only" if nuls_only else ", blank lines only"
 
 
 def _nothing(path: Path) -> str:
-    with open(path, "rb") as handle:
-        nuls_only = handle.read(CHUNK).strip(b"\0") == b""
-    size = path.stat().st_size
-    what = (", NUL padding only" if nuls_only else ", blank lines only") if size else ""
-    return f"{path}: empty ({size} bytes{what}: no #Fields: line, no record)"
+    return f"{path}: empty ({path.stat().st_size} bytes{_nothing_but(path)}: no #Fields: line, no record)"
 
 
 def ingest(paths: list[str] | LogTail, sink: Sink, *, follow: bool = False, stop: threading.Event | None = None,

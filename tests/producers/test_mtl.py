@@ -390,6 +390,17 @@ def test_the_nul_padding_a_crash_leaves_at_a_files_end_is_no_record(tmp_path, ca
         assert capsys.readouterr() == ("", "")
 
 
+def test_a_log_written_after_the_nul_padding_a_crash_left_at_its_start_is_read(tmp_path):
+    """A crash right after Exchange made and extended the file, then the server writes its log after the NULs: the
+    file's first line starts with them. It was refused as no message-tracking log ('before any #Fields: line, a line
+    is a NUL byte in the line (at byte 0)'), where the tail reads a line after padding."""
+    log = tmp_path / EX02.name
+    log.write_bytes(b"\0" * 4096 + EX02.read_bytes())
+    sink, _ = run([log])
+    assert ([event.event_id for event in sink.events], sink.dead_letters) == (
+        [event.event_id for event in run([EX02])[0].events], [])
+
+
 def test_a_nul_byte_inside_a_line_is_a_dead_letter_saying_so(tmp_path):
     lines = EX02.read_bytes().split(b"\r\n")
     log = tmp_path / EX02.name

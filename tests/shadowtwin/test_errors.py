@@ -782,7 +782,8 @@ def test_ingest_of_a_file_that_is_no_tracking_log_says_so_and_publishes_nothing(
     ([b"\r\n\r\n"], "empty (4 bytes, blank lines only: no #Fields: line, no record), nothing published"),
     ([b"", b""], "empty (0 bytes: no #Fields: line, no record) (and 1 other file), nothing published"),
     ([b"\0" * 4096], "empty (4096 bytes, NUL padding only: no #Fields: line, no record), nothing published"),
-], ids=["0 bytes", "blank lines", "two empty files", "NUL padding"])
+    ([b"\0" * 70_000], "empty (70000 bytes, NUL padding only: no #Fields: line, no record), nothing published"),
+], ids=["0 bytes", "blank lines", "two empty files", "NUL padding", "NUL padding longer than a read"])
 def test_ingest_of_files_that_hold_nothing_says_so_before_the_broker(tmp_path, bodies, says):
     """Before: '0 lines: 0 events, 0 dead letters, 0 skipped', exit 0, as for a quiet server's log, which has its
     header: a copy that went wrong looked like a server that handled no mail."""
