@@ -121,16 +121,22 @@ def record_offsets(kafka: Kafka, topic: str, partition: int, start: int, end: in
     return [message.offset() for message in records_between(kafka, topic, partition, start, end)]
 
 
-def records_between(kafka: Kafka, topic: str, partition: int, start: int, end: int) -> Iterator[Message]:
-    """The records between `start` and `end` (excluded) that a consumer is given, as read."""
+def records_between(kafka: Kafka, topic: str, partition: int, start: int, end: int,
+                    seconds: float = 30.0) -> Iterator[Message]:
+    """The records between `start` and `end` (excluded) that a consumer is given, as read; TimeoutError after
+    `seconds` without one (a broker gone)."""
     client = consumer(kafka, f"shadowtwin-scan-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
                       **{"enable.partition.eof": True})
     try:
         client.assign([TopicPartition(topic, partition, start)])
+        quiet_since = time.monotonic()
         while True:
             message = client.poll(1.0)
             if message is None:
+                if time.monotonic() - quiet_since > seconds:
+                    raise TimeoutError(f"{topic}: partition {partition} not read to offset {end} within {seconds:.0f} s")
                 continue
+            quiet_since = time.monotonic()
             if message.error() is not None:
                 if message.error().code() == KafkaError._PARTITION_EOF:
                     return
@@ -163,8 +169,9 @@ def unread_events(kafka: Kafka, topic: str, group: str, read_at_most: int = UNRE
         client.close()
     unread = {}
     for position in committed:
-        start, end = position.offset, ends[position.partition][1]
-        if start < 0 or start >= end:
+        low, end = ends[position.partition]
+        start = max(position.offset, low)  # records past the commit that retention deleted are no one's to read
+        if position.offset < 0 or start >= end:
             continue
         read_up_to = min(end, start + read_at_most)
         events = [message.timestamp()[1] for message in records_between(kafka, topic, position.partition, start,

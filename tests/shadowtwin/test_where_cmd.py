@@ -13,7 +13,7 @@ from datetime import datetime
 
 from confluent_kafka import TopicPartition
 
-from infra.kafka import consumer, producer
+from infra.kafka import admin, consumer, producer
 from producers.topic_reader import Unread, unread_events
 from schemas.codec import encode, kafka_key
 from schemas.events import ClockTick
@@ -66,6 +66,11 @@ def test_where_and_server_say_the_events_a_stopped_twin_has_not_read(kafka_boots
     # past its first `read_at_most` unread records, a partition's records count as they are, ticks or not
     assert unread_events(kafka_bootstrap, topics.events, group, read_at_most=1) == {0: Unread(4, None)}
     assert unread_events(kafka_bootstrap, topics.events, group, read_at_most=3)[0].records == 4
+    # records past the commit that retention deleted (here the tick and the first event) are no one's to read
+    client = admin(kafka_bootstrap)  # held while its futures run
+    for deleted in client.delete_records([TopicPartition(topics.events, 0, len(read) + 2)]).values():
+        deleted.result(30)
+    assert [unread_events(kafka_bootstrap, topics.events, group, read_at_most=n)[0].records for n in (1, 10)] == [3, 3]
     committer.commit(offsets=[TopicPartition(topics.events, 0, len(read) + 1 + len(waiting))], asynchronous=False)
     committer.close()
     caught_up = shadowtwin(env, "where", "<m1@contoso.com>")
