@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, Message, TopicPartition
 
+from infra.broker import BrokerError
 from infra.kafka import Kafka, committed_offsets, consumer, partitions_of
 from infra.wording import counted
 from schemas.codec import decode
@@ -123,8 +124,8 @@ def record_offsets(kafka: Kafka, topic: str, partition: int, start: int, end: in
 
 def records_between(kafka: Kafka, topic: str, partition: int, start: int, end: int,
                     seconds: float = 30.0) -> Iterator[Message]:
-    """The records between `start` and `end` (excluded) that a consumer is given, as read; TimeoutError after
-    `seconds` without one (a broker gone)."""
+    """The records between `start` and `end` (excluded) that a consumer is given, as read; BrokerError after
+    `seconds` without one (a broker gone: the command fails in one line, exit 1)."""
     client = consumer(kafka, f"shadowtwin-scan-{uuid.uuid4().hex}", log_level=2, error_cb=lambda error: None,
                       **{"enable.partition.eof": True})
     try:
@@ -134,7 +135,7 @@ def records_between(kafka: Kafka, topic: str, partition: int, start: int, end: i
             message = client.poll(1.0)
             if message is None:
                 if time.monotonic() - quiet_since > seconds:
-                    raise TimeoutError(f"{topic}: partition {partition} not read to offset {end} within {seconds:.0f} s")
+                    raise BrokerError(f"{topic}: partition {partition} not read to offset {end} within {seconds:.0f} s")
                 continue
             quiet_since = time.monotonic()
             if message.error() is not None:
