@@ -21,6 +21,7 @@ import difflib
 import enum
 import os
 import re
+import ssl
 import types
 import typing
 from datetime import timedelta
@@ -72,6 +73,20 @@ def bootstrap_servers() -> dict[str, Any]:
 def readable_file() -> dict[str, Any]:
     return allowed("a file that exists and can be read",
                    lambda v: v is None or (v.is_file() and os.access(v, os.R_OK)))
+
+
+def certificate_authorities() -> dict[str, Any]:
+    """A PEM file of the authorities to trust, as `ssl` loads it (a file of something else: refused here, not a
+    traceback when the first https connection is made)."""
+    def loads(path: Path | None) -> bool:
+        if path is None:
+            return True
+        try:
+            ssl.create_default_context(cafile=path)
+        except (ssl.SSLError, OSError, ValueError):
+            return False
+        return True
+    return allowed("a readable PEM file of certificate authorities", loads)
 
 
 def positive_duration() -> dict[str, Any]:

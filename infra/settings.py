@@ -20,8 +20,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from infra.config import (
-    ConfigError, Secret, SparkInterval, allowed, at_least, bootstrap_servers, build, env_names, env_overlay, matching,
-    merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan, timespans,
+    ConfigError, Secret, SparkInterval, allowed, at_least, bootstrap_servers, build, certificate_authorities, env_names,
+    env_overlay, matching, merge, more_than, one_of, port as port_number, positive_duration, readable_file, timespan,
+    timespans,
 )
 from state.parameters import ModelConfig, ShadowRedundancyParameters, model_config_from, parameter_name, table_keys
 
@@ -235,7 +236,7 @@ class AlertRoutingSettings:
     request_timeout_seconds: float = field(default=10.0, metadata=more_than(0))
     resend_seconds: float = field(default=60.0, metadata=more_than(0))
     # PEM bundle of the authorities to trust for an https:// receiver (else the system's)
-    ca_file: Path | None = field(default=None, metadata=readable_file())
+    ca_file: Path | None = field(default=None, metadata=certificate_authorities())
     event_alert_hold: timedelta = field(default=timedelta(hours=1), metadata=positive_duration())
     condition_hold: timedelta = field(default=timedelta(hours=24), metadata=positive_duration())
 

@@ -9,6 +9,7 @@ import pytest
 
 from infra.config import Milliseconds, SparkInterval
 from infra.settings import PROJECT_ROOT, ConfigError, Settings, load_settings
+from tests.infra.certificates import make_certificates
 
 
 def write(tmp_path, text):
@@ -166,6 +167,18 @@ def test_a_tls_file_that_is_missing_or_no_file_is_refused_naming_the_setting_and
     (tmp_path / "x.pem").write_text("")
     settings = load_settings(write(tmp_path, f'[kafka.security]\n{key} = "{tmp_path / "x.pem"}"\n'), env={})
     assert getattr(settings.kafka.security, key) == tmp_path / "x.pem"
+
+
+def test_an_alert_routing_ca_file_that_is_no_pem_of_authorities_is_refused_naming_the_setting(tmp_path):
+    """A key, or a file of text, as `[alert_routing] ca_file`: `alerts route` ended in a traceback
+    (ssl.SSLError NO_CERTIFICATE_OR_CRL_FOUND) when it built its https opener, plain http receivers too."""
+    not_pem = tmp_path / "notes.txt"
+    not_pem.write_text("this is not a certificate\n")
+    assert (f"alert_routing.ca_file = '{not_pem}': expected a readable PEM file of certificate authorities"
+            in refusal(tmp_path, f'[alert_routing]\nca_file = "{not_pem}"\n'))
+    authorities = make_certificates(tmp_path / "tls").ca_file
+    settings = load_settings(write(tmp_path, f'[alert_routing]\nca_file = "{authorities}"\n'), env={})
+    assert settings.alert_routing.ca_file == authorities
 
 
 def test_a_per_node_override_names_a_declared_server(tmp_path):
