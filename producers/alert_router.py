@@ -14,8 +14,10 @@ it has not delivered, and the next run starts there. Any other 4xx says the requ
 wrong, and another try would get the same answer (Alertmanager's own notifiers do not retry it
 either): the refusal is said in one line (the status and the start of the answer's body), the
 alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
-`shadowtwin dead-letters tail`), and the router goes on with the next alert once the brokers
-acknowledged the dead letter. Every `--alertmanager` and every `--webhook` is a receiver of its
+`shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
+next alert once the brokers acknowledged the dead letter. A list Alertmanager refuses whole (an alert
+firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
+resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook` is a receiver of its
 own: an Alertmanager cluster, given as its members' addresses, gets every alert at each (its
 members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
 drops repeats of an alert it already has (same labels); the webhook sees a repeat after such a
@@ -206,6 +208,12 @@ def _webhook_object(n: Notification) -> dict:
     return obj
 
 
+def _parts(receiver: Receiver, notes: list[Notification]) -> list[tuple[list[Notification], bytes]]:
+    """The receiver's request bodies for `notes`, each with the notifications it carries."""
+    bodies = receiver.bodies(notes)
+    return list(zip(([n] for n in notes), bodies)) if len(bodies) == len(notes) else [(notes, body) for body in bodies]
+
+
 class _NotFollowed(urllib.request.HTTPRedirectHandler):
     """A redirect is an answer that is not 2xx: urllib follows a 301, 302 or 303 to a POST with a
     GET, which delivers nothing (and which Alertmanager's GET /api/v2/alerts answers 200)."""
@@ -253,7 +261,7 @@ class RouteCounts:
     resolves: int = 0
     retries: int = 0
     undecodable: int = 0  # records skipped, not alerts (committed too: retrying cannot help)
-    refused: int = 0  # posts a receiver refused (4xx), each set aside as a dead letter
+    refused: int = 0  # alerts a receiver refused (4xx), each set aside as a dead letter per receiver
     pending: bool = False  # stopped while an alert was not yet acknowledged
 
     def describe(self) -> str:
@@ -409,21 +417,28 @@ class AlertRouter:
         notes = self.conditions.observe(alert)
         refused = 0
         for receiver in self.receivers:
-            for body in receiver.bodies(notes):
+            parts, refusals = _parts(receiver, notes), []
+            while parts:
+                carried, body = parts.pop(0)
                 try:
                     if not self._until_done(f"{receiver.name} {receiver.url}", stop, wait, lambda: post(
                             receiver.url, body, self.routing.request_timeout_seconds, self._opener)):
                         return False
                 except Refused as refusal:
-                    self.say(f"{receiver.name} {receiver.url}: {refusal}; refused, not retried: set aside on"
-                             f" {self.dead_letters} ({self.topic} partition {message.partition()} offset"
-                             f" {message.offset()})")
-                    self._refused.setdefault(receiver.url, set()).add(alert.alert_id)
-                    letter = self._dead_letter(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusal}")
-                    if not self._until_done(f"dead letter to {self.dead_letters}", stop, wait,
-                                            lambda: self._publish(letter)):
-                        return False
-                    refused += 1
+                    if len(carried) > 1:  # refused whole (Alertmanager): each alone, so the resolves it held get in
+                        parts[:0] = [part for note in carried for part in _parts(receiver, [note])]
+                        continue
+                    self._refused.setdefault(receiver.url, set()).add((carried[0].alert if carried else alert).alert_id)
+                    refusals.append(refusal)
+            if refusals:  # one dead letter per record and receiver, with its first refusal
+                self.say(f"{receiver.name} {receiver.url}: {refusals[0]}; refused, not retried: set aside on"
+                         f" {self.dead_letters} ({self.topic} partition {message.partition()} offset"
+                         f" {message.offset()})")
+                letter = self._dead_letter(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusals[0]}")
+                if not self._until_done(f"dead letter to {self.dead_letters}", stop, wait,
+                                        lambda: self._publish(letter)):
+                    return False
+                refused += 1
         self.counts.refused += refused
         if not refused:
             self.counts.routed += 1

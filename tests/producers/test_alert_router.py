@@ -94,6 +94,13 @@ def test_a_restart_whose_queue_database_is_unknown_is_resolved_when_it_is_settle
         (AlertType.RESTARTED_QUEUE_DATABASE_UNKNOWN, settled.alert_id)]
 
 
+def carried_ids(body: bytes) -> set[str]:
+    """The alerts a POST carries, by id (Alertmanager's labels, a webhook's alert), not the ones that resolve them."""
+    data = json.loads(body)
+    return {(item["labels"] if "labels" in item else item["alert"])["alert_id"]
+            for item in (data if isinstance(data, list) else [data])}
+
+
 class Receiver:
     """A real HTTP receiver on loopback, started late: until then, connections are refused. A POST
     to a path of `answers` gets its answer (status, headers, body) and is not kept, one naming an
@@ -115,7 +122,7 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path in answers or any(i.encode() in body for i in refused_ids):
+                if self.path in answers or refused_ids & carried_ids(body):
                     status, headers, said = answers.get(self.path, (400, {}, b'{"code":400,"message":"invalid"}'))
                     self.send_response(status)
                     for name, value in {**headers, "Content-Length": str(len(said))}.items():
@@ -589,6 +596,28 @@ def test_an_alert_alertmanager_refused_is_left_out_of_the_resends_of_the_conditi
         assert {a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body} == {taken.alert_id}
         assert len(receiver.got) >= 3, "resent"
         assert len(lines) == 1 and "refused, not retried" in lines[0], "said once, not at every resend"
+    finally:
+        receiver.stop()
+
+
+def test_the_resolves_an_alert_alertmanager_refuses_carries_reach_it_posted_alone(kafka_bootstrap):
+    """The primary comes back: the duplicate alert fires and resolves the promotion, in one list. Before, when
+    Alertmanager refused the list for the new alert, the resolve went with it to the dead letters: the promotion,
+    no longer open, was in no resend either, and stayed firing until its endsAt, 24 h later."""
+    now_ms = int(time.time() * 1000)
+    failed, back = (dataclasses.replace(a, decided_at_ms=now_ms) for a in crash_and_return())
+    topic, group = alerts_topic(kafka_bootstrap, [failed, back])
+    receiver = Receiver()
+    receiver.refused_ids.add(back.alert_id)
+    receiver.start()
+    router = AlertRouter(kafka_bootstrap, topic, [alertmanager(f"http://127.0.0.1:{receiver.port}")],
+                         dataclasses.replace(FAST, group_id=group), letters(topic), say=lambda line: None)
+    try:
+        run_router(router, lambda: router.counts.routed + router.counts.refused == 2)
+        posted = [(a["labels"]["alert_id"], a["annotations"].get("resolved_by")) for body in
+                  receiver.at("/api/v2/alerts") for a in body]
+        assert posted == [(failed.alert_id, None), (failed.alert_id, back.alert_id)]
+        assert (router.counts.routed, router.counts.refused) == (1, 1)
     finally:
         receiver.stop()
 
