@@ -46,8 +46,8 @@ def add_route_parser(actions) -> None:
 def run_route(settings: Settings, args: argparse.Namespace) -> int:
     from producers.alert_router import AlertRouter, alertmanager, webhook
 
-    receivers = [*(alertmanager(_url(url, "--alertmanager")) for url in _once(args.alertmanager, "--alertmanager")),
-                 *(webhook(_url(url, "--webhook")) for url in _once(args.webhook, "--webhook"))]
+    receivers = _once([*(alertmanager(_url(url, "--alertmanager")) for url in args.alertmanager),
+                       *(webhook(_url(url, "--webhook")) for url in args.webhook)])
     if not receivers:
         raise UsageError("name a receiver: --alertmanager URL and/or --webhook URL")
     stop = stop_on_signals()
@@ -60,12 +60,15 @@ def run_route(settings: Settings, args: argparse.Namespace) -> int:
     return stop.exit_status()
 
 
-def _once(urls: list[str], option: str) -> list[str]:
-    """`urls` in their order; a URL given twice (another member's address meant) is refused."""
-    twice = next((url for i, url in enumerate(urls) if url in urls[:i]), None)
-    if twice is not None:
-        raise UsageError(f"{option} {twice} is given twice")
-    return urls
+def _once(receivers: list) -> list:
+    """`receivers` in their order; one given twice (another member's address meant), written alike or not
+    (`http://am:9093` and `http://am:9093/api/v2/alerts`), is refused."""
+    seen: set[tuple[str, str]] = set()
+    for receiver in receivers:
+        if (receiver.name, receiver.url) in seen:
+            raise UsageError(f"--{receiver.name} {receiver.url} is given twice")
+        seen.add((receiver.name, receiver.url))
+    return receivers
 
 
 def _url(text: str, option: str) -> str:

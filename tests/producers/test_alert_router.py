@@ -493,8 +493,9 @@ def test_every_member_of_an_alertmanager_cluster_gets_every_alert(kafka_bootstra
 
 def test_the_same_receiver_given_twice_is_refused_in_one_line(capsys):
     url = "http://127.0.0.1:9093"
-    assert main(["alerts", "route", "--alertmanager", url, "--webhook", url, "--alertmanager", url]) == 2
-    assert capsys.readouterr().err == f"shadowtwin alerts: --alertmanager {url} is given twice\n"
+    for again in (url, f"{url}/api/v2/alerts"):  # its base address, or the full one
+        assert main(["alerts", "route", "--alertmanager", url, "--webhook", url, "--alertmanager", again]) == 2
+        assert capsys.readouterr().err == f"shadowtwin alerts: --alertmanager {url}/api/v2/alerts is given twice\n"
 
 
 def test_a_router_that_takes_over_the_partitions_knows_the_conditions_the_other_routed(kafka_bootstrap):
