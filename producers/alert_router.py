@@ -10,15 +10,18 @@ receiver answered 2xx for it. A receiver that fails (connection refused, timed o
 429, not HTTP at all: the line says what it answered; a redirect is not followed, the line names
 where to) is retried with a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for
 as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing
-it has not delivered, and the next run starts there. Any other 4xx says the request itself is
-wrong, and another try would get the same answer (Alertmanager's own notifiers do not retry it
-either): the refusal is said in one line (the status and the start of the answer's body), the
-alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
+it has not delivered, and the next run starts there. Should the group take the partition of the
+alert waiting (another router joined or left), the router leaves it uncommitted to the partition's
+next router, which posts it again, says so in one line and goes on with its other partitions; one
+it is given during a pause waits too, read from its committed offset. Any other 4xx says the
+request itself is wrong, and another try would get the same answer (Alertmanager's own notifiers do
+not retry it either): the refusal is said in one line (the status and the start of the answer's
+body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
 next alert once the brokers acknowledged the dead letter. A list Alertmanager refuses whole (an alert
 firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
-resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook` is a receiver of its
-own: an Alertmanager cluster, given as its members' addresses, gets every alert at each (its
+resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
+is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every alert at each (its
 members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
 drops repeats of an alert it already has (same labels); the webhook sees a repeat after such a
 stop, and after an answer that came later than `request_timeout_seconds` (the post is taken as
@@ -229,6 +232,10 @@ def opener(ca_file: Path | None) -> urllib.request.OpenerDirector:
         context=ssl.create_default_context(cafile=ca_file)))
 
 
+class PartitionTaken(Exception):
+    """The group took the partition of the alert being delivered from this router, during a retry's pause."""
+
+
 class Refused(Exception):
     """A receiver's 4xx answer other than 408 and 429: the request is wrong, and another try gets the same."""
 
@@ -288,14 +295,15 @@ class AlertRouter:
         # receiver URL -> the alerts it refused: not in its resends, where they would have it refuse all the others
         self._refused: dict[str, set[str]] = {}
         self._reassigned = True  # the group gave or took partitions: the open conditions are read again
+        self._taken: set[int] = set()  # partitions the group took (revoked or lost) during this delivery
 
     def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
         client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
         try:
             for topic in (self.topic, self.dead_letters):  # NoSuchTopic, said in one line, for a misspelt one
                 partitions_of(client, topic, kafka=self.bootstrap)
-            client.subscribe([self.topic], on_assign=self._on_rebalance, on_revoke=self._on_rebalance,
-                             on_lost=self._on_rebalance)
+            client.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                             on_lost=self._on_revoke)
             timer = threading.Timer(seconds, stop.set) if seconds is not None else None
             if timer is not None:
                 timer.daemon = True
@@ -312,7 +320,16 @@ class AlertRouter:
                     continue
                 if message.error() is not None:
                     raise RuntimeError(f"{self.topic}: {message.error()}")
-                if not self._deliver(message, stop, lambda pause: self._wait(client, pause, stop)):
+                self._taken.clear()
+                try:
+                    delivered = self._deliver(message, stop, lambda pause: self._wait(
+                        client, pause, stop, message.partition()))
+                except PartitionTaken:
+                    self.say(f"{self.topic} partition {message.partition()} offset {message.offset()}: the group"
+                             " took the partition from this router while the alert waited for a retry: not"
+                             " committed, the partition's next router delivers it")
+                    continue
+                if not delivered:
                     self.counts.pending = True
                     break
                 client.commit(message=message, asynchronous=False)
@@ -320,8 +337,12 @@ class AlertRouter:
             client.close()
         return self.counts
 
-    def _on_rebalance(self, client, partitions) -> None:
+    def _on_assign(self, client, partitions) -> None:
         self._reassigned = True
+
+    def _on_revoke(self, client, partitions) -> None:
+        self._reassigned = True
+        self._taken.update(tp.partition for tp in partitions if tp.topic == self.topic)
 
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before on the partitions the router has
@@ -352,18 +373,28 @@ class AlertRouter:
         finally:
             reader.close()
 
-    @staticmethod
-    def _wait(client, seconds: float, stop: threading.Event) -> None:
+    def _wait(self, client, seconds: float, stop: threading.Event, partition: int) -> None:
         """A retry's pause, polling the consumer with its partitions paused: one that does not poll
-        for max.poll.interval.ms (5 min) is put out of its group, and its commit then fails."""
-        partitions = client.assignment()
-        client.pause(partitions)
+        for max.poll.interval.ms (5 min) is put out of its group, and its commit then fails.
+        PartitionTaken when the group takes `partition`, that of the alert being delivered (a router
+        joined or left): its offset is then the next router's to commit. A partition the group gives
+        during the pause is paused too: a record polled from it is sought back to, not thrown away.
+        All are resumed, those taken too: a partition stays paused through its revoke and assign."""
+        paused = client.assignment()
+        client.pause(paused)
         try:
             until = time.monotonic() + seconds
-            while not stop.is_set() and time.monotonic() < until:
-                client.poll(min(0.2, max(until - time.monotonic(), 0.0)))
+            while not stop.is_set() and time.monotonic() < until and partition not in self._taken:
+                record = client.poll(min(0.2, max(until - time.monotonic(), 0.0)))
+                if record is not None and record.error() is None:
+                    given = TopicPartition(record.topic(), record.partition(), record.offset())
+                    client.pause([given])
+                    client.seek(given)
+                    paused.append(given)
         finally:
-            client.resume(partitions)
+            client.resume(paused + client.assignment())
+        if partition in self._taken:
+            raise PartitionTaken(partition)
 
     def _resend(self) -> None:
         """The conditions still firing, once more to the receivers that forget (Alertmanager); one

@@ -172,9 +172,15 @@ def run_router(router: AlertRouter, until, seconds: float = 60.0) -> None:
 
 
 def committed(bootstrap: str, topic: str, group: str) -> int:
+    return committed_each(bootstrap, topic, group, 1)[0]
+
+
+def committed_each(bootstrap: str, topic: str, group: str, partitions: int) -> list[int]:
+    """The group's committed offset of each of the topic's first `partitions`."""
     client = consumer(bootstrap, group)
     try:
-        return client.committed([TopicPartition(topic, 0)], timeout=10)[0].offset
+        return [tp.offset for tp in client.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                                     timeout=10)]
     finally:
         client.close()
 
@@ -642,4 +648,115 @@ def test_a_router_started_again_finds_which_condition_alertmanager_refuses_and_r
         assert lines == [f'alertmanager {url}/api/v2/alerts: HTTP 400 Bad Request: {{"code":400,"message":"invalid"}};'
                          f" refused {refused.alert_id}, left out of the resends"]
     finally:
+        receiver.stop()
+
+
+def partitioned_alerts_topic(bootstrap: str) -> tuple[str, str]:
+    """A new topic of two partitions, empty, its dead-letter topic, and a new router group to read it."""
+    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for made in admin.create_topics([NewTopic(topic, 2, 1), NewTopic(letters(topic), 1, 1)]).values():
+        made.result(30)
+    return topic, group
+
+
+def publish_to(bootstrap: str, topic: str, partition: int, alert) -> None:
+    out = producer(bootstrap)
+    out.produce(topic, key=kafka_key(alert), value=encode(alert), partition=partition)
+    assert out.flush(30) == 0
+
+
+def test_a_router_whose_partition_is_taken_while_it_waits_to_retry_leaves_the_alert_to_the_next_router(
+        kafka_bootstrap):
+    """Two routers in one group, the receiver answering 503. The first, alone, waits to retry an alert
+    of partition 0; the second joins and the group gives it partition 0 (the range assignor gives it
+    to the member whose id sorts first: `client.id` decides). Before: the first went on retrying the
+    alert it no longer owned, posted it again and committed its offset for the partition of the other
+    (whose commits it could set back); had it committed while the group was still rebalancing, the
+    commit raised REBALANCE_IN_PROGRESS and ended the router with a traceback."""
+    failed, other = crash_and_return()
+    topic, group = partitioned_alerts_topic(kafka_bootstrap)
+    publish_to(kafka_bootstrap, topic, 0, failed)
+    receiver = Receiver()
+    receiver.answers["/hook"] = (503, {}, b"busy")
+    receiver.start()
+    routing = dataclasses.replace(FAST, group_id=group, retry_initial_seconds=5.0, retry_max_seconds=5.0)
+    said: dict[str, list[str]] = {"z-first": [], "a-second": []}
+    routers = {name: AlertRouter(KafkaSettings(bootstrap_servers=kafka_bootstrap, client_properties={
+        "client.id": name}), topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")], routing,
+        letters(topic), say=lines.append) for name, lines in said.items()}
+    stops = {name: threading.Event() for name in routers}
+    threads = {name: threading.Thread(target=routers[name].run, args=(stops[name],)) for name in routers}
+    first, second = routers["z-first"], routers["a-second"]
+    try:
+        threads["z-first"].start()
+        deadline = time.monotonic() + 30
+        while not said["z-first"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        threads["a-second"].start()
+        while not said["a-second"] and time.monotonic() < deadline:  # the second has partition 0
+            time.sleep(0.1)
+        del receiver.answers["/hook"]
+        publish_to(kafka_bootstrap, topic, 1, other)
+        deadline = time.monotonic() + 30
+        while first.counts.routed + second.counts.routed < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(6)  # the first's pause is over: it would have posted the alert again by now
+        assert threads["z-first"].is_alive(), "the first router goes on"
+        assert sorted(h["alert"]["alert_id"] for h in receiver.at("/hook")) == sorted(
+            [failed.alert_id, other.alert_id]), "each alert posted once"
+        assert (first.counts.routed, second.counts.routed) == (1, 1), "the first routes its partition 1"
+        assert said["z-first"][-1] == (
+            f"{topic} partition 0 offset 0: the group took the partition from this router while the alert"
+            " waited for a retry: not committed, the partition's next router delivers it")
+        assert committed_each(kafka_bootstrap, topic, group, 2) == [1, 1]
+    finally:
+        for name in routers:
+            stops[name].set()
+            threads[name].join(30)
+        receiver.stop()
+
+
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_a_router_given_a_partition_while_it_waits_to_retry_delivers_its_alerts(kafka_bootstrap, strategy):
+    """Two routers in one group each wait to retry an alert of its partition (the receiver answers
+    503); one stops, and the group gives its partition to the other during its pause. Before: the
+    other's pause polled the records of the partition it was given (it had not paused it) and threw
+    them away; they were not delivered, and lost once a later alert of that partition was committed."""
+    failed = crash_and_return()[0]
+    alerts = [failed, dataclasses.replace(failed, alert_id="other", servers=("mbx09", "mbx02"))]
+    topic, group = partitioned_alerts_topic(kafka_bootstrap)
+    for partition, alert in enumerate(alerts):
+        publish_to(kafka_bootstrap, topic, partition, alert)
+    receiver = Receiver()
+    receiver.answers["/hook"] = (503, {}, b"busy")
+    receiver.start()
+    routing = dataclasses.replace(FAST, group_id=group, retry_initial_seconds=5.0, retry_max_seconds=5.0)
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap,
+                          client_properties={"partition.assignment.strategy": strategy})
+    said: list[list[str]] = [[], []]
+    routers = [AlertRouter(kafka, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")], routing,
+                           letters(topic), say=lines.append) for lines in said]
+    stops = [threading.Event(), threading.Event()]
+    threads = [threading.Thread(target=r.run, args=(s,)) for r, s in zip(routers, stops)]
+    try:
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while not all(said) and time.monotonic() < deadline:  # each waits on the alert of its partition
+            time.sleep(0.1)
+        stops[0].set()
+        threads[0].join(30)
+        time.sleep(2)  # the group gives partition and alert of the first to the other, pausing
+        del receiver.answers["/hook"]
+        deadline = time.monotonic() + 30
+        while routers[1].counts.routed < len(alerts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        posted = sorted(h["alert"]["alert_id"] for h in receiver.at("/hook"))
+        assert posted == sorted(a.alert_id for a in alerts), said
+        assert committed_each(kafka_bootstrap, topic, group, 2) == [1, 1]
+    finally:
+        for stop, thread in zip(stops, threads):
+            stop.set()
+            thread.join(30)
         receiver.stop()
