@@ -21,8 +21,8 @@ body), the alert's record goes to the dead-letter topic with it as the reason (`
 next alert once the brokers acknowledged the dead letter. A list Alertmanager refuses whole (an alert
 firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
 resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
-is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every alert at each (its
-members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
+is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
+alert at each (its members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
 drops repeats of an alert it already has (same labels); the webhook sees a repeat after such a
 stop, and after an answer that came later than `request_timeout_seconds` (the post is taken as
 failed and made again). An https:// receiver is trusted by the system's authorities, or by those
