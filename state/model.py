@@ -1822,15 +1822,15 @@ class _Transition:
 
     def feed_verdict_due(self, pair: Pair, at_ms: int) -> int | None:
         """When the shadow fell silent with every other server (none has a sign of life a liveness
-        bucket, the facts' grain, after its last query), when the silent-feed rule can tell a stopped
-        feed from a silent shadow, if that is still ahead of `at_ms`; else None."""
+        bucket, the facts' grain, after its silence began: `silent_from`), when the silent-feed rule can
+        tell a stopped feed from a silent shadow, if that is still ahead of `at_ms`; else None."""
         last = self.s.last_seen
         span = self.config.shadow_silence_heartbeats * self.config.timing("").heartbeat_ms
         if not last or span <= 0:
             return None
         latest = max(last.values())
         due = latest + span
-        return due if at_ms < due and latest < pair.last_query_ms + self.model.liveness_bucket_ms else None
+        return due if at_ms < due and latest < self.silent_from(pair) + self.model.liveness_bucket_ms else None
 
     def feed_stopped(self, at_ms: int) -> bool:
         """Whether every server known from the liveness facts has been silent for the silence span

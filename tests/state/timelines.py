@@ -2365,6 +2365,26 @@ def a_shadow_known_only_by_its_lines_is_silent_from_the_end_of_its_last_lines_mi
                     sorted(events, key=lambda e: e.event_time_ms))
 
 
+
+def a_feed_that_stops_seconds_after_the_end_of_a_log_fed_shadows_last_minute() -> Timeline:
+    """Message-tracking logs, no discard queries: mbx02, which holds m1's copy, logs last at 8.1, mbx01 at 8, mbx03 at
+    9.2, then the feed stops (the logs end). mbx02 may have logged until 9, the end of the minute of its last liveness
+    fact, so its silence counts from 9 and runs out at 15 (the silence span is 6 minutes); mbx03's last line came 12 s
+    after that minute ended, within the facts' grain: all fell silent together as far as the facts can tell, so the
+    twin waits for the silent-feed rule (15.2) and says the feed stopped, as when the shadow's last query is 12 s
+    before the stop (a_feed_that_stops_seconds_after_the_shadows_last_query). Before, mbx03's line was measured from
+    8.1, the fact's stamp, 1.1 minutes before: SHADOW_SERVER_UNREACHABLE at 15, then EVENTS_STOPPED at 15.2 (hunt seed
+    7814: ex01's last line 01:00:06, ex03's 01:01:14, the logs' end; ex01 was alive)."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0), *org.started("mbx03", "dbX1", 0),
+              *org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.busy("mbx01", 2, 9), *org.busy("mbx02", 2.1, 9), *org.busy("mbx03", 1.2, 10), *org.tick(4 * 60)]
+    return Timeline("a feed that stops seconds after the end of a log-fed shadow's last minute",
+                    sorted(events, key=lambda e: e.event_time_ms), alerts=(
+                        Expected(AlertType.EVENTS_STOPPED, at(9.2) + 6 * MINUTE),
+                        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
+                    ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2376,6 +2396,7 @@ ALL = (
     at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver,
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
     a_shadow_known_only_by_its_lines_is_silent_from_the_end_of_its_last_lines_minute,
+    a_feed_that_stops_seconds_after_the_end_of_a_log_fed_shadows_last_minute,
     primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
     processed_then_back_with_a_new_database_before_the_discard_was_collected,
     expired_then_back_with_a_new_database_before_the_discard_was_collected,
