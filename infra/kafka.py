@@ -117,6 +117,17 @@ def producer(kafka: Kafka, **overrides: Any) -> Producer:
     return Producer({**client_config(kafka), **PRODUCER_DEFAULTS, **overrides})
 
 
+def send(client: Producer, topic: str, key: bytes | None, value: bytes | None, **options: Any) -> None:
+    """`client.produce` of one record (`options`: partition, on_delivery), waiting while the producer's local
+    queue is full."""
+    while True:
+        try:
+            client.produce(topic, key=key, value=value, **options)
+            return
+        except BufferError:  # the local queue is full: let it drain
+            client.poll(0.1)
+
+
 def consumer(kafka: Kafka, group_id: str, topics: Iterable[str] = (), **overrides: Any) -> Consumer:
     """A consumer in `group_id`, subscribed to `topics` when given; reads from the start of a new group."""
     client = Consumer({**client_config(kafka), "group.id": group_id, **CONSUMER_DEFAULTS, **overrides})

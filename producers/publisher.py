@@ -34,7 +34,8 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from schemas.codec import Record, default_codec, encode, kafka_key
 from schemas.events import DeadLetter, Event
-from infra.kafka import TOPIC_CHECK_SECONDS, NoSuchTopic, bootstrap_of, check_topics, max_message_bytes, producer
+from infra.kafka import (TOPIC_CHECK_SECONDS, NoSuchTopic, bootstrap_of, check_topics, max_message_bytes, producer,
+                         send)
 
 DEFAULT_DELIVERY_TIMEOUT_S = 30.0
 POLL_EVERY = 1000
@@ -300,12 +301,6 @@ def produce(producer: Producer, topic: str, record: Record, on_delivery: Callabl
             poll: bool = True) -> None:
     """Send one contract record (event, dead letter, ...) encoded and keyed by the contract; waits while
     the producer's local queue is full. `poll` serves the delivery reports that came back."""
-    key, value = kafka_key(record) or None, encode(record)
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
-            break
-        except BufferError:  # the local queue is full: let it drain
-            producer.poll(0.1)
+    send(producer, topic, kafka_key(record) or None, encode(record), on_delivery=on_delivery)
     if poll:
         producer.poll(0)

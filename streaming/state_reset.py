@@ -10,7 +10,7 @@ sink's partitioner is not librdkafka's), before the query writes anything.
 
 from __future__ import annotations
 
-from infra.kafka import Kafka, producer
+from infra.kafka import Kafka, producer, send
 from streaming.views import read_to_end
 
 
@@ -27,13 +27,8 @@ def clear_earlier_twin(kafka: Kafka, topic: str, timeout_s: float = 300.0) -> in
     failures: list[str] = []
     out = producer(kafka)
     for key, partition in alive.items():
-        while True:
-            try:
-                out.produce(topic, key=key, value=None, partition=partition,
-                            on_delivery=lambda error, _: error is not None and failures.append(str(error)))
-                break
-            except BufferError:  # the producer's queue is full: let it send
-                out.poll(0.1)
+        send(out, topic, key, None, partition=partition,
+             on_delivery=lambda error, _: error is not None and failures.append(str(error)))
         out.poll(0)
     unsent = out.flush(timeout_s)
     if unsent or failures:
