@@ -8,9 +8,11 @@ publishes them to the compacted state topic), by `whatif` and by the tests:
     touched_messages(events, output) # the internal ids a call's events and decisions concern
     TopologyView                     # the records folded back into answers: where is X, what does server Y hold
 
-Records are plain JSON-ready dicts keyed `server/<name>` and `message/<primary>/<internal id>`;
-a message the twin no longer holds gets `None` (a Kafka tombstone, so compaction forgets it:
-the topic holds no more than the state does).
+Records are plain JSON-ready dicts keyed `server/<name>` and `message/<primary>/<internal id>`,
+the primary's `%` and `/` written `%25` and `%2F`, so that the first `/` after it ends it (server
+`a/b` holding `c` and server `a` holding `b/c` are two keys; Windows allows a `%` in a computer
+name, never a `/`); a message the twin no longer holds gets `None` (a Kafka tombstone, so
+compaction forgets it: the topic holds no more than the state does).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def server_key(server: str) -> str:
 
 
 def message_key(primary: str, internal_id: str) -> str:
-    return f"{MESSAGE_PREFIX}{primary}/{internal_id}"
+    return f"{MESSAGE_PREFIX}{primary.replace('%', '%25').replace('/', '%2F')}/{internal_id}"
 
 
 def server_summary(state: PrimaryState) -> dict:
@@ -199,8 +201,9 @@ def touched_messages(events: Iterable[Event], alerts: Iterable[Alert] = (),
 
 def summary_records(state: PrimaryState, touched: Iterable[str]) -> list[tuple[str, dict | None]]:
     """(key, record) pairs for the group's server summary and each touched message (None: forget it)."""
+    prefix = message_key(state.primary, "")
     return [(server_key(state.primary), server_summary(state)),
-            *((message_key(state.primary, i), message_where(state, i)) for i in sorted(touched))]
+            *((prefix + i, message_where(state, i)) for i in sorted(touched))]
 
 
 def state_records(state: PrimaryState) -> list[tuple[str, dict]]:

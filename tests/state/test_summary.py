@@ -128,6 +128,25 @@ def test_a_delivered_message_leaves_a_tombstone_and_the_view_forgets_it():
     assert view.server("nobody") is None
 
 
+def test_a_server_name_with_a_slash_keeps_its_messages_apart_from_another_servers():
+    # Primary `a/b` holding `c` and primary `a` holding `b/c` were one key, `message/a/b/c`: compaction kept one of the
+    # two records, and the tombstone of either erased the other's.
+    org, model, view, keys = Org(), ShadowRedundancyModel(), TopologyView(), {}
+    for primary, internal_id in (("a/b", "c"), ("a", "b/c")):
+        state = model.new_state(primary)
+        events = [*org.started(primary, "db", 0), *org.received(primary, internal_id, 1)]
+        output = model.on_events(state, events)
+        records = dict(summary_records(state, touched_messages(events, output.alerts, output.commands)))
+        [keys[primary]] = [key for key in records if key != server_key(primary)]
+        for key, record in records.items():
+            view.apply(key, record)
+    assert keys == {"a/b": "message/a%2Fb/c", "a": "message/a/b/c"}
+    assert message_key("100%/x", "y") == "message/100%25%2Fx/y", "the escape character is escaped too"
+    assert [r["primary"] for r in view.where("c")] == ["a/b"] and [r["primary"] for r in view.where("b/c")] == ["a"]
+    view.apply(keys["a"], None)
+    assert [r["primary"] for r in view.where("c")] == ["a/b"], "the other server's message is still held"
+
+
 def test_records_are_sorted_compact_json_as_the_standard_library_writes_it():
     import json
 
