@@ -3,6 +3,11 @@
 
     2026-11-22T02:03:00.000Z CRITICAL MESSAGE_AT_RISK ex01,ex02 (3 messages) ex01 has been unreachable ...
     2026-11-22T02:03:00.000Z ex02 resubmit <a@contoso.com> [ex01/17] of ex01 via any route (PRIMARY_HEARTBEAT_TIMEOUT)
+    2026-11-22T02:03:00.000Z dead letter from shadowtwin.events[1]@41 key "ex01" headers source="console": ...
+
+A dead letter's key and header values are bytes, shown as quoted text: what is not printable UTF-8
+escaped (`\x80`, `\n`), cut after `SHOWN` characters with its size (`"ex01ex01..." (1200 bytes)`); the
+first `HEADERS_SHOWN` headers, with how many more (`--json` has them all, and the bytes).
 
 The `--json` form is the contract's JSON Lines form (`schemas.jsonl.dumps`), the same one the
 twin publishes on `<topic>.json` with `twin.json_topics`.
@@ -12,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from schemas.events import Alert, DeadLetter, RedeliveryCommand
+from schemas.events import Alert, DeadLetter, KafkaHeader, RedeliveryCommand
 from schemas.jsonl import iso_time
+
+SHOWN, HEADERS_SHOWN = 40, 5  # characters of a dead letter's key or header shown; headers shown
 
 
 def line(record: Any) -> str:
@@ -32,5 +39,32 @@ def line(record: Any) -> str:
     if isinstance(record, DeadLetter):
         where = (f"{record.topic} line {record.offset}" if record.partition == -1  # a log file's line (ingest)
                  else f"{record.topic}[{record.partition}]@{record.offset}")
-        return f"{iso_time(record.at_ms)} dead letter from {where}: {record.reason}"
+        key = "" if record.key is None else f" key {shown(record.key)}"
+        more = len(record.headers) - HEADERS_SHOWN
+        headers = (f" headers {', '.join(_header(h) for h in record.headers[:HEADERS_SHOWN])}"
+                   f"{f' and {more} more' if more > 0 else ''}" if record.headers else "")
+        return f"{iso_time(record.at_ms)} dead letter from {where}{key}{headers}: {record.reason}"
     raise TypeError(f"no readable line for {type(record).__name__}")
+
+
+def shown(data: bytes) -> str:
+    """Bytes as quoted printable text, cut at `SHOWN` characters (see the module's docstring)."""
+    text = data.decode("utf-8", "surrogateescape")  # a byte that is not UTF-8: a lone surrogate, escaped below
+    return f'"{_printable(text)}"' + ("" if len(text) <= SHOWN else f" ({len(data)} bytes)")
+
+
+def _header(header: KafkaHeader) -> str:
+    return f"{_printable(header.key)}={'null' if header.value is None else shown(header.value)}"
+
+
+def _printable(text: str) -> str:
+    cut = "".join(_escaped(c) for c in text[:SHOWN])
+    return cut if len(text) <= SHOWN else cut + "..."
+
+
+def _escaped(c: str) -> str:
+    if c.isprintable() and c not in '"\\':
+        return c
+    if "\udc80" <= c <= "\udcff":
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return "\\" + c if c in '"\\' else c.encode("unicode_escape").decode("ascii")

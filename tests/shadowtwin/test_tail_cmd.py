@@ -17,7 +17,7 @@ import pytest
 
 from infra.kafka import producer
 from schemas import jsonl
-from schemas.events import DeadLetter
+from schemas.events import DeadLetter, KafkaHeader
 from schemas.codec import encode, kafka_key
 from shadowtwin.cli import main
 from tests.producers.test_alert_router import crash_and_return
@@ -124,9 +124,10 @@ def test_the_last_n_alerts_are_n_alerts_on_a_topic_written_through_transactions(
 def test_dead_letters_tail_says_where_each_record_was_read_and_why(kafka_bootstrap, topics):
     """The dead-letter topic is Avro like the others: kafka-console-consumer shows bytes, and `record` wrote a
     file; a person asking why records were set aside reads them here, from the twin (a topic's partition and
-    offset) and from ingest (a log file's line)."""
-    from_kafka = DeadLetter(original=b"hello world", key=None, topic="shadowtwin.events", partition=1, offset=41,
-                            reason="bad magic: starts with 6865", at_ms=1_790_000_000_000)
+    offset, and the record's key and headers, which tell whose it was) and from ingest (a log file's line)."""
+    from_kafka = DeadLetter(original=b"hello world", key=b"ex01", topic="shadowtwin.events", partition=1, offset=41,
+                            reason="bad magic: starts with 6865", at_ms=1_790_000_000_000,
+                            headers=(KafkaHeader("source", b"console"), KafkaHeader("retry", None)))
     from_a_log = DeadLetter(original=b"2026-11-22T02:03:00.000Z,,", key=None, topic="/logs/MSGTRK20261122-1.LOG",
                             partition=-1, offset=17, reason="2 fields where the header names 27",
                             at_ms=1_790_000_001_000)
@@ -141,7 +142,8 @@ def test_dead_letters_tail_says_where_each_record_was_read_and_why(kafka_bootstr
                          for json_flag in ([], ["--json"]))
     assert readable.returncode == 0 and as_json.returncode == 0, (readable.stderr, as_json.stderr)
     assert readable.stdout.splitlines() == [
-        "2026-09-21T14:13:20.000Z dead letter from shadowtwin.events[1]@41: bad magic: starts with 6865",
+        '2026-09-21T14:13:20.000Z dead letter from shadowtwin.events[1]@41 key "ex01" headers source="console",'
+        ' retry=null: bad magic: starts with 6865',
         "2026-09-21T14:13:21.000Z dead letter from /logs/MSGTRK20261122-1.LOG line 17: 2 fields where the header"
         " names 27"]
     assert [jsonl.from_json(json.loads(line)) for line in as_json.stdout.splitlines()] == [from_kafka, from_a_log]
