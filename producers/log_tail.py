@@ -18,7 +18,8 @@ and line number, so that a later run reads it whole. A record whose quoted field
 reader's `continues(raw)`: an Export-Csv file's) is joined from its lines, up to `MAX_RECORD_LINES`, and read as
 one line (`line.number` its first line's, `line.end` after its last); one whose quote is still open at the end
 of the file is left unread as a last line with no line end is. NUL bytes a file ends with (a crash's padding on NTFS)
-are no line: they are left unread, and read again at the next poll (the server may write over them); the NULs
+are no line: they are left unread, and read again at a poll that may find them written over (the file's
+size or modification time is no longer what it was, or its first bytes there are no longer NUL); the NULs
 a line starts with are passed over (a line written after such padding). It holds
 none of them open between two reads of a chunk (a folder of thousands of small files passed the
 process's limit of open files, EMFILE), reopening each where it was left. A file
@@ -101,6 +102,7 @@ class TailedFile:
         self.closed_at = 0
         self.prefix = b""  # its first bytes as read (up to HEAD_BYTES)
         self.padding = 0  # NUL bytes at its end, not read (`lines`)
+        self.padded_at: tuple[int, int] | None = None  # `_stamp()` before the read that found them
         if not held:
             self.close()
 
@@ -157,21 +159,13 @@ class TailedFile:
         with no line end too; with `whole_only`, only when its reader finds it whole (`whole`: a file written
         without a line end at its end), else it is left unread, its number in `cut` (the server is still
         writing it), as is a record whose quoted field is still open (`_join`)."""
-        while True:
-            chunk, at = self._read()
-            if not chunk:
-                break
-            start = at - len(chunk)
-            if start < HEAD_BYTES:
-                self.prefix = self.prefix[:start] + chunk[:HEAD_BYTES - start]
-            end = at - len(chunk) - len(self.partial)  # where the unfinished line starts
-            if end == 0 and self.number == 0:
-                self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
-            *complete, self.partial = _split(self.partial + chunk, self.newline)
-            for raw in complete:
-                end += len(raw) + len(self.newline)
-                yield from self._take(raw, end)
-        at -= self._unread_padding()
+        stamp = self._stamp()
+        if self._padding_unchanged(stamp):
+            at = self.handle.tell()
+        else:
+            at = yield from self._new_lines()
+            at -= self._unread_padding()
+            self.padded_at = stamp
         if not final:
             return
         raw, self.partial = self.partial, b""
@@ -186,6 +180,39 @@ class TailedFile:
             self.cut = self.record[0][2], "a quoted field of its record is not closed yet"
         elif self.record:
             yield from self._flush()
+
+    def _new_lines(self) -> Iterator[tuple[int, int, Line]]:
+        """The lines read to the file's end (`lines`); returns the offset of its end."""
+        while True:
+            chunk, at = self._read()
+            if not chunk:
+                return at
+            start = at - len(chunk)
+            if start < HEAD_BYTES:
+                self.prefix = self.prefix[:start] + chunk[:HEAD_BYTES - start]
+            end = at - len(chunk) - len(self.partial)  # where the unfinished line starts
+            if end == 0 and self.number == 0:
+                self.codec, self.newline, self.cr = _UTF16.get((self.partial + chunk)[:2], (None, b"\n", b"\r"))
+            *complete, self.partial = _split(self.partial + chunk, self.newline)
+            for raw in complete:
+                end += len(raw) + len(self.newline)
+                yield from self._take(raw, end)
+
+    def _stamp(self) -> tuple[int, int] | None:
+        """Its size and modification time (ns), while it is open."""
+        if self.handle.closed:
+            return None
+        stat = os.fstat(self.handle.fileno())
+        return stat.st_size, stat.st_mtime_ns
+
+    def _padding_unchanged(self, stamp: tuple[int, int] | None) -> bool:
+        """Whether the NULs it ended with are surely all it holds past where it was read to (read again, they
+        would be read in vain at every poll, however many): its size and modification time are those before
+        the read that found them, and its first code unit there is still NUL (written over in the same tick
+        of a coarse clock, or by a copy that keeps times)."""
+        unit = len(self.newline)
+        return (self.padding > 0 and stamp is not None and stamp == self.padded_at
+                and os.pread(self.handle.fileno(), unit, self.handle.tell()) == b"\0" * unit)
 
     def _unread_padding(self) -> int:
         """The NUL bytes the file ends with (what NTFS leaves of a file extended and never written, after a

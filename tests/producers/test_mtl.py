@@ -1,11 +1,13 @@
 """Exchange message-tracking logs: the format, the mapping to events, and following files as they grow."""
 
+import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from producers.log_tail import LogTail
 from producers.mtl_events import MtlMapper, Skip, server
 from producers.mtl_ingest import (IngestCounts, NotATrackingLog, ingest, line_id, mailbox_domain_outside,
                                   open_logs)
@@ -388,6 +390,37 @@ def test_the_nul_padding_a_crash_leaves_at_a_files_end_is_no_record(tmp_path, ca
         sink, counts = run([log])
         assert ([event.event_id for event in sink.events], sink.dead_letters) == (expected, [])
         assert capsys.readouterr() == ("", "")
+
+
+def test_follow_reads_a_crashs_nul_padding_again_only_when_something_may_have_been_written_over_it(tmp_path):
+    """The NULs at a file's end were read again at every poll, twice a second, however many: 10 MB of them, 20 MB
+    read a second for as long as ingest followed the file. Now again only when its size or modification time
+    changed since, or its first bytes there are no longer NUL; what the server writes over them is read."""
+    def bytes_read() -> int:  # by this process, from any file (Linux's count)
+        return int(dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())["rchar"])
+
+    data = EX02.read_bytes()
+    written = data.split(b"\r\n")[-2]  # a record of the log, written again over the padding
+    log = tmp_path / EX02.name
+    log.write_bytes(data + b"\0" * 10_000_000)
+    tail = LogTail([str(log)], follow=True, new_reader=MtlReader)
+    try:
+        assert len(list(tail.poll())) == len(data.split(b"\r\n")) - 1
+        before = bytes_read()
+        assert [list(tail.poll()) for _ in range(20)] == [[]] * 20
+        assert bytes_read() - before < 100_000, "the padding was read again"
+        with open(log, "r+b") as out:  # past the padding's start: its modification time tells
+            out.seek(len(data) + 100)
+            out.write(written + b"\r\n")
+        assert [line.raw for line in tail.poll()] == [written]
+        kept = log.stat()
+        with open(log, "r+b") as out:  # at its start, the time kept: its first bytes tell
+            out.seek(len(data) + 100 + len(written) + 2)
+            out.write(written + b"\r\n")
+        os.utime(log, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+        assert [line.raw for line in tail.poll()] == [written]
+    finally:
+        tail.close()
 
 
 def test_a_log_written_after_the_nul_padding_a_crash_left_at_its_start_is_read(tmp_path):
