@@ -93,6 +93,18 @@ def wanted_topics(topics: TopicSettings, json_topics: bool = False) -> dict[str,
     return wanted
 
 
+def alert_partitions(kafka: Kafka, topics: TopicSettings, json_topics: bool = False, timeout: float = 30.0) -> int:
+    """On how many partitions the twin places its alerts (schemas/placement.py): `alerts_partitions`, or
+    fewer when the alerts topic has fewer (or, with `json_topics`, the topic of their JSON copies, each on
+    its alert's partition), as the start check lets it be: a record for a partition a topic lacks fails
+    the twin's write. Partitions beyond the setting are left unused, so that where a primary server's
+    alerts go moves only when the setting does; a topic the brokers do not list counts as one partition."""
+    found = cluster_metadata(kafka, timeout).topics
+    names = [topics.alerts, *([json_topic(topics.alerts)] if json_topics else [])]
+    return min(topics.alerts_partitions, *(max(len(found[name].partitions) if name in found else 0, 1)
+                                           for name in names))
+
+
 def wanted_configs(topics: TopicSettings, json_topics: bool = False) -> dict[str, dict[str, str]]:
     """Topic name -> the topic configuration the twin creates it with."""
     common = {"min.insync.replicas": str(topics.min_insync_replicas)}

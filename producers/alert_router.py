@@ -51,9 +51,11 @@ Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alon
 | RESTARTED_QUEUE_DATABASE_UNKNOWN (primary P) | RESTART_QUEUE_DATABASE_SETTLED about P (which database it restarted with) |
 | EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
 
-The open conditions live in memory; on start, and whenever the group gives it partitions (a
-router that takes over those of one stopped), the router reads its partitions from their
-beginning up to the group's committed offsets, without delivering, to know them again.
+The twin writes all alerts about one primary server to one partition (schemas/placement.py), so a
+condition and the alert that clears it (both about its primary, by the table above) come to one
+router, in order. The open conditions live in memory; on start, and whenever the group gives it
+partitions (a router that takes over those of one stopped), the router reads its partitions from
+their beginning up to the group's committed offsets, without delivering, to know them again.
 Alertmanager keeps its alerts in memory too, and a restart forgets them: the conditions still
 firing (by wall time) are posted to it again every `resend_seconds` (60 s), as Prometheus does; it
 notifies no one of an alert it already has. It takes a list of alerts whole or not at all: one it
@@ -88,6 +90,7 @@ from producers.topic_reader import watermarks
 from schemas import jsonl
 from schemas.codec import decode
 from schemas.events import Alert, AlertType, DeadLetter, KafkaHeader
+from schemas.placement import primary_of
 from schemas.wire import DecodeError
 
 A = AlertType
@@ -102,13 +105,6 @@ REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <rece
 
 def _messages(alert: Alert) -> set[str]:
     return {m.message.internal_id for m in alert.messages}
-
-
-def primary_of(alert: Alert) -> str:
-    """The primary server an alert is about: the first it names, but SHADOW_SERVER_UNREACHABLE names
-    (the shadow, its primary)."""
-    at = 1 if alert.type is A.SHADOW_SERVER_UNREACHABLE and len(alert.servers) >= 2 else 0
-    return alert.servers[at] if alert.servers else ""
 
 
 def clears(later: Alert, open_alert: Alert, open_alerts: Iterable[Alert] = ()) -> bool:

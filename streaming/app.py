@@ -35,9 +35,10 @@ from infra.broker import EmbeddedKafka, start_if_needed
 from infra.kafka import producer
 from infra.settings import Settings
 from infra.signals import Stop, stop_on_signals
-from infra.topics import create_topics, events_retention_needed_ms, refuse_differing
+from infra.topics import alert_partitions, create_topics, events_retention_needed_ms, refuse_differing
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
+from schemas.placement import alert_partition
 from streaming.broker_watch import QUIET_LOG_LEVEL, BrokerWatch
 from streaming.checkpoint_lock import lock_checkpoint
 from streaming.consumer_group import GroupCommitter
@@ -81,6 +82,7 @@ class TwinApplication:
         self._broker: EmbeddedKafka | None = None
         self._ticker: Ticker | None = None
         self._alerts_out = None
+        self._alert_partitions = 1  # those the alerts are placed on (infra.topics.alert_partitions)
         self.views = None  # streaming.http_views.ViewServer, when it serves
         self._feed = None
         self.stop_signal: Stop = Stop()
@@ -196,6 +198,7 @@ class TwinApplication:
             if not again or outcome.created or outcome.differences or outcome.note:
                 self._say(f"topic {outcome.describe()}")
         refuse_differing(outcomes)
+        self._alert_partitions = alert_partitions(settings.kafka, settings.topics, settings.twin.json_topics)
 
     def _clear_earlier_state(self) -> None:
         """A new checkpoint: the state topic's records of an earlier twin go (streaming/state_reset.py)."""
@@ -309,5 +312,6 @@ class TwinApplication:
 
     def _publish_alert(self, alert: Alert) -> None:
         if self._alerts_out is not None:
-            self._alerts_out.produce(self.settings.topics.alerts, key=kafka_key(alert), value=encode(alert))
+            self._alerts_out.produce(self.settings.topics.alerts, key=kafka_key(alert), value=encode(alert),
+                                     partition=alert_partition(alert, self._alert_partitions))
             self._alerts_out.poll(0)

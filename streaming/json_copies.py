@@ -35,11 +35,12 @@ def json_value(record_type: type) -> Column:
 
 
 def with_json_copies(out: DataFrame, topics: dict[str, type]) -> DataFrame:
-    """`out` (topic, key, value) plus, for each row of one of `topics` (topic -> record class), a JSON copy."""
-    row = F.struct("topic", "key", "value")
+    """`out` (topic, key, value, partition) plus, for each row of one of `topics` (topic -> record class), a
+    JSON copy on the same partition."""
+    row = F.struct("topic", "key", "value", "partition")
     rows = F.array(row)
     for topic, record_type in topics.items():
         copy = F.struct(F.lit(json_topic(topic)).alias("topic"), F.col("key"),
-                        json_value(record_type).cast("binary").alias("value"))
+                        json_value(record_type).cast("binary").alias("value"), F.col("partition"))
         rows = F.when(F.col("topic") == topic, F.array(row, copy)).otherwise(rows)
     return out.select(F.explode(rows).alias("row")).select("row.*")

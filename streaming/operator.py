@@ -71,6 +71,7 @@ from pyspark.sql.types import BinaryType, DataType, LongType, StructField, Struc
 from schemas.codec import default_codec, kafka_key
 from schemas.events import Alert, DeadLetter, Event, KafkaHeader, RedeliveryCommand
 from schemas.jsonl import iso_time
+from schemas.placement import alert_partition
 from schemas.wire import CORRUPT_BODY, DecodeError
 from state import collector
 from state.facts import NodeSeen
@@ -84,7 +85,8 @@ from streaming.state_rows import StateWatch, tombstones
 
 group_frames.install()  # this module is imported in a Python worker before its first task reads
 
-OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY"
+# `partition`: an alert's (schemas/placement.py); null for the other records, which Kafka's partitioner places by key
+OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY, partition INT"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
 FACT_STARTED, FACT_SEEN = "started", "seen"
 
@@ -111,16 +113,20 @@ class OutputTopics:
     commands: str
     dead_letters: str
     state: str = ""  # the compacted state topic (streaming/state_rows.py); empty: no state rows
+    alert_partitions: int = 1  # how many of the alerts topic's partitions the alerts are placed on
 
 
 def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: OutputTopics) -> pd.DataFrame:
-    """Records as Kafka rows (topic, key, value), encoded with the contract's codec."""
+    """Records as Kafka rows (topic, key, value, partition), encoded with the contract's codec; an alert on
+    the partition of its primary server (schemas/placement.py)."""
     codec = default_codec()
     topic_of = {Alert: topics.alerts, RedeliveryCommand: topics.commands, DeadLetter: topics.dead_letters}
     return pd.DataFrame({
         "topic": [topic_of[type(r)] for r in records],
         "key": [kafka_key(r) for r in records],
         "value": [codec.encode(r) for r in records],
+        "partition": pd.array([alert_partition(r, topics.alert_partitions) if type(r) is Alert else None
+                               for r in records], dtype="Int32"),
     })
 
 
@@ -524,7 +530,7 @@ class SparkGroupStore:
 
 
 def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int) -> DataFrame:
-    """Kafka rows (topic, key, value) of alerts, commands and dead letters from a watermarked frame.
+    """Kafka rows (topic, key, value, partition) of alerts, commands and dead letters from a watermarked frame.
 
     `rows`: primary_server (empty for ticks and unusable records), event_time (with a
     watermark), the Kafka record's value, key, topic, partition and offset, a reason for the

@@ -62,11 +62,16 @@ class StateWatch:
             touched |= held
         touched -= {i for i in self.new if i not in state.messages and i not in state.promoted}  # came and went
         records = summary_records(state, touched)
-        return pd.DataFrame({"topic": [topic] * len(records), "key": [key.encode() for key, _ in records],
-                             "value": [to_json(record) for _, record in records]})
+        return keyed_rows(topic, [key.encode() for key, _ in records], [to_json(record) for _, record in records])
 
 
 def tombstones(state: PrimaryState, topic: str) -> pd.DataFrame:
     """Tombstones for every record of the group: its server summary and each message it holds."""
     keys = [key.encode() for key, _ in state_records(state)]
-    return pd.DataFrame({"topic": [topic] * len(keys), "key": keys, "value": [None] * len(keys)})
+    return keyed_rows(topic, keys, [None] * len(keys))
+
+
+def keyed_rows(topic: str, keys: list[bytes], values: list[bytes | None]) -> pd.DataFrame:
+    """The operator's output rows (streaming/operator.py) for `topic`, placed by their keys (no partition)."""
+    return pd.DataFrame({"topic": [topic] * len(keys), "key": keys, "value": values,
+                         "partition": pd.array([None] * len(keys), dtype="Int32")})

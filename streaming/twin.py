@@ -25,6 +25,8 @@
   in the same pass (`shared_facts`).
 - One Kafka sink: each output row names its topic (alerts, commands or dead letters); with
   `twin.json_topics`, alerts and commands also as JSON on `<topic>.json` (`streaming.json_copies`).
+  An alert also names its partition, that of its primary server (schemas/placement.py), and its JSON
+  copy goes to the same; the other rows are placed by their keys.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from pyspark.sql.streaming import StreamingQuery
 from infra.config import ConfigError
 from infra.kafka import spark_options
 from infra.settings import Settings
-from infra.topics import OUTPUT_MAX_BYTES
+from infra.topics import OUTPUT_MAX_BYTES, alert_partitions
 from schemas.events import Alert, RedeliveryCommand
 from schemas.jsonl import iso_time
 from state.clock_guard import EARLIEST_MS, LATEST_MS, OUT_OF_RANGE
@@ -53,7 +55,8 @@ QUERY_NAME = "shadowtwin"
 
 
 def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
-    """The twin's Kafka rows (topic, key, value) from the events topic's Kafka rows, in one scan."""
+    """The twin's Kafka rows (topic, key, value, partition) from the events topic's Kafka rows, in one scan;
+    the alerts on as many partitions as `infra.topics.alert_partitions` finds now (schemas/placement.py)."""
     max_skew_ms = settings.twin.max_clock_skew_seconds * 1000
     rows = classify_events(raw)
     skew_ms = F.col("event_time").cast("double") * 1000 - F.col("timestamp").cast("double") * 1000
@@ -97,9 +100,11 @@ def twin_output(raw: DataFrame, settings: Settings) -> DataFrame:
              "key", "topic", "partition", "offset", "reason", "node",
              *[F.when(F.col("to.fact").isNull(), F.col(name)).alias(name) for name in ("headers", "timestamp_ms")])
     topics = settings.topics
+    placed_on = alert_partitions(settings.kafka, topics, settings.twin.json_topics)
     out = apply_model(routed.withWatermark("event_time", str(settings.twin.watermark_delay)),
                       settings.shadow_redundancy, OutputTopics(topics.alerts, topics.commands, topics.dead_letters,
-                                                               topics.state), settings.twin.watermark_delay.ms)
+                                                               topics.state, placed_on),
+                      settings.twin.watermark_delay.ms)
     return with_json_copies(out, {topics.alerts: Alert, topics.commands: RedeliveryCommand}) \
         if settings.twin.json_topics else out
 

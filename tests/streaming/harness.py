@@ -33,9 +33,11 @@ from state.replay import ReplayResult
 from state.summary import TopologyView, message_where, server_summary
 from state.records import PrimaryState
 from streaming.held_state import MemoryGroupStore, rebuild
-from streaming.operator import DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OutputTopics, TwinProcessor, replay_call
+from streaming.operator import (DEAD_LETTER_GROUP, FACT_SEEN, FACT_STARTED, OUTPUT_SCHEMA, OutputTopics, TwinProcessor,
+                                replay_call)
 
 TOPICS = OutputTopics("alerts", "commands", "dead-letters", "state")
+OUTPUT_COLUMNS = [field.split()[0] for field in OUTPUT_SCHEMA.split(", ")]
 EVENTS_TOPIC = "events"
 
 
@@ -146,6 +148,7 @@ class OperatorHarness:
         outputs = list(self.processor.call(key, iter(frames), self.watermark_ms, expired=timed_out))
         codec = default_codec()
         for frame in outputs:
+            assert list(frame.columns) == OUTPUT_COLUMNS, "the operator's output schema, which Spark reads it by"
             for topic, key, value in zip(frame["topic"], frame["key"], frame["value"]):
                 if topic == TOPICS.state:  # as the compacted state topic holds it
                     self.state_rows.append((key.decode(), value))
