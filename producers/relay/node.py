@@ -21,8 +21,9 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   with no copy of its own: the message it is about is released to its shadow (DiscardStatusSet,
   MovedToSafetyNet) only once the report is processed too, as Exchange holds the copy for every side effect;
 - expiring: a message still queued MessageExpirationTimeout after it was received expires
-  (MessageExpired, then DiscardStatusSet for its shadow): the sender is told that it failed; a
-  promoted copy counts from when its primary received it (the primary's Received line);
+  (MessageExpired, then DiscardStatusSet for its shadow, and MovedToSafetyNet when the next hop took
+  some of its recipients): the sender is told that it failed; a promoted copy counts from when its
+  primary received it (the primary's Received line);
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,
@@ -344,13 +345,14 @@ class RelayNode:
 
     def _expire(self, m: StoredMessage) -> None:
         """Queued past MessageExpirationTimeout: Exchange deletes it and tells the sender it failed (an
-        NDR); its shadow is released, so that the copy is never delivered after all."""
+        NDR); its shadow is released, so that the copy is never delivered after all. One the next hop took
+        for some recipients is in Safety Net, as what was "delivered to a mailbox recipient" is (000, 003)."""
         ref = MessageRef(m.message_id, m.internal_id)
         why = (f"queued past MessageExpirationTimeout ({self.params.message_expiration_timeout}) after"
                f" {m.attempts} failed attempt(s); not delivered to {', '.join(m.rcpts)}")
         self.events.emit(ev.MessageExpired, self.name, ref, reason=why)
         self._report(m, ref, {r: EXPIRED_REPLY for r in m.rcpts})
-        self._processed(m, delivered=False)
+        self._processed(m, delivered=m.served)
         log.warning("%s (%s) expired, sender %s: %s", m.internal_id, m.message_id, m.mail_from or "<>", why)
 
     def _report(self, m: StoredMessage, ref: MessageRef, failed: dict[str, str]) -> None:

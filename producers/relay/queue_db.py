@@ -211,8 +211,8 @@ class QueueDB:
         self._processed(m, now_ms, into_safety_net=True, release=release)
 
     def expired(self, m: StoredMessage, now_ms: int, release: bool = True) -> None:
-        """Expired (MessageExpirationTimeout), or refused for good for every recipient: out of the queue, not
-        into Safety Net (nothing was delivered); its shadow is told to discard its copy, as the message is processed."""
+        """Expired (MessageExpirationTimeout) or refused for good, with no recipient delivered: out of the queue,
+        not into Safety Net; its shadow is told to discard its copy, as the message is processed."""
         self._processed(m, now_ms, into_safety_net=False, release=release)
 
     def release(self, parent: Parent, now_ms: int) -> None:

@@ -365,6 +365,32 @@ def test_a_next_hop_that_keeps_deferring_is_tried_less_often_until_the_message_e
     assert result.commands == []
 
 
+def test_a_message_partly_delivered_that_expires_is_in_safety_net(make_lab, kafka_bootstrap, topics):
+    """Messages "delivered to a mailbox recipient by the Transport service on a Mailbox server are moved into
+    Safety Net" (000, 003). A message whose next hop took one recipient and kept deferring the other expired
+    after MessageExpirationTimeout, and the node put it in no Safety Net (as if nothing had been delivered),
+    though a message refused for good for some recipients and taken for the others went there. It now goes there
+    once expired, as the delivered part of it was delivered; one with no recipient delivered still does not."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, {"message_expiration_timeout": "6s"})
+    mailboxes = _Mailboxes()
+    mailboxes.busy_left = 1_000  # busy@ is deferred until the message expires
+    with _next_hop(lab, mailboxes):
+        _send(lab, _message("<half@x>", ["ok@contoso.com", "busy@contoso.com"]))
+        assert wait_until(lambda: mailboxes.reports and lab.node_status("ex01").queued == 0, 30), mailboxes.received
+    assert [rcpts for rcpts, _ in mailboxes.received] == [("ok@contoso.com",)]
+
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) and e.message.message_id == "<half@x>" for e in records))
+    half = [e for e in events if e.message is not None and e.message.message_id == "<half@x>" and e.node == "ex01"]
+    kinds = [type(e).__name__ for e in half if isinstance(e, (ev.MessageExpired, ev.DiscardStatusSet,
+                                                              ev.MovedToSafetyNet))]
+    assert kinds == ["MessageExpired", "DiscardStatusSet", "MovedToSafetyNet"]
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert [(a.type, [m.message.message_id for m in a.messages]) for a in result.alerts] == [
+        (AlertType.MESSAGE_EXPIRED, ["<half@x>"])]
+    assert result.commands == []
+
+
 class _NeverAnswersStuck(_Capture):
     """Holds the end of DATA unanswered for a message to `stuck@` until `released` (a next hop hung
     on one message: a content filter that never returns), and answers the others at once."""
