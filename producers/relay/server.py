@@ -14,8 +14,9 @@
   else is not; STARTTLS before EHLO gets `503 5.5.1`, on an encrypted session `554 5.5.1`; a handshake that fails
   closes the session with a warning line naming the client and why, no traceback), and AUTH LOGIN/PLAIN once the session
   is encrypted (before that, AUTH gets `538 5.7.11`; LOGIN prompts `334 VXNlcm5hbWU6`, "Username:"), and
-  ENHANCEDSTATUSCODES (RFC 2034), as every reply but the greeting, EHLO's and HELO's, and 3xx carries one
-  (`250 2.1.0 Sender OK`, `250 2.1.5 Recipient OK`, as Exchange answers); the banner names the node, not the
+  ENHANCEDSTATUSCODES (RFC 2034; `producers.relay.replies`, as the sink answers), as every reply but the greeting,
+  EHLO's and HELO's, and 3xx carries one (`250 2.1.0 Sender OK`, `250 2.1.5 Recipient OK`, as Exchange answers),
+  XQDISCARD's lines aside (its syntax, `protocol`, has none); the banner names the node, not the
   implementation; a session idle for ConnectionInactivityTimeout gets `421 4.4.2 <node> Connection timed out`
   and is closed;
 - AUTH checks the login against the nodes' credentials and against the client certificate
@@ -61,7 +62,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import hmac
 import logging
 import re
@@ -69,46 +69,31 @@ import ssl
 from typing import Protocol
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, Session, TLSSetupException, syntax
+from aiosmtpd.smtp import AuthResult, Envelope, Session, TLSSetupException, syntax
 
 from producers.relay import protocol
 from producers.relay.headers import HEADER_ROOM, hop_count
+from producers.relay.replies import LINE_TOO_LONG, RECIPIENT_OK, SENDER_OK, TOO_LARGE, EnhancedStatusSMTP
 from producers.relay.tls import certified_name
 from producers.relay.topology import ReceiveConnector
 
 BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
-TOO_LARGE = "552 5.3.4 Message size exceeds fixed maximum message size"
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
 NON_ASCII_RECIPIENT = "553 5.6.7 Non-ASCII addresses not permitted for that recipient"
 NON_ASCII_NAME = "501 5.5.4 Invalid domain name"
 BARE_LINE_END = "550 5.6.11 Bare CR or LF not allowed in DATA: lines end in CRLF (RFC 5321 2.3.8)"
-LINE_TOO_LONG = "500 5.5.2 Line too long (see RFC5321 4.5.3.1.6)"
-# aiosmtpd's own answers, without enhanced status codes, as the node answers the same conditions itself
-_LIBRARY_REPLIES = {
-    "552 Error: message size exceeds fixed maximum message size": TOO_LARGE,
-    "552 Error: Too much mail data": TOO_LARGE,
-    "500 Line too long (see RFC5321 4.5.3.1.6)": LINE_TOO_LONG,
-}
 MAX_LINE_OCTETS = 998  # a text line without its CRLF (RFC 5321 4.5.3.1.6), after the transparency dot is removed
 FIRST_DELAY_S, MAX_DELAY_S = 0.5, 8.0
 _BARE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 _BDAT_ARGUMENT = re.compile(r"^(?P<size>[0-9]{1,18})(?: +(?P<last>LAST))? *$", re.IGNORECASE)
 TLS_ALREADY_ACTIVE = "554 5.5.1 Error: TLS already active"
-SEND_HELLO_FIRST = "503 5.5.1 Error: send {verb} first"
 # RFC 4954 5: MAIL's AUTH=<mailbox> or AUTH=<>, an xtext without spaces
 _AUTH_PARAMETER = re.compile(r"\s+AUTH=\S*", re.IGNORECASE)
 DATA_AFTER_BDAT = "503 5.5.1 DATA not allowed after BDAT in one transaction"
 LOCAL_ERROR = "451 4.3.0 Error: local error in processing"
-SENDER_OK = "250 2.1.0 Sender OK"
-RECIPIENT_OK = "250 2.1.5 Recipient OK"
 TIMED_OUT = "421 4.4.2 {host} Connection timed out"
-ENHANCED_STATUS_CODES = "ENHANCEDSTATUSCODES"
-_STATUS_CODE = re.compile(r"^[245][0-9]{2}[ -][245]\.[0-9]{1,3}\.[0-9]{1,3}(?: |$)")
-# RFC 3463's detail for aiosmtpd's replies that carry none, by reply code (else X.0.0, "other or undefined")
-_DETAIL_BY_CODE = {"500": "5.5.2", "501": "5.5.4", "502": "5.5.1", "503": "5.5.1", "504": "5.5.4", "530": "5.7.0",
-                   "555": "5.5.4", "454": "4.7.0"}
 
 log = logging.getLogger("shadowtwin.relay.server")
 
@@ -123,15 +108,6 @@ def quiet_library_logs() -> None:
     library.setLevel(logging.WARNING)
     if not any(isinstance(f, _NoDeprecationNoise) for f in library.filters):
         library.addFilter(_NoDeprecationNoise())
-
-
-def with_status_code(status: str) -> str:
-    """A final reply with an enhanced status code (RFC 2034 3, RFC 3463): as it was when it has one."""
-    if _STATUS_CODE.match(status):
-        return status
-    code, mark, text = status[:3], status[3:4] or " ", status[4:]
-    detail = _DETAIL_BY_CODE.get(code, f"{code[0]}.0.0")
-    return f"{code}{mark}{detail} {text}".rstrip()
 
 
 class RelayBackend(Protocol):
@@ -181,7 +157,7 @@ def _peer(session: Session) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
 
 
-class RelaySMTP(SMTP):
+class RelaySMTP(EnhancedStatusSMTP):
     """aiosmtpd's SMTP with the two shadow-redundancy verbs (syntax: producers/relay/protocol.py)."""
 
     # AUTH LOGIN's prompts, base64 in the 334 challenges, as every server sends them and clients expect
@@ -195,7 +171,6 @@ class RelaySMTP(SMTP):
         self._peers = peers
         self._peer_tls_context = self.tls_context
         self._sender_tls_context = sender_tls_context or self.tls_context
-        self._replies_as_they_are = False
 
     @property
     def data_size_limit(self) -> int:
@@ -214,35 +189,6 @@ class RelaySMTP(SMTP):
         if getattr(self, "session", None) is not None:
             self.session.shadow_request = None
 
-    async def push(self, status: str | bytes) -> None:
-        """Every reply with an enhanced status code, as EHLO advertises ENHANCEDSTATUSCODES (Exchange does, and
-        answers a HELO session alike; aiosmtpd's own replies, such as `250 OK` to NOOP, had none): RFC 2034 3
-        excepts the greeting and the answers to EHLO and HELO, and an intermediate reply (`354`, AUTH's `334`
-        challenges, whose text is base64) is as Exchange and postfix send it, without one."""
-        status = _LIBRARY_REPLIES.get(status, status)
-        greeting = f"220 {self.hostname} {self.__ident__}"
-        if isinstance(status, str) and status[:1] in "245" and status != greeting and not self._replies_as_they_are:
-            status = with_status_code(status)
-        await super().push(status)
-
-    @contextlib.asynccontextmanager
-    async def _as_they_are(self):
-        self._replies_as_they_are = True
-        try:
-            yield
-        finally:
-            self._replies_as_they_are = False
-
-    @syntax("EHLO hostname")
-    async def smtp_EHLO(self, hostname: str) -> None:
-        async with self._as_they_are():
-            await super().smtp_EHLO(hostname)
-
-    @syntax("HELO hostname")
-    async def smtp_HELO(self, hostname: str) -> None:
-        async with self._as_they_are():
-            await super().smtp_HELO(hostname)
-
     def _timeout_cb(self) -> None:
         """A session idle for ConnectionInactivityTimeout (RFC 5321 4.5.3.2.7's server timeout) is told `421 4.4.2`
         before it is closed, 421 being the reply of a server that closes the channel (RFC 5321 3.8, 4.2.3);
@@ -259,13 +205,6 @@ class RelaySMTP(SMTP):
         if arg and self._tls_protocol is not None:
             arg = _AUTH_PARAMETER.sub("", arg)
         await super().smtp_MAIL(arg)
-
-    async def check_helo_needed(self, helo: str = "HELO") -> bool:
-        """aiosmtpd's check, answered with an enhanced status code (RFC 2034) as postfix answers it."""
-        if self.session.host_name:
-            return False
-        await self.push(SEND_HELLO_FIRST.format(verb=helo))
-        return True
 
     def data_received(self, data: bytes) -> None:
         """aiosmtpd restarts its inactivity timer at each command only: a message still arriving after
@@ -504,8 +443,7 @@ class RelayHandler:
         if not hostname.isascii():
             return [NON_ASCII_NAME]
         session.host_name = hostname
-        extensions = ["250-PIPELINING", "250-CHUNKING", f"250-{ENHANCED_STATUS_CODES}", f"250-{protocol.XSHADOW}",
-                      f"250-{protocol.XQDISCARD}"]
+        extensions = ["250-PIPELINING", "250-CHUNKING", f"250-{protocol.XSHADOW}", f"250-{protocol.XQDISCARD}"]
         offered = [line for line in responses[:-1] if line != "250-SMTPUTF8"]
         return offered + extensions + responses[-1:]
 

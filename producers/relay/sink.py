@@ -10,6 +10,8 @@ delivery is recorded (sqlite, one row per delivery, with the relay that delivere
 the `X-Shadowtwin-Relay` header), duplicates included, so a test or `lab status` can count
 what arrived, what arrived twice, and from where. A duplicate is answered
 `250 2.0.0 delivered (duplicate)`, which the relay reports as DeliveredToMailbox(duplicate).
+
+It answers as the nodes do (`replies`): EHLO advertises ENHANCEDSTATUSCODES and every reply carries a code.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from aiosmtpd.controller import Controller
 
 from producers.relay.headers import HEADER_ROOM
+from producers.relay.replies import RECIPIENT_OK, SENDER_OK, EnhancedStatusSMTP
 
 log = logging.getLogger("shadowtwin.relay.sink")
 
@@ -113,6 +116,16 @@ class _SinkHandler:
     def __init__(self, mailbox: Mailbox):
         self.mailbox = mailbox
 
+    async def handle_MAIL(self, server, session, envelope, address: str, mail_options: list[str]) -> str:
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return SENDER_OK
+
+    async def handle_RCPT(self, server, session, envelope, address: str, rcpt_options: list[str]) -> str:
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return RECIPIENT_OK
+
     async def handle_DATA(self, server, session, envelope) -> str:
         loop = asyncio.get_running_loop()
         duplicate = await loop.run_in_executor(None, self.mailbox.record, envelope.original_content,
@@ -120,12 +133,17 @@ class _SinkHandler:
         return "250 2.0.0 delivered (duplicate)" if duplicate else "250 2.0.0 delivered"
 
 
+class _SinkController(Controller):
+    def factory(self):
+        return EnhancedStatusSMTP(self.handler, **self.SMTP_kwargs)
+
+
 class MailboxSink:
     def __init__(self, name: str, host: str, port: int, db_path: Path, nodes_max_message_size: int):
         self.name = name
         self.mailbox = Mailbox(db_path)
-        self._controller = Controller(_SinkHandler(self.mailbox), hostname=host, port=port, server_hostname=name,
-                                      enable_SMTPUTF8=False, data_size_limit=nodes_max_message_size + HEADER_ROOM)
+        self._controller = _SinkController(_SinkHandler(self.mailbox), hostname=host, port=port, server_hostname=name,
+                                            enable_SMTPUTF8=False, data_size_limit=nodes_max_message_size + HEADER_ROOM)
 
     def start(self) -> None:
         self._controller.start()
