@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "sink":
         from producers.relay.sink import MailboxSink
 
-        server = MailboxSink(topology.sink.name, topology.host, topology.sink.port, Path(args.db),
+        server = MailboxSink(topology.fqdn(topology.sink.name), topology.host, topology.sink.port, Path(args.db),
                              topology.receive_connector.max_message_size)
         server.start()
         print(f"READY sink {topology.sink.name}", file=sys.stderr, flush=True)

@@ -8,6 +8,8 @@
   mail loops (postfix's hopcount_limit, RFC 5321 6.3).
 - Its trace line also tells a shadow when the primary received the message (`receipt_ms`): a
   promoted copy expires MessageExpirationTimeout after that receipt, not after its promotion.
+- Wherever a node names itself (the line's `by`, a Message-ID it makes), it gives its fully qualified
+  domain name (`LabTopology.fqdn`), as RFC 5321 2.3.5 permits only FQDNs for domain names in SMTP.
 - A Message-ID at the end of the header section when the client sent none, as Exchange adds one
   (RFC 5321 6.4 lets the server a message is first posted to add it): the id the node's events
   name the message by, so that the shadow copy, the next hop and the mailbox's duplicate detection
@@ -32,7 +34,7 @@ def address_literal(address: str) -> str:
 
 def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts: tuple[str, ...],
              at_ms: int) -> bytes:
-    """The node's Received: line (folded), for a client at `peer` ("address:port")."""
+    """The node's Received: line (folded), for a client at `peer` ("address:port"); `node` is its FQDN."""
     literal = address_literal(peer.rpartition(":")[0] or peer)
     stamp = email.utils.format_datetime(datetime.datetime.fromtimestamp(at_ms / 1000, datetime.timezone.utc))
     recipient = f"\r\n\tfor <{rcpts[0]}>" if len(rcpts) == 1 else ""
@@ -40,13 +42,14 @@ def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts:
             f"{recipient}; {stamp}\r\n").encode()
 
 
-def receipt_ms(content: bytes, node: str, internal_id: str) -> int | None:
-    """When `node` received the message it queued as `internal_id`, from its Received line in `content`: the
-    last millisecond of that line's second (the line has whole seconds), so that nothing expires early."""
+def receipt_ms(content: bytes, internal_id: str) -> int | None:
+    """When the node that queued the message as `internal_id` received it, from the topmost Received line in
+    `content` that names that id (an id is the node's own: `<node>.<queue-db id>.<n>`): the last millisecond of
+    that line's second (the line has whole seconds), so that nothing expires early."""
     for line in email.parser.BytesHeaderParser().parsebytes(content).get_all("Received") or ():
         words = " ".join(str(line).split())
         trace, _, stamp = words.rpartition(";")
-        if f" by {node} " in f" {trace} " and f" id {internal_id} " in f" {trace} ":
+        if f" id {internal_id} " in f" {trace} ":
             try:
                 return int(email.utils.parsedate_to_datetime(stamp.strip()).timestamp()) * 1000 + 999
             except (TypeError, ValueError):
@@ -59,6 +62,12 @@ def hop_count(content: bytes) -> int:
     end = content.find(b"\r\n\r\n")
     section = content if end < 0 else content[:end + 2]
     return len(email.parser.BytesHeaderParser().parsebytes(section).get_all("Received") or ())
+
+
+def message_id(internal_id: str, host: str) -> str:
+    """The Message-ID a node gives a message of its own making, or one that came without (RFC 5322 3.6.4), on the
+    node's FQDN `host`."""
+    return f"<{internal_id}@{host}>"
 
 
 def with_message_id(content: bytes, message_id: str) -> bytes:

@@ -91,6 +91,7 @@ class RelayNode:
         self.topology = topology
         self.spec: NodeSpec = topology.node(name)
         self.name = name
+        self.host_name = topology.fqdn(name)  # what it announces (greeting, EHLO, Received, Message-IDs)
         self.params = topology.parameters(name)
         self.peers = topology.peers(name)
         self.bootstrap = bootstrap
@@ -124,8 +125,8 @@ class RelayNode:
                          shadow_redundancy_enabled=self.params.shadow_redundancy_enabled, xshadow_advertised=True,
                          queue_db_id=self.db.queue_db_id)
         self.events.flush()
-        self._controller = RelayController(self, self.topology.host, self.spec.port, self.name, self._passwords,
-                                           {p.name for p in self.peers},
+        self._controller = RelayController(self, self.topology.host, self.spec.port, self.host_name,
+                                           self._passwords, {p.name: self.topology.fqdn(p.name) for p in self.peers},
                                            tls.server_context(self.topology.tls_dir(), self.name),
                                            tls.sender_context(self.topology.tls_dir(), self.name),
                                            self.topology.receive_connector)
@@ -171,12 +172,12 @@ class RelayNode:
         message_id, submitted = message_identity(sent, "")
         content = sent
         if not message_id:
-            message_id = f"<{internal_id}@{self.name}>"
+            message_id = headers.message_id(internal_id, self.host_name)
             content = headers.with_message_id(sent, message_id)
         ref = MessageRef(message_id, internal_id)
         rcpts = tuple(envelope.rcpt_tos)
         received_ms = self.events.now_ms()
-        content = headers.received(helo, peer, self.name, via, internal_id, rcpts, received_ms) + content
+        content = headers.received(helo, peer, self.host_name, via, internal_id, rcpts, received_ms) + content
         domains = self.topology.internal_domains
         self.events.emit(ev.MessageReceived, self.name, ref, at_ms=received_ms, sender=helo or peer,
                          source=ev.MessageSource.OUTSIDE_BOUNDARY,
@@ -228,7 +229,7 @@ class RelayNode:
             self.events.emit(ev.ShadowCopyRequested, self.name, ref, candidate=peer.name, locality=locality,
                              attempt=attempt)
             try:
-                client.send_shadow(self.topology.host, peer.port, self.name, self.credentials, request, mail_from,
+                client.send_shadow(self.topology.host, peer.port, self.host_name, self.credentials, request, mail_from,
                                    rcpts, content, self.topology.smtp_timeout_seconds, peer.name)
             except client.SessionFailed as failure:
                 log.warning("shadow copy of %s on %s failed: %s", ref.internal_id, peer.name, failure)
@@ -241,7 +242,8 @@ class RelayNode:
 
     def store_shadow(self, login: str, request: protocol.ShadowRequest, envelope) -> str:
         content: bytes = envelope.original_content
-        message_id, submitted = message_identity(content, f"<{request.internal_id}@{request.primary}>")
+        message_id, submitted = message_identity(content, headers.message_id(request.internal_id,
+                                                                             self.topology.fqdn(request.primary)))
         now = self.events.now_ms()
         self.db.store_shadow(StoredMessage(request.internal_id, message_id, envelope.mail_from,
                                            tuple(envelope.rcpt_tos), content, submitted, request.primary,
@@ -309,7 +311,7 @@ class RelayNode:
         stamp = f"{RELAY_HEADER}: {self.name} {m.internal_id}" + (f" resubmitted-for={m.primary}" if m.resubmitted
                                                                     else "")
         try:
-            outcome = client.relay(self.topology.host, sink.port, self.name, m.mail_from, m.rcpts,
+            outcome = client.relay(self.topology.host, sink.port, self.host_name, m.mail_from, m.rcpts,
                                    stamp.encode() + b"\r\n" + m.content, self.topology.smtp_timeout_seconds)
         except client.SessionFailed as failure:
             outcome = client.RelayOutcome((), deferred={r: str(failure) for r in m.rcpts})
@@ -361,9 +363,9 @@ class RelayNode:
         if m.mail_from in ("", "<>") or m.parent is not None:
             return  # no report to the null reverse-path (a report itself)
         internal_id = self.db.new_internal_id()
-        report_ref = MessageRef(f"<{internal_id}@{self.name}>", internal_id)
+        report_ref = MessageRef(headers.message_id(internal_id, self.host_name), internal_id)
         now = self.events.now_ms()
-        content = ndr.report(self.topology.fqdn(self.name), report_ref.message_id, m.mail_from, m.content, failed, now)
+        content = ndr.report(self.host_name, report_ref.message_id, m.mail_from, m.content, failed, now)
         parent = Parent(m.internal_id, m.message_id, None if m.resubmitted else m.shadow_server)
         self.db.enqueue(StoredMessage(internal_id, report_ref.message_id, "<>", (m.mail_from,), content, None,
                                       self.name, parent=parent), now, now)
@@ -413,7 +415,7 @@ class RelayNode:
         sent_at = self.events.now_ms()
         self.events.emit(ev.DiscardQuerySent, primary, at_ms=sent_at, shadow_queue_db_id=self.db.queue_db_id)
         try:
-            answer = client.query_discards(self.topology.host, spec.port, self.name, self.credentials,
+            answer = client.query_discards(self.topology.host, spec.port, self.host_name, self.credentials,
                                            protocol.DiscardQuery(self.name, self.db.queue_db_id),
                                            self.topology.smtp_timeout_seconds, primary)
         except client.SessionFailed as failure:

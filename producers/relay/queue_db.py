@@ -317,7 +317,7 @@ class QueueDB:
                     " received_ms, submitted_at_ms, shadow_server, origin_primary, due_ms)"
                     " VALUES (?,?,?,?,?,?,?,NULL,?,?)",
                     (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content,
-                     min(receipt_ms(m.content, primary, m.internal_id) or now_ms, now_ms), m.submitted_at_ms, primary,
+                     min(receipt_ms(m.content, m.internal_id) or now_ms, now_ms), m.submitted_at_ms, primary,
                      now_ms))
         return moved
 

@@ -77,7 +77,7 @@ from producers.relay.replies import LINE_TOO_LONG, RECIPIENT_OK, SENDER_OK, TOO_
 from producers.relay.tls import certified_name
 from producers.relay.topology import ReceiveConnector
 
-BANNER = "ESMTP"  # after the node's name: "220 ex01 ESMTP"
+BANNER = "ESMTP"  # after the node's name: "220 ex01.contoso.com ESMTP"
 LOOP_REPLY = "554 5.4.14 Hop count exceeded - possible mail loop"
 TOO_MANY_RECIPIENTS = "452 4.5.3 Too many recipients"
 NON_ASCII_SENDER = "550 5.6.7 Non-ASCII addresses not permitted for that sender"
@@ -165,10 +165,10 @@ class RelaySMTP(EnhancedStatusSMTP):
     AuthLoginUsernameChallenge = "Username:"
     AuthLoginPasswordChallenge = "Password:"
 
-    def __init__(self, handler, *, peers: frozenset[str] = frozenset(),
+    def __init__(self, handler, *, peer_hosts: frozenset[str] = frozenset(),
                  sender_tls_context: ssl.SSLContext | None = None, **kwargs):
         super().__init__(handler, **kwargs)
-        self._peers = peers
+        self._peer_hosts = peer_hosts
         self._peer_tls_context = self.tls_context
         self._sender_tls_context = sender_tls_context or self.tls_context
 
@@ -278,8 +278,8 @@ class RelaySMTP(EnhancedStatusSMTP):
             return
         if await self.check_helo_needed("EHLO"):
             return
-        named = self.session.host_name if self.session is not None else None
-        self.tls_context = self._peer_tls_context if named in self._peers else self._sender_tls_context
+        named = (self.session.host_name or "").lower() if self.session is not None else ""
+        self.tls_context = self._peer_tls_context if named in self._peer_hosts else self._sender_tls_context
         await super().smtp_STARTTLS(arg)
 
     async def handle_exception(self, error: Exception) -> str:
@@ -476,26 +476,28 @@ def _protocol(server: RelaySMTP, session: Session) -> str:
 
 class RelayController(Controller):
     """Runs a RelaySMTP on host:port in its own thread, with a worker pool for the node's work and one for its
-    peers', as its Receive connector says (a session idle for its ConnectionInactivityTimeout is closed)."""
+    peers', as its Receive connector says (a session idle for its ConnectionInactivityTimeout is closed). `name`
+    is the host name it announces (the node's FQDN); `peers` maps each peer's node name (its login, its
+    certificate's name) to the host name its EHLO gives."""
 
     def __init__(self, backend: RelayBackend, host: str, port: int, name: str, passwords: dict[str, str],
-                 peers: set[str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
+                 peers: dict[str, str], tls_context: ssl.SSLContext, sender_tls_context: ssl.SSLContext,
                  receive: ReceiveConnector, workers: int = 16):
         loop = asyncio.new_event_loop()
         loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="smtp-work"))
         peer_work = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="peer-work")
         super().__init__(RelayHandler(backend, receive, peer_work), hostname=host, port=port, loop=loop,
                          server_hostname=name,
-                         authenticator=NodeAuthenticator(passwords, peers), auth_require_tls=True,
+                         authenticator=NodeAuthenticator(passwords, set(peers)), auth_require_tls=True,
                          tls_context=tls_context, ident=BANNER,
                          # aiosmtpd reads a command's argument as UTF-8 only with SMTPUTF8 on (else it answers
                          # 500 before any hook): on, for the hooks to answer 5.6.7; EHLO does not offer it.
                          enable_SMTPUTF8=True,
                          timeout=receive.connection_inactivity_timeout.total_seconds(),
                          data_size_limit=receive.max_message_size)
-        self._peers = frozenset(peers)
+        self._peer_hosts = frozenset(host.lower() for host in peers.values())
         self._sender_tls_context = sender_tls_context
 
     def factory(self):
-        return RelaySMTP(self.handler, peers=self._peers, sender_tls_context=self._sender_tls_context,
+        return RelaySMTP(self.handler, peer_hosts=self._peer_hosts, sender_tls_context=self._sender_tls_context,
                          **self.SMTP_kwargs)

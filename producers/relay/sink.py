@@ -139,6 +139,8 @@ class _SinkController(Controller):
 
 
 class MailboxSink:
+    """The sink on host:port; `name` is the host name it announces (its FQDN, as the nodes announce theirs)."""
+
     def __init__(self, name: str, host: str, port: int, db_path: Path, nodes_max_message_size: int):
         self.name = name
         self.mailbox = Mailbox(db_path)

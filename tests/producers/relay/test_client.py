@@ -159,7 +159,7 @@ def test_the_content_goes_in_bdat_to_a_next_hop_offering_chunking_and_with_data_
     it goes with DATA, the same octets arriving."""
     tls.ensure_certificates(tmp_path, ["mx"], "127.0.0.1")
     backend = _ChunksNoted()
-    node = RelayController(backend, "127.0.0.1", free_port(), "mx", {}, set(), tls.server_context(tmp_path, "mx"),
+    node = RelayController(backend, "127.0.0.1", free_port(), "mx", {}, {}, tls.server_context(tmp_path, "mx"),
                            tls.sender_context(tmp_path, "mx"), ReceiveConnector(timedelta(seconds=5)))
     node.start()
     content = "Subject: x\r\n\r\n.\r\n..two\r\nh\u00e9llo\r\n".encode()

@@ -10,6 +10,7 @@ import email
 import email.utils
 import re
 import smtplib
+import socket
 import ssl
 import threading
 import time
@@ -237,7 +238,7 @@ def test_a_node_puts_its_received_line_on_top_of_what_it_relays(make_lab, kafka_
     received = next(e for e in events if isinstance(e, ev.MessageReceived))
     relay_header, trace = capture.contents[0].split(b"\r\n", 1)
     assert relay_header.startswith(b"X-Shadowtwin-Relay: ex01 ")
-    head = (b"Received: from mx.fabrikam.example ([127.0.0.1])\r\n\tby ex01 with ESMTPS id "
+    head = (b"Received: from mx.fabrikam.example ([127.0.0.1])\r\n\tby ex01.contoso.com with ESMTPS id "
             + received.message.internal_id.encode() + b"\r\n\tfor <b@contoso.com>; ")
     assert trace.startswith(head), trace[:200]
     stamp, after = trace[len(head):].split(b"\r\n", 1)
@@ -265,7 +266,7 @@ def test_a_message_without_message_id_gets_the_one_its_events_name_it_by(make_la
         isinstance(e, ev.MovedToSafetyNet) for e in records))
     received = next(e for e in events if isinstance(e, ev.MessageReceived))
     message_id = received.message.message_id
-    assert message_id == f"<{received.message.internal_id}@ex01>"
+    assert message_id == f"<{received.message.internal_id}@ex01.contoso.com>"
     assert {e.message.message_id for e in events if e.message is not None} == {message_id}
     relayed = _NODE_LINES.sub(b"", capture.contents[0], count=1)
     assert relayed == b"Subject: no message id\r\nMessage-ID: " + message_id.encode() + b"\r\n\r\nhi\r\n.dot\r\n"
@@ -273,6 +274,66 @@ def test_a_message_without_message_id_gets_the_one_its_events_name_it_by(make_la
     assert [mailbox.record(capture.contents[0], ["b@contoso.com"]) for _ in range(2)] == [False, True]
     mailbox.close()
     assert [d.message_id for d in read_deliveries(mailbox.path)] == [message_id, message_id]
+
+
+class _CaptureHello(_Capture):
+    """Notes the name each client's EHLO gave."""
+
+    def __init__(self):
+        super().__init__()
+        self.hellos: list[str] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.hellos.append(session.host_name)
+        return await super().handle_DATA(server, session, envelope)
+
+
+def test_a_node_announces_its_fully_qualified_name_and_its_events_still_name_it_by_its_server_name(
+        make_lab, kafka_bootstrap, topics):
+    """RFC 5321 2.3.5: "Only resolvable, fully-qualified domain names (FQDNs) are permitted when domain names are
+    used in SMTP"; 4.1.1.1: EHLO gives the client's FQDN. A node's reports named it ex01.contoso.com
+    (`LabTopology.fqdn`), but its greeting, its answers to EHLO and HELO, its Received lines and the Message-IDs
+    it made said `ex01`, the sink's greeting `mailbox01`, and it gave its next hop an address literal in EHLO.
+    Now every name a node or the sink announces is the FQDN, and the nodes still find each other as peers by it
+    (the shadow copy is made over the peer's authenticated session), while the events name the servers as
+    before: ex01, ex02, mailbox01."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    lab.up()
+    with socket.create_connection((lab.topology.host, lab.topology.sink.port), timeout=10) as sock:
+        assert sock.makefile("rb").readline().startswith(b"220 mailbox01.contoso.com ")
+    lab.stop(SINK)
+    next_hop = _CaptureHello()
+    controller = Controller(next_hop, hostname=lab.topology.host, port=lab.topology.sink.port)
+    controller.start()
+    try:
+        with socket.create_connection((lab.topology.host, lab.topology.node("ex01").port), timeout=10) as sock:
+            replies = sock.makefile("rb")
+            greeting = replies.readline()
+            sock.sendall(b"EHLO client.example\r\nHELO client.example\r\nQUIT\r\n")
+            answers = [replies.readline()]
+            while answers[-1][3:4] == b"-":
+                answers.append(replies.readline())
+            helo = replies.readline()
+        with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=20) as smtp:
+            assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"], b"Subject: no message id\r\n\r\nhi\r\n") == {}
+        assert wait_until(lambda: next_hop.contents, 20)
+    finally:
+        controller.stop()
+    assert greeting == b"220 ex01.contoso.com ESMTP\r\n"
+    assert answers[0] == b"250-ex01.contoso.com\r\n" and helo == b"250 ex01.contoso.com\r\n", (answers, helo)
+    assert next_hop.hellos == ["ex01.contoso.com"]
+    assert b"\r\n\tby ex01.contoso.com with ESMTP id " in next_hop.contents[0]
+
+    events = read_topic(kafka_bootstrap, topics.events, until=lambda records: any(
+        isinstance(e, ev.MovedToSafetyNet) for e in records))
+    received = next(e for e in events if isinstance(e, ev.MessageReceived))
+    assert received.message.message_id == f"<{received.message.internal_id}@ex01.contoso.com>"
+    assert {e.node for e in events} == {"ex01", "ex02"}
+    [copy] = [e for e in events if isinstance(e, ev.ShadowCopyAcknowledged)]
+    [delivered] = [e for e in events if isinstance(e, ev.DeliveredToMailbox)]
+    assert (copy.node, copy.shadow_server, delivered.mailbox_server) == ("ex01", "ex02", "mailbox01")
+    result = settled(events, lab.topology.shadow_redundancy)
+    assert result.alerts == [] and result.commands == []
 
 
 class _SlowToAnswerData(_Capture):

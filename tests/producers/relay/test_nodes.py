@@ -37,7 +37,7 @@ def idle(lab) -> bool:
 def test_a_node_closes_a_session_idle_for_its_connection_inactivity_timeout_only(make_lab):
     """The nodes closed a session idle for 60 s, where RFC 5321 4.5.3.2.7 has a server wait at least
     5 minutes for the next command; the wait is now the Receive connector's ConnectionInactivityTimeout
-    (5 minutes; 3 s here), and is told so: `421 4.4.2 <node> Connection timed out`."""
+    (5 minutes; 3 s here), and is told so: `421 4.4.2 <node's FQDN> Connection timed out`."""
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"connection_inactivity_timeout": "3s"})
     lab.up()
     with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, timeout=10) as smtp:
@@ -47,7 +47,7 @@ def test_a_node_closes_a_session_idle_for_its_connection_inactivity_timeout_only
         time.sleep(2)
         assert smtp.noop()[0] == 250, "each command starts the wait again"
         time.sleep(4.5)
-        assert smtp.noop() == (421, b"4.4.2 ex01 Connection timed out"), "the reply waiting when it was closed"
+        assert smtp.noop() == (421, b"4.4.2 ex01.contoso.com Connection timed out"), "the reply waiting when closed"
         with pytest.raises(smtplib.SMTPServerDisconnected):
             smtp.noop()
 
@@ -107,7 +107,7 @@ def test_only_authenticated_peers_over_tls_may_shadow_or_query_and_no_secret_lea
             smtp.login("ex02", passwords["ex02"] + "-wrong")
         assert time.monotonic() - started >= 0.9, "a second failure from the address is answered later"
         assert smtp.docmd("XQDISCARD", "SHADOW=ex02 QDB=x")[0] == 530, "a failed AUTH authenticates nothing"
-    with smtplib.SMTP(host, port, local_hostname="ex02") as smtp:
+    with smtplib.SMTP(host, port, local_hostname="ex02.contoso.com") as smtp:  # as ex02 names itself
         smtp.starttls(context=tls.client_context(folder, "ex02"))
         assert tls.certified_name(smtp.sock.getpeercert()) == "ex01", "the node's certificate, from the lab CA"
         smtp.ehlo()
@@ -428,11 +428,11 @@ def test_rset_and_ehlo_end_an_xshadow_as_they_end_a_transaction(make_lab):
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"}, receive_connector={"max_message_size": 65536})
     lab.up()
     passwords = read_secrets(lab.topology.secrets_path())
-    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, local_hostname="ex02") as smtp:
+    with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, local_hostname="ex02.contoso.com") as smtp:
         smtp.starttls(context=tls.client_context(lab.topology.tls_dir(), "ex02"))
         smtp.ehlo()
         smtp.login("ex02", passwords["ex02"])
-        for reset in ("RSET", "EHLO ex02"):
+        for reset in ("RSET", "EHLO ex02.contoso.com"):
             assert smtp.docmd("XSHADOW", "PRIMARY=ex02 QDB=q ID=ex02.q.1")[0] == 250
             assert smtp.docmd(reset)[0] == 250
             assert smtp.mail("a@fabrikam.example", ["SIZE=65537"])[0] == 552, reset

@@ -38,7 +38,7 @@ class _Accepting:
 def server(tmp_path):
     tls.ensure_certificates(tmp_path, ["ex01"], "127.0.0.1")
     backend = _Accepting()
-    controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, set(),
+    controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, {},
                                  tls.server_context(tmp_path, "ex01"), tls.sender_context(tmp_path, "ex01"),
                                  ReceiveConnector(timedelta(seconds=TIMEOUT_S), max_message_size=1024 * 1024))
     controller.start()
