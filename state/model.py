@@ -696,21 +696,20 @@ class _Transition:
                 m.forks_of()[e.message.fork_id or hop] = Fork(hop, shared(e.recipients))
             elif fork.next_hop is None:
                 self.notified_fork_named(m, fork, e.next_hop, e.recipients, e.event_time_ms)
+            elif fork.done:
+                if (type(e) is ev.DeliveryDeferred or e.message.fork_id is None) \
+                        and (others := tuple(r for r in e.recipients if r not in fork.recipients)):
+                    # Served in part, its other recipients deferred, or handed over again (a log's SEND, the relay's
+                    # next attempt): those served stay served, the others wait for the next hop's acknowledgement.
+                    # That next hop's fork is not fully processed, and no discard notification of it comes until
+                    # they are served ("after all expected discard notifications are received", 003).
+                    fork.waiting = shared(tuple(dict.fromkeys((*fork.waiting, *others))))
+                    fork.notified = False
             elif type(e) is ev.SentToNextHop and e.message.fork_id is None and e.recipients and fork.recipients \
                     and fork.recipients != e.recipients:
-                # Another hand-off to the same hop (a log's SEND: a recipient deferred before, sent now): the
-                # acknowledgement to come serves its recipients, with those of the fork's earlier one if it was
-                # acknowledged (a SEND line is both); a pending fork's others wait.
-                fork.recipients = shared(tuple(dict.fromkeys((*fork.recipients, *e.recipients)))
-                                         if fork.done else e.recipients)
-                fork.done = fork.notified = False  # a notification it had was of the fork as it was
-            elif fork.done and type(e) is ev.DeliveryDeferred \
-                    and (deferred := tuple(r for r in e.recipients if r not in fork.recipients)):
-                # Served in part, its other recipients deferred: that next hop's fork is not fully processed, and no
-                # discard notification of it comes until they are served ("after all expected discard notifications
-                # are received", 003).
-                fork.waiting = shared(tuple(dict.fromkeys((*fork.waiting, *deferred))))
-                fork.notified = False
+                # Another hand-off of part of a pending fork's recipients: the acknowledgement to come serves those,
+                # and the others wait.
+                fork.recipients = shared(e.recipients)
 
     def delivery_deferred(self, e: ev.DeliveryDeferred) -> None:
         """The next hop refused or timed out: that fork is still pending (it is retried, or it
@@ -745,8 +744,8 @@ class _Transition:
             for other in m.forks.values():
                 if other.waiting:
                     other.waiting = shared(tuple(r for r in other.waiting if r not in served))
-        elif fork.waiting:  # the fork's whole acknowledgement
-            fork.waiting = ()
+        elif fork.waiting:  # the fork's whole acknowledgement: of the recipients still waiting there too
+            fork.recipients, fork.waiting = shared(tuple(dict.fromkeys((*fork.recipients, *fork.waiting)))), ()
         fork.processed(e.event_time_ms)
         self.maybe_primary_done(m, e.event_time_ms)
 

@@ -2385,6 +2385,60 @@ def a_feed_that_stops_seconds_after_the_end_of_a_log_fed_shadows_last_minute() -
                         Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(8) + 3 * HOUR, ("m1",)),
                     ), commands=(Command("mbx02", "mbx01", "m1", None, None, (), at(8) + 3 * HOUR),))
 
+def _partly_delivered(org: Org, mid: str, minute: float, retries: tuple[float, ...]) -> list[ev.Event]:
+    """The lab relay ex01's attempts at `mid`, for ok@ and busy@: mailbox01 takes ok@ at `minute` and defers busy@,
+    and defers busy@ again at each of `retries` (a SEND of busy@ alone, then its DEFER)."""
+    both = ("ok@contoso.com", "busy@contoso.com")
+    events = [*org.sent("ex01", mid, "mailbox01", minute, recipients=both),
+              *org.delivered_to_mailbox("ex01", mid, "mailbox01", minute, recipients=both[:1]),
+              *org.deferred("ex01", mid, "mailbox01", minute, recipients=both[1:])]
+    for retry in retries:
+        events += [*org.sent("ex01", mid, "mailbox01", retry, recipients=both[1:]),
+                   *org.deferred("ex01", mid, "mailbox01", retry, recipients=both[1:])]
+    return events
+
+
+def a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered() -> Timeline:
+    """The lab's relay ex01 (copies on ex02, MessageExpirationTimeout 2 hours, ShadowResubmitTimeSpan 1 hour) hands
+    m1, m2 and m3, each for ok@ and busy@contoso.com, to mailbox01, which delivers ok@ and defers busy@ every time
+    ex01 tries again (a SEND of busy@ alone, then a DEFER). "Messages that are successfully processed or delivered to
+    a mailbox recipient ... are moved into Safety Net" (003): ok@ has each message; busy@ does not.
+    | time | what happens | the twin |
+    | 120 | ex01 expires m1 (MessageExpired) | MESSAGE_EXPIRED names busy@ alone (before: ok@ and busy@) |
+    | 121 | ex02's query collects m1's discard notification | m1 is released |
+    | 130 | ex01 expires m2, and fails before ex02 queries again | MESSAGE_EXPIRED names busy@ alone |
+    | 189 | ex02 has had no answer for ShadowResubmitTimeSpan: it promotes m2 and m3 | one command, m3 for busy@ |
+    mailbox01's fork of each message was never fully processed (busy@ waits), so no discard notification emptied its
+    shadow queue ("after all expected discard notifications are received", 003): ex02 resends the copy whole, and
+    ok@ gets m2 and m3 twice (an hour after her first copy, duplicate detection no longer knows it), busy@ gets m2
+    once, after its non-delivery report. Before: ex01's SEND of busy@ alone took back ok@'s delivery, both
+    MESSAGE_EXPIRED named ok@ too, m3 had a command for ok@ as well as busy@'s, and no duplicate was forecast."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"message_expiration_timeout": "02:00:00",
+                                                   "shadow_resubmit_time_span": "01:00:00"}))
+    both = ("ok@contoso.com", "busy@contoso.com")
+    events = [*org.started("ex01", "dbP1", 0), *org.started("ex02", "dbS1", 0)]
+    for mid, received in (("m1", 0), ("m2", 10), ("m3", 100)):
+        events += [*org.received("ex01", mid, received, recipients=both),
+                   *org.shadowed("ex01", "ex02", mid, received),
+                   *_partly_delivered(org, mid, received + 1,
+                                      tuple(t for t in (received + 6, received + 16, received + 46, received + 106)
+                                            if t < 131))]
+    events += [*org.expired("ex01", "m1", 120), *org.expired("ex01", "m2", 130),
+               *_heartbeats_ok(org, "ex02", "ex01", 1, 121), *org.query_ok("ex02", "ex01", 121, discarded=("m1",)),
+               *_heartbeats_ok(org, "ex02", "ex01", 123, 131),
+               *org.heartbeats_failing("ex02", "ex01", 131, 4 * 60), *org.tick(12 * 60)]
+    promoted_at = at(129) + HOUR
+    return Timeline("a message partly delivered is pending only for the recipients not delivered",
+                    sorted(events, key=lambda e: e.event_time_ms), config, alerts=(
+                        Expected(AlertType.MESSAGE_EXPIRED, at(120), ("m1",), (both[1:],)),
+                        Expected(AlertType.MESSAGE_EXPIRED, at(130), ("m2",), (both[1:],)),
+                        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, promoted_at, ("m2", "m3"),
+                                 (both[:1], both[:1])),
+                        Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, promoted_at, ("m3", "m2"))),
+                    commands=(Command("ex02", "ex01", "m3", None, None, both[1:], promoted_at),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2470,6 +2524,7 @@ ALL = (
     remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
     prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
     a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored,
+    a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
@@ -2518,5 +2573,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_new_database_reported_by_a_clock_behind_waits_for_each_shadows_own_answer,
            a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
            remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
-           prefer_remote_rejects_only_once_the_local_retries_are_spent_too)
+           prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
+           a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered)
 
