@@ -458,6 +458,8 @@ class _Transition:
         if self.mode_of(s.primary) is _EXCHANGE_2010 and not e.sender_supports_shadow:
             timing = self.primary_timing
             s.deadlines.set(_ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
+        for early in s.handled_early.pop(m.ref.internal_id, ()):
+            self.model._handlers[type(early)](self, early)
 
     def redundancy_enabled(self) -> bool:
         """ShadowRedundancyEnabled for this primary: its NodeStarted's word and its configuration's, both."""
@@ -1795,6 +1797,12 @@ class _Transition:
             if early[first][1] > until:
                 break
             del early[first]
+        handled = self.s.handled_early
+        while handled:  # in the order added, as `closed`
+            first = next(iter(handled))
+            if handled[first][0].event_time_ms > until:
+                break
+            del handled[first]
 
     def fire_forget_seen(self, bucket: str, at_ms: int) -> None:
         s = self.s
@@ -1907,7 +1915,19 @@ class _Transition:
         if m is None and isinstance(e, _DELIVERY_EVENTS) and ref.internal_id in s.promoted:
             record = s.promoted[ref.internal_id]
             self.predict_duplicates([record], e.event_time_ms, "delivered a message its shadow had already resubmitted")
+        elif m is None and e.node == s.primary:
+            self.handled_before_the_receipt(e)
         return m
+
+    def handled_before_the_receipt(self, e: ev.Event) -> None:
+        """The primary's event about a message it has not received yet by its own clock: that clock was set back
+        between the receipt, still to come, and this event (hunt seed 8566: ex02 set back 60 s, a delivery stamped 57 s
+        before its receipt). Remembered for the clock-skew allowance (`handled_early`), the message's MessageReceived
+        applies it (`message_received`). Not a message closed lately (a slower clock's late word about it)."""
+        s, key = self.s, e.message.internal_id
+        if self.config.clock_skew_allowance_ms > 0 and key not in s.closed:
+            s.handled_early.setdefault(key, []).append(e)
+            self.forget_closed_by(e.event_time_ms)
 
     def unhold(self, pair: Pair, internal_id: str) -> None:
         pair.held.discard(internal_id)

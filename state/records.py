@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 from types import MappingProxyType
 
-from schemas.events import MessageRef, NodeMode, Recipient, SiteLocality
+from schemas.events import Event, MessageRef, NodeMode, Recipient, SiteLocality
 
 
 # Most messages never get a side effect, and have no fork for a while: they share these empty,
@@ -317,6 +317,10 @@ class PrimaryState:
     # for the clock-skew allowance as `closed`: internal id -> (that shadow, the discard's time), in the order added.
     # Its copy, when reported, is released already; another shadow's is not (its own notification releases it).
     discarded_early: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Events of the primary about a message it had not received yet by its own clock (set back between the receipt and
+    # them, hunt seed 8566), kept for the clock-skew allowance as `closed`: internal id -> those events, in the order
+    # added. The message's MessageReceived applies them after it.
+    handled_early: dict[str, list[Event]] = field(default_factory=dict)
     deadlines: Deadlines = field(default_factory=Deadlines)
     clock_ms: int = 0  # the latest event time this group has reached
     primary_seen_ms: int | None = None  # the primary's own latest event: a sign it is up
@@ -357,4 +361,5 @@ class PrimaryState:
         """No message, copy, heartbeat pair, promoted record, memory or deadline is left (facts
         about servers are not about messages and stay)."""
         return not (self.messages or self.pairs or self.queried_by or self.promoted or self.closed
-                    or self.discarded_early or self.deadlines.pending() or self.same_site or self.seen_ids)
+                    or self.discarded_early or self.handled_early or self.deadlines.pending() or self.same_site
+                    or self.seen_ids)

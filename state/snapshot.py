@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 17 are still read, a checkpoint may hold them: 17 has no
+refused rather than misread (formats 3 to 18 are still read, a checkpoint may hold them: 18 has no
+`handled_early`, then empty (a primary's event stamped before its message's receipt, taken in before, was ignored, as
+before; each such event is pickled as it is: they are few); 17 has no
 `db_reported_ms`, then unknown (a shadow's report naming the queue database another shadow's report showed replaced
 is taken for another restart, as before); 16 has no fork's
 `done_ms`, then unknown (a duplicate forecast dates its recipients' first copy as before: when the whole message
@@ -49,9 +51,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 18
-# 17: without `db_reported_ms`; 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 19
+# 18: without `handled_early`; 17: without `db_reported_ms`; 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -94,8 +96,9 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
              tuple((bucket, tuple(ids)) for bucket, ids in state.seen_buckets.items()))
     discarded_early = tuple((key, shadow, t) for key, (shadow, t) in state.discarded_early.items())
     queried_by = tuple(state.queried_by.items())
-    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines, facts, discarded_early, queried_by),
-                        protocol=pickle.HIGHEST_PROTOCOL)
+    handled_early = tuple((key, tuple(events)) for key, events in state.handled_early.items())
+    return pickle.dumps((header, messages, pairs, promoted, closed, deadlines, facts, discarded_early, queried_by,
+                         handled_early), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load(data: bytes) -> PrimaryState:
@@ -104,7 +107,7 @@ def load(data: bytes) -> PrimaryState:
     if header[0] not in (FORMAT, *PREVIOUS_FORMATS):
         raise ValueError(f"state snapshot format {header[0]}, this code reads {FORMAT} and"
                          f" {' and '.join(map(str, PREVIOUS_FORMATS))}")
-    # `discarded_early` since format 12, `queried_by` since 13
+    # `discarded_early` since format 12, `queried_by` since 13, `handled_early` since 19
     _, messages, pairs, promoted, closed, deadlines, facts, *later = loaded
     version = header[0]
     if version != 3:
@@ -149,9 +152,10 @@ def load(data: bytes) -> PrimaryState:
                           promoted_ms, reported=bool(reported and reported[0]))
         state.promoted[record.ref.internal_id] = record
     state.closed = dict(closed)
-    discarded_early, queried_by = (*later, (), ())[:2]
+    discarded_early, queried_by, handled_early = (*later, (), (), ())[:3]
     state.discarded_early = {key: (shadow, t) for key, shadow, t in discarded_early}
     state.queried_by = dict(queried_by)
+    state.handled_early = {key: list(events) for key, events in handled_early}
     nodes, last_seen, same_site, seen_buckets = facts
     state.nodes = {n: NodeFact(NodeMode(m), *rest) for n, m, *rest in nodes}  # before 15: no `replaced_db_id`
     state.dag_spans_sites = state.nodes_span_sites()

@@ -130,9 +130,16 @@ def before_16(state):
                                              for shadow, pair in state.pairs.items()})
 
 
+def as_format_18(state) -> tuple:
+    """`state`'s snapshot as format 18 wrote it: no `handled_early`, its last part."""
+    header, *rest = pickle.loads(snapshot.dump(state))
+    assert dict(rest[-1]) == {key: tuple(events) for key, events in state.handled_early.items()}
+    return ((18, *header[1:]), *rest[:-1])
+
+
 def as_format_17(state) -> tuple:
     """`state`'s snapshot as format 17 wrote it: no `db_reported_ms`, the header's last value."""
-    header, *rest = pickle.loads(snapshot.dump(state))
+    header, *rest = as_format_18(state)
     assert header[-1] == state.db_reported_ms
     return ((17, *header[1:-1]), *rest)
 
@@ -471,3 +478,19 @@ def test_a_format_17_snapshot_loads_with_the_time_a_shadow_reported_the_new_data
     model = ShadowRedundancyModel(timeline.config)
     commands = [[c.message.internal_id for c in model.on_events(each, answer).commands] for each in (state, loaded)]
     assert commands == [[], ["m3"]]
+
+
+def test_a_format_18_snapshot_loads_with_no_primarys_word_before_a_receipt_remembered():
+    """Format 18 kept no `handled_early`: mbx01's delivery of m1 stamped 9.1 by its clock set back, before the receipt
+    at 10, is forgotten, and m1 expires in its queue at 10 + 2 days, as the model did then; format 19 keeps the delivery
+    until the receipt. Timeline a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery up to 9.5."""
+    timeline = timelines.a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery()
+    state = replay([e for e in timeline.events if e.event_time_ms < at(9.5)], timeline.config).states["mbx01"]
+    assert [type(e) for e in state.handled_early["m1"]] == [ev.SentToNextHop, ev.NextHopAcknowledged]
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_18(state)))
+    assert loaded == dataclasses.replace(state, handled_early={})
+    rest = [e for e in timeline.events if e.event_time_ms >= at(9.5)]
+    model = ShadowRedundancyModel(timeline.config)
+    alerts = [[a.type for a in model.on_events(each, rest).alerts] for each in (state, loaded)]
+    assert alerts == [[], [AlertType.NOT_REDUNDANT, AlertType.MESSAGE_EXPIRED]]

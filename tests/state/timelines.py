@@ -2439,6 +2439,26 @@ def a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered(
                     commands=(Command("ex02", "ex01", "m3", None, None, both[1:], promoted_at),))
 
 
+def a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery() -> Timeline:
+    """mbx01's clock is set back a minute while it holds m1 (hunt seed 8566: ex02's, 60 s). By its clock: it takes m1
+    at 10, mbx02 times out twice storing the copy and mbx01 answers 250 without one at 10.03; its clock steps back at
+    10.05, and it delivers m1 to mbx03 at 10.1, stamped 9.1, before the receipt. Exchange delivered m1: nothing is
+    left to expire. The twin keeps the primary's word about a message it has not received yet for the clock-skew
+    allowance, and applies it at the receipt: m1 is delivered, at 9.1 by mbx01's clock (so, as a delivery before the
+    copy's attempts ended, no NOT_REDUNDANT for it). Before, the delivery found no message and was dropped: m1 was
+    NOT_REDUNDANT at 10.02 and stayed in mbx01's queue, MESSAGE_EXPIRED at 10 + 2 days (MessageExpirationTimeout) of a
+    message delivered."""
+    org = Org()
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 10),
+              *org.shadow_failed("mbx01", "m1", 10.01, ev.SiteLocality.LOCAL, 1, candidate="mbx02"),
+              *org.shadow_failed("mbx01", "m1", 10.02, ev.SiteLocality.LOCAL, 2, candidate="mbx02"),
+              ev.AcknowledgedToSender(**org._header("mbx01", "mbx01", 10.03, "m1"), redundant=False),
+              *org.delivered("mbx01", "m1", "mbx03", 9.1), *org.tick(3 * 24 * 60)]
+    return Timeline("a delivery stamped before its receipt by a clock set back is a delivery",
+                    sorted(events, key=lambda e: e.event_time_ms), outcomes=(("m1", "delivered", at(9.1)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2451,6 +2471,7 @@ ALL = (
     shadow_back_with_its_copies_after_the_primary_came_back_with_a_new_database,
     a_shadow_known_only_by_its_lines_is_silent_from_the_end_of_its_last_lines_minute,
     a_feed_that_stops_seconds_after_the_end_of_a_log_fed_shadows_last_minute,
+    a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery,
     primary_back_with_the_same_database_before_the_span, discard_notifications_survive_a_restart_of_the_primary,
     processed_then_back_with_a_new_database_before_the_discard_was_collected,
     expired_then_back_with_a_new_database_before_the_discard_was_collected,
@@ -2529,6 +2550,7 @@ ALL = (
 
 # These timelines end with every copy released: nothing may be held afterwards.
 SETTLED = (a_primary_that_answered_451_is_believed,
+           a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery,
            at_risk_then_the_primary_returns_with_the_same_database_and_cannot_deliver, a_side_effect_is_protected_by_its_parents_copy_on_a_silent_shadow,
            a_side_effect_is_lost_with_its_parents_only_copy,
            primary_back_with_the_same_database_just_before_the_span_is_reached_by_the_next_heartbeat,
