@@ -18,7 +18,9 @@ request itself is wrong, and another try would get the same answer (Alertmanager
 not retry it either): the refusal is said in one line (the status and the start of the answer's
 body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
-next alert once the brokers acknowledged the dead letter. A list Alertmanager refuses whole (an alert
+next alert once the brokers acknowledged the dead letter. A record that is no alert (the alerts' JSON
+copy given as the topic, say) is set aside the same way, its reason why it does not decode (`bad
+magic: ...`), and committed once the brokers acknowledged it. A list Alertmanager refuses whole (an alert
 firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
 resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
 is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
@@ -263,7 +265,7 @@ class RouteCounts:
     routed: int = 0  # alerts every receiver acknowledged (offset committed)
     resolves: int = 0
     retries: int = 0
-    undecodable: int = 0  # records skipped, not alerts (committed too: retrying cannot help)
+    undecodable: int = 0  # records that are not alerts, set aside as dead letters (retrying cannot help)
     refused: int = 0  # alerts a receiver refused (4xx), each set aside as a dead letter per receiver
     pending: bool = False  # stopped while an alert was not yet acknowledged
 
@@ -273,7 +275,7 @@ class RouteCounts:
             text += (f"; {self.refused} not delivered, refused by a receiver (HTTP 4xx): set aside as dead letters"
                      " (shadowtwin dead-letters tail)")
         if self.undecodable:
-            text += f"; {self.undecodable} records that are not alerts skipped"
+            text += f"; {self.undecodable} records that are not alerts set aside as dead letters"
         if self.pending:
             text += "; stopped before one alert was acknowledged: the next run delivers it (and those after it)"
         return text
@@ -361,8 +363,8 @@ class AlertRouter:
                 if message is None or message.error() is not None or message.partition() not in pending:
                     continue
                 if message.offset() < upto[message.partition()]:
-                    alert, _ = self._alert(message.value())
-                    if alert is not None:
+                    alert = self._alert(message.value())
+                    if not isinstance(alert, DecodeError):
                         self.conditions.observe(alert)
                 if message.offset() + 1 >= upto[message.partition()]:
                     pending.discard(message.partition())
@@ -425,21 +427,24 @@ class AlertRouter:
         for body in receiver.bodies(notes):
             post(receiver.url, body, self.routing.request_timeout_seconds, self._opener)
 
-    def _alert(self, value: bytes | None) -> tuple[Alert | None, str]:
-        """The record's alert, or None and why it is none."""
+    def _alert(self, value: bytes | None) -> Alert | DecodeError:
+        """The record's alert, or why it is none."""
         try:
-            return decode(value or b"", "Alert"), ""  # type: ignore[return-value]
+            return decode(value or b"", "Alert")  # type: ignore[return-value]
         except DecodeError as exc:
-            return None, exc.reason
+            return exc
 
     def _deliver(self, message, stop: threading.Event, wait: Callable[[float], None]) -> bool:
         """Deliver one record's notifications to every receiver, `wait`ing between tries, and set aside
-        those a receiver refused; False if stopped before they were all acknowledged or set aside."""
-        alert, why = self._alert(message.value())
-        if alert is None:
+        those a receiver refused; False if stopped before they were all acknowledged or set aside. A
+        record that is no alert is set aside too, with why."""
+        alert = self._alert(message.value())
+        if isinstance(alert, DecodeError):
+            self.say(f"{self.topic} partition {message.partition()} offset {message.offset()}: not an alert"
+                     f" ({alert.reason}): set aside on {self.dead_letters}")
+            if not self._set_aside(message, str(alert), stop, wait):
+                return False
             self.counts.undecodable += 1
-            self.say(f"{self.topic} partition {message.partition()} offset {message.offset()}: not an alert ({why}):"
-                     " skipped")
             return True
         notes = self.conditions.observe(alert)
         refused = 0
@@ -461,9 +466,8 @@ class AlertRouter:
                 self.say(f"{receiver.name} {receiver.url}: {refusals[0]}; refused, not retried: set aside on"
                          f" {self.dead_letters} ({self.topic} partition {message.partition()} offset"
                          f" {message.offset()})")
-                letter = self._dead_letter(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusals[0]}")
-                if not self._until_done(f"dead letter to {self.dead_letters}", stop, wait,
-                                        lambda: self._publish(letter)):
+                if not self._set_aside(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusals[0]}",
+                                       stop, wait):
                     return False
                 refused += 1
         self.counts.refused += refused
@@ -487,6 +491,12 @@ class AlertRouter:
                 wait(pause)
                 pause = min(pause * 2, self.routing.retry_max_seconds)
         return False
+
+    def _set_aside(self, message, reason: str, stop: threading.Event, wait: Callable[[float], None]) -> bool:
+        """The record on the dead-letter topic with `reason`, tried until the brokers acknowledge it
+        (`_until_done`); False if stopped before."""
+        letter = self._dead_letter(message, reason)
+        return self._until_done(f"dead letter to {self.dead_letters}", stop, wait, lambda: self._publish(letter))
 
     def _dead_letter(self, message, reason: str) -> DeadLetter:
         value = message.value() or b""

@@ -409,11 +409,13 @@ def test_an_alert_a_receiver_refuses_is_set_aside_as_a_dead_letter_and_the_next_
     assert status == 1
 
 
-def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafka_bootstrap):
+def test_a_record_that_is_no_alert_is_set_aside_as_a_dead_letter_saying_where_and_why(kafka_bootstrap):
     """Before: a router given the alerts' JSON copy (`--topic shadowtwin.alerts.json`) skipped every
-    record without a word while it ran; only its last line, once stopped, counted them."""
+    record without a word while it ran; only its last line, once stopped, counted them. Then it said
+    each, and committed it past: the record was in no dead letter, lost to anyone looking for it."""
     failed = crash_and_return()[0]
-    topic, group = alerts_topic(kafka_bootstrap, [], json.dumps(to_json(failed)).encode())
+    copy = json.dumps(to_json(failed)).encode()
+    topic, group = alerts_topic(kafka_bootstrap, [], copy)
     publish(kafka_bootstrap, topic, [failed])
     receiver = Receiver()
     receiver.start()
@@ -422,8 +424,14 @@ def test_a_record_that_is_no_alert_is_said_where_and_why_when_it_is_skipped(kafk
                          dataclasses.replace(FAST, group_id=group), letters(topic), say=lines.append)
     try:
         run_router(router, lambda: router.counts.routed == 1, seconds=30)
-        assert lines == [f"{topic} partition 0 offset 0: not an alert (bad magic): skipped"]
+        assert lines == [f"{topic} partition 0 offset 0: not an alert (bad magic): set aside on {letters(topic)}"]
         assert (router.counts.undecodable, len(receiver.at("/hook"))) == (1, 1)
+        assert committed(kafka_bootstrap, topic, group) == 2
+        (letter,) = dead_letters(kafka_bootstrap, letters(topic))
+        assert (letter.original, letter.topic, letter.partition, letter.offset) == (copy, topic, 0, 0)
+        assert letter.reason.startswith("bad magic: starts with 7b22, expected c301")
+        assert router.counts.describe() == ("routed 1 alerts (0 resolves), 0 retries; 1 records that are not"
+                                            " alerts set aside as dead letters")
     finally:
         receiver.stop()
 
