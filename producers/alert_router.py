@@ -13,10 +13,13 @@ as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, 
 it has not delivered, and the next run starts there. Should the group take the partition of the
 alert waiting (another router joined or left), the router leaves it uncommitted to the partition's
 next router, which posts it again, says so in one line and goes on with its other partitions; one
-it is given during a pause waits too, read from its committed offset. Any other 4xx says the
-request itself is wrong, and another try would get the same answer (Alertmanager's own notifiers do
-not retry it either): the refusal is said in one line (the status and the start of the answer's
-body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
+it is given during a pause waits too, read from its committed offset. Offsets are committed one
+commit at a time, without waiting for the answer: a router waiting would hold up the rebalance of its
+group, and a commit the group refuses while it rebalances (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION:
+under the cooperative-sticky assignor a router keeps its other partitions through it) is made again
+after. Any other 4xx says the request itself is wrong, and another try would get the same answer
+(Alertmanager's own notifiers do not retry it either): the refusal is said in one line (the status
+and the start of the answer's body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
 next alert once the brokers acknowledged the dead letter. A record that is no alert (the alerts' JSON
 copy given as the topic, say) is set aside the same way, its reason why it does not decode (`bad
@@ -78,12 +81,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
 from infra.kafka import Kafka, committed_offsets, consumer, partitions_of, producer
 from infra.settings import AlertRoutingSettings
@@ -103,6 +105,8 @@ MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
 REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <receiver> <url> answered HTTP 4xx ..."
+# A commit the group refuses while it rebalances (a router joined or left): its generation moved on
+REGROUPING = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID)
 
 
 def _messages(alert: Alert) -> set[str]:
@@ -262,7 +266,7 @@ def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirec
 
 @dataclass
 class RouteCounts:
-    routed: int = 0  # alerts every receiver acknowledged (offset committed)
+    routed: int = 0  # alerts every receiver acknowledged (their offsets committed, or on their way)
     resolves: int = 0
     retries: int = 0
     undecodable: int = 0  # records that are not alerts, set aside as dead letters (retrying cannot help)
@@ -294,9 +298,13 @@ class AlertRouter:
         self._refused: dict[str, set[str]] = {}
         self._reassigned = True  # the group gave or took partitions: the open conditions are read again
         self._taken: set[int] = set()  # partitions the group took (revoked or lost) during this delivery
+        self._delivered: dict[int, TopicPartition] = {}  # offsets delivered, not yet committed, by partition
+        self._committing = False  # a commit is waiting for its answer
+        self._commit_failed: KafkaError | None = None  # a commit's error that another try would get too
 
     def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
-        client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
+        client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None,
+                          on_commit=self._on_commit)
         try:
             for topic in (self.topic, self.dead_letters):  # NoSuchTopic, said in one line, for a misspelt one
                 partitions_of(client, topic, kafka=self.bootstrap)
@@ -312,6 +320,7 @@ class AlertRouter:
                     self._resend()
                     resend_at = time.monotonic() + self.routing.resend_seconds
                 message = client.poll(0.2)
+                self._commit(client)
                 if self._reassigned:  # before the first record of a partition taken over is delivered
                     self._remember_open(client)
                 if message is None:
@@ -330,9 +339,13 @@ class AlertRouter:
                 if not delivered:
                     self.counts.pending = True
                     break
-                client.commit(message=message, asynchronous=False)
+                self._delivered[message.partition()] = TopicPartition(self.topic, message.partition(),
+                                                                      message.offset() + 1)
+                self._commit(client)
+            self._committing = False
+            self._commit(client)
         finally:
-            client.close()
+            client.close()  # after the answers to the commits made
         return self.counts
 
     def _on_assign(self, client, partitions) -> None:
@@ -341,19 +354,46 @@ class AlertRouter:
     def _on_revoke(self, client, partitions) -> None:
         self._reassigned = True
         self._taken.update(tp.partition for tp in partitions if tp.topic == self.topic)
+        for tp in partitions:  # its next router delivers again what this one could not commit
+            self._delivered.pop(tp.partition, None)
+
+    def _commit(self, client) -> None:
+        """Commit the offsets delivered, one commit at a time, without waiting for its answer
+        (`_on_commit`, in a later poll): a commit waited for while the group rebalances holds up
+        the rebalance (the router does not poll) and is answered only when it is over."""
+        if self._commit_failed is not None:
+            raise KafkaException(self._commit_failed)
+        if self._delivered and not self._committing:
+            self._committing = True
+            client.commit(offsets=list(self._delivered.values()), asynchronous=True)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """A commit's answer. Offsets the group refused while it rebalanced (a router joined or
+        left), or for a passing fault, are committed again after the next poll; those of a
+        partition it took meanwhile are the partition's next router's, which delivers their alerts
+        again (`_on_revoke`)."""
+        self._committing = False
+        for tp in partitions:
+            done = self._delivered.get(tp.partition)
+            if tp.error is None and error is None and done is not None and done.offset <= tp.offset:
+                del self._delivered[tp.partition]
+        failed = error or next((tp.error for tp in partitions if tp.error is not None), None)
+        if failed is not None and failed.code() not in REGROUPING and not failed.retriable():
+            self._commit_failed = failed
 
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before on the partitions the router has
-        now, read from their beginning up to the group's committed offsets."""
+        now, read from their beginning up to the group's committed offsets. The reader, in the group
+        but no member of it, asks for those: the router's own consumer, asked while the group still
+        rebalances (a cooperative one's first phase), would wait for the rebalance it holds up."""
         self._reassigned = False
         self.conditions = OpenConditions(self.routing)
         assigned = [TopicPartition(self.topic, tp.partition) for tp in client.assignment() if tp.topic == self.topic]
         if not assigned:
             return
-        committed = committed_offsets(client, assigned)
-        reader = consumer(self.bootstrap, f"{self.routing.group_id}-recall-{uuid.uuid4().hex}", log_level=2,
-                          error_cb=lambda error: None)
+        reader = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
         try:
+            committed = committed_offsets(reader, assigned)
             upto = {tp.partition: tp.offset for tp in committed if tp.offset > 0}
             starts = {p: watermarks(reader, self.topic, p)[0] for p in upto}
             pending = {p for p in upto if upto[p] > starts[p]}

@@ -762,9 +762,70 @@ def test_a_router_given_a_partition_while_it_waits_to_retry_delivers_its_alerts(
             time.sleep(0.1)
         posted = sorted(h["alert"]["alert_id"] for h in receiver.at("/hook"))
         assert posted == sorted(a.alert_id for a in alerts), said
+        while committed_each(kafka_bootstrap, topic, group, 2) != [1, 1] and time.monotonic() < deadline:
+            time.sleep(0.2)  # a commit is answered after the router's next poll
         assert committed_each(kafka_bootstrap, topic, group, 2) == [1, 1]
     finally:
         for stop, thread in zip(stops, threads):
             stop.set()
             thread.join(30)
+        receiver.stop()
+
+
+def test_routers_joining_and_leaving_a_cooperative_group_while_one_commits_lose_nothing(kafka_bootstrap):
+    """Under the cooperative-sticky assignor a router keeps its other partitions while another joins
+    or leaves, and goes on delivering and committing through the rebalance. Before: its commit,
+    made while the group rebalanced, was refused (REBALANCE_IN_PROGRESS, or ILLEGAL_GENERATION once
+    the group's generation moved on) and ended the router with a traceback, its partitions left to
+    no one until the other router's next start."""
+    failed = crash_and_return()[0]
+    topic, group = f"test.route.{uuid.uuid4().hex[:8]}", f"test-router-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for made in admin.create_topics([NewTopic(topic, 4, 1), NewTopic(letters(topic), 1, 1)]).values():
+        made.result(30)
+    receiver = Receiver()
+    receiver.start()
+    kafka = KafkaSettings(bootstrap_servers=kafka_bootstrap, client_properties={
+        "partition.assignment.strategy": "cooperative-sticky", "session.timeout.ms": "6000"})
+
+    def router() -> tuple[AlertRouter, threading.Event, threading.Thread]:
+        routing = dataclasses.replace(FAST, group_id=group)
+        started = AlertRouter(kafka, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")], routing,
+                              letters(topic))
+        stop = threading.Event()
+        thread = threading.Thread(target=started.run, args=(stop,))
+        thread.start()
+        return started, stop, thread
+
+    published: list[str] = []
+    out = producer(kafka_bootstrap)
+
+    def publish_for(seconds: float) -> None:  # some 400 alerts a second, over the four partitions
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            alert = dataclasses.replace(failed, alert_id=f"a{len(published)}")
+            out.produce(topic, key=kafka_key(alert), value=encode(alert))
+            published.append(alert.alert_id)
+            out.poll(0.002)
+        assert out.flush(30) == 0
+
+    first, first_stop, first_thread = router()
+    try:
+        publish_for(3)
+        for _ in range(3):  # another joins (the group gives it some of the first's partitions), then leaves
+            _, stop, thread = router()
+            publish_for(3)
+            stop.set()
+            thread.join(30)
+            publish_for(2)
+        deadline = time.monotonic() + 60
+        while {h["alert"]["alert_id"] for h in receiver.at("/hook")} != set(published) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert first_thread.is_alive(), "the first router goes on"
+        assert {h["alert"]["alert_id"] for h in receiver.at("/hook")} == set(published), "each delivered"
+        time.sleep(2)  # the last commit answered
+        assert sum(committed_each(kafka_bootstrap, topic, group, 4)) == len(published)
+    finally:
+        first_stop.set()
+        first_thread.join(30)
         receiver.stop()
