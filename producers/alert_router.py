@@ -50,8 +50,12 @@ Which alert clears which (`CLEARED_BY`), decided from the contract's alerts alon
 
 | condition (about primary P) | cleared by |
 |---|---|
-| PRIMARY_FAILED_SHADOWS_PROMOTED, HELD_NO_ALTERNATE_ROUTE, MESSAGE_AT_RISK | P answers again: QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED about P (back with a new database), or DUPLICATE_DELIVERY_EXPECTED naming a message of the condition (back with the same database) |
-| MESSAGE_AT_RISK | also MESSAGE_LOST of its messages (superseded by the loss, which fires itself) |
+| PRIMARY_FAILED_SHADOWS_PROMOTED, HELD_NO_ALTERNATE_ROUTE, MESSAGE_AT_RISK | P answers again: QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED about P (back with a new database), or DUPLICATE_DELIVERY_EXPECTED about P naming a message of P's open conditions (back with the same database) |
+| MESSAGE_AT_RISK | also MESSAGE_LOST about P of its messages (superseded by the loss, which fires itself) |
+
+"About P" is P's alert (`primary_of`), and a message is the same when all its reference is
+(Message-ID, internal id, fork): internal ids are each server's own, and two servers may number two
+messages alike.
 | SHADOW_SERVER_UNREACHABLE (shadow S, primary P) | S acts again as P's shadow: a promotion alert about P by S |
 | RESTARTED_QUEUE_DATABASE_UNKNOWN (primary P) | RESTART_QUEUE_DATABASE_SETTLED about P (which database it restarted with) |
 | EVENTS_STOPPED | never by an alert: it ends after `condition_hold` |
@@ -93,7 +97,7 @@ from producers.publisher import ORIGINAL_KEPT, produce
 from producers.topic_reader import watermarks
 from schemas import jsonl
 from schemas.codec import decode
-from schemas.events import Alert, AlertType, DeadLetter, KafkaHeader
+from schemas.events import Alert, AlertType, DeadLetter, KafkaHeader, MessageRef
 from schemas.placement import primary_of
 from schemas.wire import DecodeError
 
@@ -109,21 +113,22 @@ REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <rece
 REGROUPING = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID)
 
 
-def _messages(alert: Alert) -> set[str]:
-    return {m.message.internal_id for m in alert.messages}
+def _messages(alert: Alert) -> set[MessageRef]:
+    # A message by all its reference: internal ids are each server's own, the same on two at times
+    return {m.message for m in alert.messages}
 
 
 def clears(later: Alert, open_alert: Alert, open_alerts: Iterable[Alert] = ()) -> bool:
     """Whether `later` clears the condition `open_alert` (the table in the module's doc)."""
-    primary = open_alert.servers[0] if open_alert.servers else ""
+    primary = primary_of(open_alert)
     if open_alert.type in PRIMARY_DOWN:
-        if later.type is A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED and later.servers[:1] == (primary,):
+        if later.type is A.QUEUE_DATABASE_CHANGED_SHADOWS_PROMOTED and primary_of(later) == primary:
             return True
-        if later.type is A.DUPLICATE_DELIVERY_EXPECTED and primary in later.servers:
+        if later.type is A.DUPLICATE_DELIVERY_EXPECTED and primary_of(later) == primary:
             # the primary that came back: one whose open conditions name a message of `later`
-            return any(o.servers[:1] == (primary,) and _messages(o) & _messages(later) for o in open_alerts)
+            return any(primary_of(o) == primary and _messages(o) & _messages(later) for o in open_alerts)
         if open_alert.type is A.MESSAGE_AT_RISK and later.type is A.MESSAGE_LOST:
-            return bool(_messages(open_alert) & _messages(later))
+            return primary_of(later) == primary and bool(_messages(open_alert) & _messages(later))
     if open_alert.type is A.RESTARTED_QUEUE_DATABASE_UNKNOWN:
         return later.type is A.RESTART_QUEUE_DATABASE_SETTLED and later.servers[:1] == (primary,)
     if open_alert.type is A.SHADOW_SERVER_UNREACHABLE and len(open_alert.servers) >= 2:

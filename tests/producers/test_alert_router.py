@@ -21,10 +21,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.kafka import consumer, producer
 from infra.settings import AlertRoutingSettings, KafkaSettings, load_settings
-from producers.alert_router import AlertRouter, OpenConditions, alertmanager, labels, webhook
+from producers.alert_router import AlertRouter, OpenConditions, alertmanager, clears, labels, webhook
 from producers.topic_reader import ReadOutcome, read_topic
 from schemas.codec import encode, kafka_key
-from schemas.events import AlertType
+from schemas.events import Alert, AlertMessage, AlertType, MessageRef, Severity
 from schemas.jsonl import iso_time, to_json
 from shadowtwin.cli import main
 from shadowtwin.testing.containers import free_port
@@ -80,6 +80,30 @@ def test_an_event_alert_clears_nothing_and_another_primary_clears_nothing():
     back = next(a for a in alerts if a.type is AlertType.DUPLICATE_DELIVERY_EXPECTED)
     assert [n.status for n in conditions.observe(back)] == ["firing"]
     assert set(conditions.open) == {"other"}
+
+
+def test_a_message_of_another_server_with_the_same_internal_id_clears_no_condition():
+    """Internal ids are each server's own (schemas/README.md: "the primary server's internal id of
+    the message"): mbx02's loss of its message 1234 is no news of mbx01's message 1234, nor is a
+    new message mbx01 numbered 1234 again (a new queue database counts afresh); only the message
+    at risk, as the alert names it, lost on its primary clears the risk. Likewise duplicates
+    expected of mbx02's messages, naming mbx01 as a shadow, do not say mbx01 is back."""
+    at_risk_ref = MessageRef("<a@contoso.com>", "1234")
+    at_risk = Alert(alert_id="risk", type=AlertType.MESSAGE_AT_RISK, severity=Severity.CRITICAL,
+                    servers=("mbx01", "mbx02"), messages=(AlertMessage(at_risk_ref),), reason="", decided_at_ms=1)
+
+    def later(alert_type: AlertType, servers: tuple[str, ...], ref: MessageRef) -> Alert:
+        return dataclasses.replace(at_risk, alert_id="later", type=alert_type, servers=servers,
+                                   messages=(AlertMessage(ref),), decided_at_ms=2)
+
+    others = MessageRef("<b@contoso.com>", "1234")
+    assert not clears(later(AlertType.MESSAGE_LOST, ("mbx02", "mbx03"), others), at_risk, [at_risk])
+    assert not clears(later(AlertType.MESSAGE_LOST, ("mbx01", "mbx02"), others), at_risk, [at_risk])
+    assert not clears(later(AlertType.DUPLICATE_DELIVERY_EXPECTED, ("mbx02", "mbx01"), others), at_risk,
+                      [at_risk])
+    assert clears(later(AlertType.MESSAGE_LOST, ("mbx01", "mbx02"), at_risk_ref), at_risk, [at_risk])
+    assert clears(later(AlertType.DUPLICATE_DELIVERY_EXPECTED, ("mbx01", "mbx02"), at_risk_ref), at_risk,
+                  [at_risk])
 
 
 def test_a_restart_whose_queue_database_is_unknown_is_resolved_when_it_is_settled():
