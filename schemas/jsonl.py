@@ -60,6 +60,13 @@ def dumps(record: Any) -> str:
     return json.dumps(to_json(record), ensure_ascii=False)
 
 
+def json_copy(record: Any) -> bytes:
+    """A record's copy on `<topic>.json` (`twin.json_topics`): its JSON object, UTF-8, without spaces,
+    byte for byte as Spark's `to_json` writes the copies of the records of its query
+    (streaming/json_copies.py)."""
+    return json.dumps(to_json(record), ensure_ascii=False, separators=(",", ":")).encode()
+
+
 KAFKA_TIMESTAMP = "kafka_timestamp"
 
 

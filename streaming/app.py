@@ -35,9 +35,10 @@ from infra.broker import EmbeddedKafka, start_if_needed
 from infra.kafka import producer
 from infra.settings import Settings
 from infra.signals import Stop, stop_on_signals
-from infra.topics import alert_partitions, create_topics, events_retention_needed_ms, refuse_differing
+from infra.topics import alert_partitions, create_topics, events_retention_needed_ms, json_topic, refuse_differing
 from schemas.codec import encode, kafka_key
 from schemas.events import Alert
+from schemas.jsonl import json_copy
 from schemas.placement import alert_partition
 from streaming.broker_watch import QUIET_LOG_LEVEL, BrokerWatch
 from streaming.checkpoint_lock import lock_checkpoint
@@ -311,7 +312,11 @@ class TwinApplication:
         return int(datetime.fromisoformat(mark.replace("Z", "+00:00")).timestamp() * 1000) if mark else 0
 
     def _publish_alert(self, alert: Alert) -> None:
+        """The twin's own alerts (LATE_EVENTS, EVENTS_LOST), and their JSON copies, as the query writes its."""
         if self._alerts_out is not None:
-            self._alerts_out.produce(self.settings.topics.alerts, key=kafka_key(alert), value=encode(alert),
-                                     partition=alert_partition(alert, self._alert_partitions))
+            topic, partition = self.settings.topics.alerts, alert_partition(alert, self._alert_partitions)
+            self._alerts_out.produce(topic, key=kafka_key(alert), value=encode(alert), partition=partition)
+            if self.settings.twin.json_topics:
+                self._alerts_out.produce(json_topic(topic), key=kafka_key(alert), value=json_copy(alert),
+                                         partition=partition)
             self._alerts_out.poll(0)

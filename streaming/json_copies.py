@@ -6,7 +6,9 @@ written), made in the JVM from the Avro record the twin just wrote (`from_avro`,
 Python UDF after the stateful operator fails in Spark 4.0 (a ClassCastException from
 GenericInternalRow to UnsafeRow). tests/streaming/test_json_copies.py checks the copies equal
 `schemas.jsonl.to_json` of the Avro records. The copy rides in the same pass as the Avro row
-(an `explode` into one or two rows), so the stateful operator runs once.
+(an `explode` into one or two rows), so the stateful operator runs once. The alerts the twin
+publishes itself, outside its query (LATE_EVENTS, EVENTS_LOST: streaming/app.py), get the same
+bytes from `schemas.jsonl.json_copy`.
 """
 
 from __future__ import annotations

@@ -15,8 +15,11 @@ from producers.readable import line
 from producers.recorder import record
 from producers.recording import read_recorded
 from schemas import jsonl
+from schemas.codec import encode
+from schemas.events import Alert, AlertMessage, AlertType, MessageRef, Severity
 from shadowtwin.cli import main
 from streaming.app import TwinApplication
+from streaming.json_copies import json_value
 from tests.producers.test_alert_router import Receiver
 from tests.streaming.test_twin import (
     collect, expected_ids, final_tick, publish, twin_settings, world_events, world_servers,
@@ -90,3 +93,16 @@ def test_alerts_and_commands_also_as_json_and_readable(settings, spark, kafka_bo
         assert {a["labels"]["alertname"] for a in fired} == {a.type.value for a in got[topics.alerts]}
     finally:
         receiver.stop()
+
+
+def test_the_query_writes_an_alerts_json_copy_byte_for_byte_as_the_twin_publishes_its_own(spark):
+    """The twin publishes its own alerts (LATE_EVENTS, EVENTS_LOST) from Python (`jsonl.json_copy`), its
+    query's from the JVM (`json_value`): the two write one JSON text, non-ASCII, nulls and all."""
+    alert = Alert(alert_id="a1", type=AlertType.MESSAGE_AT_RISK, severity=Severity.CRITICAL,
+                  servers=("mbx01", "mbx02"), reason='Zoë\'s "queue"\n\tgone: 5 € \\ / \u2028',
+                  messages=(AlertMessage(MessageRef("<a@contoso.com>", "1234"), ("zoë@fabrikam.com",)),
+                            AlertMessage(MessageRef("<b@contoso.com>", "1235", "f1"))),
+                  decided_at_ms=1_795_312_800_123)
+    frame = spark.createDataFrame([(encode(alert),)], "value binary")
+    (row,) = frame.select(json_value(Alert).cast("binary").alias("copy")).collect()
+    assert bytes(row.copy) == jsonl.json_copy(alert)

@@ -12,10 +12,14 @@ from confluent_kafka.admin import NewPartitions
 
 from infra.config import SparkInterval
 from infra.kafka import admin, producer
+from infra.topics import json_topic
 from producers.topic_reader import ReadOutcome, read_topic
+from schemas import jsonl
 from schemas.events import AlertType
+from schemas.placement import alert_partition
 from streaming.app import TwinApplication
 from streaming.lost_events import checkpoint_positions, say_lost_events
+from tests.streaming.test_alert_placement import placed
 from tests.streaming.test_consumer_group import log_ends
 from tests.streaming.test_twin import twin_settings
 
@@ -94,7 +98,8 @@ def test_events_deleted_while_the_twin_runs_before_it_read_them_are_said_and_ale
     """`kafka-delete-records` (or retention) past the running twin's position between two batches: Spark's
     source skipped them and said so only in an executor's WARN; the twin's lines and alerts said nothing."""
     conf = twin_settings(settings, kafka_bootstrap, topics)
-    conf = dataclasses.replace(conf, spark=dataclasses.replace(conf.spark, trigger_interval=SparkInterval("8 seconds")))
+    conf = dataclasses.replace(conf, spark=dataclasses.replace(conf.spark, trigger_interval=SparkInterval("8 seconds")),
+                               twin=dataclasses.replace(conf.twin, json_topics=True))
 
     def delete_unread() -> None:  # well before the next trigger, 8 s after the last
         fill(kafka_bootstrap, topics.events, 0, 3)
@@ -108,6 +113,10 @@ def test_events_deleted_while_the_twin_runs_before_it_read_them_are_said_and_ale
     alerts = [a for a, _ in read_topic(kafka_bootstrap, topics.alerts, ReadOutcome(), expected="Alert",
                                        from_beginning=True, until_end=True) if a.type is AlertType.EVENTS_LOST]
     assert [a.reason.split(":")[0] for a in alerts] == [said.removeprefix("events lost: ").split(":")[0]]
+    (alert,) = alerts
+    assert placed(kafka_bootstrap, json_topic(topics.alerts), 1) == [
+        (alert_partition(alert, topics.alerts_partitions), jsonl.json_copy(alert))], \
+        "its JSON copy (twin.json_topics) on its partition, as the twin's query writes those of its alerts"
 
 
 def test_partitions_added_to_the_events_topic_while_the_twin_runs_are_read_from_their_start_and_named(
