@@ -255,8 +255,9 @@ class Lab:
                 ends = None
             if ends is not None:
                 self.remember(events_from={str(p): high for p, (_, high) in ends.items()})
-        ensure_secrets(self.topology.secrets_path(), [n.name for n in self.topology.nodes])
-        ensure_certificates(self.topology.tls_dir(), [n.name for n in self.topology.nodes], self.topology.host)
+        names = [n.name for n in self.topology.nodes]
+        ensure_secrets(self.topology.secrets_path(), names)
+        ensure_certificates(self.topology.tls_dir(), {n: self.topology.fqdn(n) for n in names}, self.topology.host)
         started = []
         if self.pid(SINK) is None:
             self.start_sink()

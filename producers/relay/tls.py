@@ -1,20 +1,27 @@
 """The lab's certificate authority: a CA and one certificate per node, generated like the passwords.
 
-    ensure_certificates(topology.tls_dir(), ["ex01", "ex02"], "127.0.0.1")   # once, by `lab up`
+    ensure_certificates(topology.tls_dir(), {"ex01": "ex01.contoso.com"}, "127.0.0.1")   # by `lab up`
     server_context(folder, "ex01")        # STARTTLS on the node's SMTP server; asks peers for their certificate
     sender_context(folder, "ex01")        # STARTTLS for anyone else: the node's certificate, none asked for
     client_context(folder, "ex02")        # a node's sessions to its peers; verifies them against the lab CA
     certified_name(peercert)              # the node a verified certificate names, or None
 
 Files (under the lab's run folder, keys mode 0600, never printed): `ca.pem` and `ca.key`, and
-per node `<name>.pem` (its certificate, signed by the lab CA, naming the node as its common
-name and DNS name and the lab's host as its IP address) and `<name>.key`. EC P-256 keys.
+per node `<name>.pem` (its certificate, signed by the lab CA) and `<name>.key`. EC P-256 keys.
+A node's certificate is Exchange's self-signed one (New-ExchangeCertificate): its subject names
+the server (`CN=ex01`), its subject alternative names are the server's name and its FQDN (`ex01`,
+`ex01.contoso.com`, the name its greeting and EHLO give) and the lab's host, where the nodes are
+reached (an IP address, or a DNS name). So a client that checks the certificate against the host
+it was told (RFC 6125: the DNS names, never the CN) accepts it by FQDN as by name. A certificate
+that does not name those (made before the nodes had an FQDN, or for another internal domain) is
+made again.
 
 Peers verify each other: a node's client checks the server's certificate against the lab CA
 and that it names the peer it meant to reach; the server asks a peer (a client whose EHLO
 named a node of the boundary) for its client certificate, and accepts AUTH only over TLS and
-only as the node the client's certificate names. Anyone else is asked for no certificate: a
-mail server presents its own when asked (postfix's smtp_tls_cert_file, Exchange's
+only as the node the client's certificate names. The node a certificate names is its subject's
+common name, the server name, as Exchange's direct trust reads it. Anyone else is asked for no
+certificate: a mail server presents its own when asked (postfix's smtp_tls_cert_file, Exchange's
 self-signed one), the lab CA cannot verify it, and the handshake would fail.
 """
 
@@ -35,8 +42,9 @@ CA = "ca"
 VALID_FOR = datetime.timedelta(days=825)
 
 
-def ensure_certificates(folder: Path, names: list[str], host: str) -> None:
-    """The lab CA (made once) and a certificate for every node in `names` that has none yet."""
+def ensure_certificates(folder: Path, nodes: dict[str, str], host: str) -> None:
+    """The lab CA (made once) and a certificate for every node of `nodes` (node name -> FQDN) that has none
+    naming it, its FQDN and `host` yet."""
     folder.mkdir(parents=True, exist_ok=True)
     if not (folder / f"{CA}.pem").exists():
         key = ec.generate_private_key(ec.SECP256R1())
@@ -51,20 +59,35 @@ def ensure_certificates(folder: Path, names: list[str], host: str) -> None:
         _write(folder, CA, key, cert)
     ca_key = serialization.load_pem_private_key((folder / f"{CA}.key").read_bytes(), password=None)
     ca_cert = x509.load_pem_x509_certificate((folder / f"{CA}.pem").read_bytes())
-    for name in names:
-        if (folder / f"{name}.pem").exists():
+    for name, fqdn in nodes.items():
+        names = x509.SubjectAlternativeName(dict.fromkeys([x509.DNSName(name), x509.DNSName(fqdn),
+                                                           _general_name(host)]))
+        if (folder / f"{name}.pem").exists() and _names(folder / f"{name}.pem") == names:
             continue
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         cert = (_builder(subject, ca_cert.subject, key.public_key())
-                .add_extension(x509.SubjectAlternativeName([x509.DNSName(name),
-                                                            x509.IPAddress(ipaddress.ip_address(host))]),
-                               critical=False)
+                .add_extension(names, critical=False)
                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                 .add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH,
                                                       x509.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
                 .sign(ca_key, hashes.SHA256()))
         _write(folder, name, key, cert)
+
+
+def _general_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:  # a host name (`localhost`)
+        return x509.DNSName(host)
+
+
+def _names(path: Path) -> x509.SubjectAlternativeName | None:
+    cert = x509.load_pem_x509_certificate(path.read_bytes())
+    try:
+        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return None
 
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key) -> x509.CertificateBuilder:
@@ -105,6 +128,6 @@ def client_context(folder: Path, name: str) -> ssl.SSLContext:
 
 
 def certified_name(peercert: dict | None) -> str | None:
-    """The node named (DNS name) by a certificate the TLS layer verified; None without one."""
-    names = [value for kind, value in (peercert or {}).get("subjectAltName", ()) if kind == "DNS"]
+    """The node a certificate the TLS layer verified names (its subject's common name); None without one."""
+    names = [value for rdn in (peercert or {}).get("subject", ()) for kind, value in rdn if kind == "commonName"]
     return names[0] if len(names) == 1 else None

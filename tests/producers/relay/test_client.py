@@ -157,7 +157,7 @@ def test_the_content_goes_in_bdat_to_a_next_hop_offering_chunking_and_with_data_
     sent DATA always. To a node as next hop, the message now goes in one `BDAT <octets> LAST` chunk, 8-bit with
     BODY=8BITMIME, its lone-dot and dot-first lines as they are (no stuffing); to a next hop without CHUNKING
     it goes with DATA, the same octets arriving."""
-    tls.ensure_certificates(tmp_path, ["mx"], "127.0.0.1")
+    tls.ensure_certificates(tmp_path, {"mx": "mx.contoso.com"}, "127.0.0.1")
     backend = _ChunksNoted()
     node = RelayController(backend, "127.0.0.1", free_port(), "mx", {}, {}, tls.server_context(tmp_path, "mx"),
                            tls.sender_context(tmp_path, "mx"), ReceiveConnector(timedelta(seconds=5)))
@@ -209,7 +209,7 @@ class _TLSUnavailable(SMTP):
 
 @pytest.fixture
 def certificate(tmp_path):
-    tls.ensure_certificates(tmp_path, ["mx"], "127.0.0.1")
+    tls.ensure_certificates(tmp_path, {"mx": "mx.contoso.com"}, "127.0.0.1")
     return tls.sender_context(tmp_path, "mx")
 
 

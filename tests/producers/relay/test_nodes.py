@@ -144,7 +144,7 @@ def test_a_mail_server_presenting_its_own_certificate_may_send_over_starttls(mak
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
     lab.up()
     elsewhere = tmp_path / "another-ca"
-    tls.ensure_certificates(elsewhere, ["mta"], "127.0.0.1")
+    tls.ensure_certificates(elsewhere, {"mta": "mta.fabrikam.example"}, "127.0.0.1")
     context = _unverified()
     context.load_cert_chain(elsewhere / "mta.pem", elsewhere / "mta.key")
     with smtplib.SMTP(lab.topology.host, lab.topology.node("ex01").port, local_hostname="mta.fabrikam.example",
@@ -154,6 +154,42 @@ def test_a_mail_server_presenting_its_own_certificate_may_send_over_starttls(mak
         assert smtp.sendmail("a@fabrikam.example", ["b@contoso.com"],
                              b"Message-ID: <tls-sender@x>\r\nSubject: t\r\n\r\nhi\r\n") == {}
     assert wait_until(lambda: [d.message_id for d in read_deliveries(lab.mailbox_path())] == ["<tls-sender@x>"], 20)
+
+
+def test_a_client_verifying_the_certificate_against_the_node_s_fqdn_or_name_completes_starttls(make_lab):
+    """A node greets and EHLOs as `ex01.contoso.com`, and a client that checks the certificate against the
+    host it was told (swaks --tls-verify, postfix's smtp_tls_security_level = verify, Python's default
+    context) is told that name; the lab's certificate named `ex01` only, and the handshake failed
+    ("Hostname mismatch, certificate is not valid for 'ex01.contoso.com'"). It now names the node's name
+    and FQDN, as Exchange's self-signed certificate does (CN=ex01; ex01, ex01.contoso.com), and a
+    certificate made before (naming `ex01` only) is made again at `lab up`."""
+    lab = make_lab({"ex01": "dag1", "ex02": "dag1"})
+    folder = lab.topology.tls_dir()
+    tls.ensure_certificates(folder, {"ex01": "ex01"}, lab.topology.host)  # as the lab made it before
+    lab.up()
+    context = ssl.create_default_context(cafile=folder / "ca.pem")
+    assert context.check_hostname and context.verify_mode == ssl.CERT_REQUIRED
+    port = lab.topology.node("ex01").port
+    for told in ("ex01.contoso.com", "ex01", lab.topology.host):
+        greeting, certificate = _starttls(lab.topology.host, port, told, context)
+        assert greeting == b"220 ex01.contoso.com ESMTP", told
+        assert tls.certified_name(certificate) == "ex01", told
+    with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+        _starttls(lab.topology.host, port, "ex02.contoso.com", context)
+
+
+def _starttls(host: str, port: int, told: str, context: ssl.SSLContext) -> tuple[bytes, dict]:
+    """The greeting of the server at host:port and the certificate it presents after STARTTLS, verified
+    against `told`, the host name the client was given (TLS's server name)."""
+    with socket.create_connection((host, port), timeout=10) as raw, raw.makefile("rb") as replies:
+        greeting = replies.readline().rstrip()
+        raw.sendall(b"EHLO client.fabrikam.example\r\n")
+        while replies.readline()[3:4] == b"-":
+            pass
+        raw.sendall(b"STARTTLS\r\n")
+        assert replies.readline().startswith(b"220 ")
+        with context.wrap_socket(raw, server_hostname=told) as encrypted:
+            return greeting, encrypted.getpeercert()
 
 
 def test_a_path_that_is_no_mailbox_gets_501_and_the_event_names_only_accepted_recipients(make_lab,

@@ -36,7 +36,7 @@ class _Accepting:
 
 @pytest.fixture
 def server(tmp_path):
-    tls.ensure_certificates(tmp_path, ["ex01"], "127.0.0.1")
+    tls.ensure_certificates(tmp_path, {"ex01": "ex01.contoso.com"}, "127.0.0.1")
     backend = _Accepting()
     controller = RelayController(backend, "127.0.0.1", free_port(), "ex01", {}, {},
                                  tls.server_context(tmp_path, "ex01"), tls.sender_context(tmp_path, "ex01"),
