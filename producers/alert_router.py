@@ -62,9 +62,12 @@ messages alike.
 
 The twin writes all alerts about one primary server to one partition (schemas/placement.py), so a
 condition and the alert that clears it (both about its primary, by the table above) come to one
-router, in order. The open conditions live in memory; on start, and whenever the group gives it
-partitions (a router that takes over those of one stopped), the router reads its partitions from
-their beginning up to the group's committed offsets, without delivering, to know them again.
+router, in order. The open conditions live in memory, by partition; on start, and whenever the group
+gives it partitions (a router that takes over those of one stopped, or of one that joined), the router
+reads the partitions it is given from their beginning up to the group's committed offsets, without
+delivering, to know theirs again, and forgets those of the partitions the group takes. A partition
+it keeps through a rebalance (the cooperative-sticky assignor's) is not read again; the eager
+assignors (range, roundrobin) take all and give all again, which are all read again.
 Alertmanager keeps its alerts in memory too, and a restart forgets them: the conditions still
 firing (by wall time) are posted to it again every `resend_seconds` (60 s), as Prometheus does; it
 notifies no one of an alert it already has. It takes a list of alerts whole or not at all: one it
@@ -277,6 +280,7 @@ class RouteCounts:
     undecodable: int = 0  # records that are not alerts, set aside as dead letters (retrying cannot help)
     refused: int = 0  # alerts a receiver refused (4xx), each set aside as a dead letter per receiver
     pending: bool = False  # stopped while an alert was not yet acknowledged
+    recalled: int = 0  # records read again, from partitions given, to know their open conditions
 
     def describe(self) -> str:
         text = f"routed {self.routed} alerts ({self.resolves} resolves), {self.retries} retries"
@@ -295,13 +299,13 @@ class AlertRouter:
                  dead_letters: str, say: Callable[[str], None] = lambda line: None):
         self.bootstrap, self.topic, self.receivers, self.routing, self.say = bootstrap, topic, receivers, routing, say
         self.dead_letters = dead_letters
-        self.conditions = OpenConditions(routing)
+        self.conditions: dict[int, OpenConditions] = {}  # by partition: its alerts clear only its own
         self.counts = RouteCounts()
         self._opener = opener(routing.ca_file)
         self._letters = None  # the dead letters' producer, made at the first refusal
         # receiver URL -> the alerts it refused: not in its resends, where they would have it refuse all the others
         self._refused: dict[str, set[str]] = {}
-        self._reassigned = True  # the group gave or took partitions: the open conditions are read again
+        self._given: set[int] = set()  # partitions the group gave whose open conditions are not read yet
         self._taken: set[int] = set()  # partitions the group took (revoked or lost) during this delivery
         self._delivered: dict[int, TopicPartition] = {}  # offsets delivered, not yet committed, by partition
         self._committing = False  # a commit is waiting for its answer
@@ -326,7 +330,7 @@ class AlertRouter:
                     resend_at = time.monotonic() + self.routing.resend_seconds
                 message = client.poll(0.2)
                 self._commit(client)
-                if self._reassigned:  # before the first record of a partition taken over is delivered
+                if self._given:  # before the first record of a partition given is delivered
                     self._remember_open(client)
                 if message is None:
                     continue
@@ -354,13 +358,15 @@ class AlertRouter:
         return self.counts
 
     def _on_assign(self, client, partitions) -> None:
-        self._reassigned = True
+        self._given.update(tp.partition for tp in partitions if tp.topic == self.topic)
 
     def _on_revoke(self, client, partitions) -> None:
-        self._reassigned = True
-        self._taken.update(tp.partition for tp in partitions if tp.topic == self.topic)
-        for tp in partitions:  # its next router delivers again what this one could not commit
-            self._delivered.pop(tp.partition, None)
+        taken = {tp.partition for tp in partitions if tp.topic == self.topic}
+        self._taken |= taken
+        self._given -= taken
+        for partition in taken:  # its next router delivers again what this one could not commit, and resends
+            self._delivered.pop(partition, None)
+            self.conditions.pop(partition, None)
 
     def _commit(self, client) -> None:
         """Commit the offsets delivered, one commit at a time, without waiting for its answer
@@ -387,15 +393,15 @@ class AlertRouter:
             self._commit_failed = failed
 
     def _remember_open(self, client) -> None:
-        """The conditions still open among the alerts routed before on the partitions the router has
-        now, read from their beginning up to the group's committed offsets, or further up to those it
-        delivered and has not seen committed yet (`_delivered`), from where its consumer reads on.
-        The reader, in the group but no member of it, asks for the committed ones: the router's own
-        consumer, asked while the group still rebalances (a cooperative one's first phase), would
-        wait for the rebalance it holds up."""
-        self._reassigned = False
-        self.conditions = OpenConditions(self.routing)
-        assigned = [TopicPartition(self.topic, tp.partition) for tp in client.assignment() if tp.topic == self.topic]
+        """The conditions still open among the alerts routed before on the partitions given, read from
+        their beginning up to the group's committed offsets, or further up to those it delivered and has
+        not seen committed yet (`_delivered`); those the router kept are known already.
+        The reader, in the group but no member of it, asks for those: the router's own consumer, asked
+        while the group still rebalances (a cooperative one's first phase), would wait for the
+        rebalance it holds up."""
+        assigned = [TopicPartition(self.topic, p) for p in sorted(self._given)]
+        self._given.clear()
+        self.conditions.update({tp.partition: OpenConditions(self.routing) for tp in assigned})
         if not assigned:
             return
         reader = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
@@ -412,9 +418,10 @@ class AlertRouter:
                 if message is None or message.error() is not None or message.partition() not in pending:
                     continue
                 if message.offset() < upto[message.partition()]:
+                    self.counts.recalled += 1
                     alert = self._alert(message.value())
                     if not isinstance(alert, DecodeError):
-                        self.conditions.observe(alert)
+                        self.conditions[message.partition()].observe(alert)
                 if message.offset() + 1 >= upto[message.partition()]:
                     pending.discard(message.partition())
         finally:
@@ -448,7 +455,8 @@ class AlertRouter:
         that fails now gets them at the next resend. Alertmanager refuses a list whole: after a
         refusal each is posted alone, and those it refuses are left out of its resends."""
         now_ms = int(time.time() * 1000)
-        notes = [n for n in map(self.conditions.firing, self.conditions.open.values()) if n.ends_ms > now_ms]
+        notes = [n for kept in self.conditions.values() for n in map(kept.firing, kept.open.values())
+                 if n.ends_ms > now_ms]
         again = f"the conditions firing are posted again in {self.routing.resend_seconds:g} s"
         for receiver in (r for r in self.receivers if r.resends):
             refused = self._refused.setdefault(receiver.url, set())
@@ -495,7 +503,7 @@ class AlertRouter:
                 return False
             self.counts.undecodable += 1
             return True
-        notes = self.conditions.observe(alert)
+        notes = self.conditions.setdefault(message.partition(), OpenConditions(self.routing)).observe(alert)
         refused = 0
         for receiver in self.receivers:
             parts, refusals = _parts(receiver, notes), []
