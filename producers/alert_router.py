@@ -394,9 +394,9 @@ class AlertRouter:
 
     def _remember_open(self, client) -> None:
         """The conditions still open among the alerts routed before on the partitions given, read from
-        their beginning up to the group's committed offsets, or further up to those it delivered and has
-        not seen committed yet (`_delivered`); those the router kept are known already.
-        The reader, in the group but no member of it, asks for those: the router's own consumer, asked
+        their beginning up to the group's committed offsets; those the router kept are known already
+        (a partition taken forgets what it delivered and has not seen committed: `_on_revoke`).
+        The reader, in the group but no member of it, asks for the committed ones: the router's own consumer, asked
         while the group still rebalances (a cooperative one's first phase), would wait for the
         rebalance it holds up."""
         assigned = [TopicPartition(self.topic, p) for p in sorted(self._given)]
@@ -407,9 +407,7 @@ class AlertRouter:
         reader = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None)
         try:
             committed = committed_offsets(reader, assigned)
-            delivered = {p: tp.offset for p, tp in self._delivered.items()}
-            upto = {p: offset for p, offset in ((tp.partition, max(tp.offset, delivered.get(tp.partition, 0)))
-                                                for tp in committed) if offset > 0}
+            upto = {tp.partition: tp.offset for tp in committed if tp.offset > 0}
             starts = {p: watermarks(reader, self.topic, p)[0] for p in upto}
             pending = {p for p in upto if upto[p] > starts[p]}
             reader.assign([TopicPartition(self.topic, p, starts[p]) for p in pending])

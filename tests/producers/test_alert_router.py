@@ -583,25 +583,6 @@ def test_a_router_that_takes_over_the_partitions_knows_the_conditions_the_other_
         receiver.stop()
 
 
-def test_a_router_regrouped_before_its_commit_is_answered_still_knows_the_conditions_it_delivered(kafka_bootstrap):
-    """A router delivered a primary's failure; its commit, made without waiting, is not answered yet
-    (or the rebalancing group refused it) when the group regroups, and the router reads its open
-    conditions again. Before: it read them up to the group's committed offset alone, behind the
-    failure, so it forgot the failure (never posted again, never resolved) while its consumer had
-    read past it. Now it reads up to what it delivered."""
-    failed, _ = crash_and_return()
-    topic, group = alerts_topic(kafka_bootstrap, [failed])
-    router = AlertRouter(kafka_bootstrap, topic, [], dataclasses.replace(FAST, group_id=group), letters(topic))
-    client = consumer(kafka_bootstrap, group)
-    try:
-        client.assign([TopicPartition(topic, 0, 1)])  # past the failure, delivered
-        router._delivered[0] = TopicPartition(topic, 0, 1)  # its commit on its way: nothing committed
-        router._remember_open(client)
-        assert list(router.conditions.open) == [failed.alert_id]
-    finally:
-        client.close()
-
-
 def test_an_https_receiver_signed_by_a_private_authority_is_trusted_with_the_ca_file_setting(
         kafka_bootstrap, tmp_path, monkeypatch):
     """Before: an https:// receiver whose certificate a company authority signed was refused
