@@ -13,7 +13,9 @@ from what a log-fed deployment sees of each server, in event time:
   which reaches its group as its own event: an EHLO of `shadowtwin probe` (`via` probe) or a
   peer's acknowledged SEND to it read from the peer's log (`via` handoff);
 - the shadow's own `NodeSeen` counts as a query sent: a shadow that still logs is alive,
-  one that stops is silent (SHADOW_SERVER_UNREACHABLE, MESSAGE_AT_RISK as before). Without
+  one that stops is silent (SHADOW_SERVER_UNREACHABLE, MESSAGE_AT_RISK as before). Its first
+  line after a silence past the silence span is its return from an outage, in which the
+  primary's life was no contact with it: its first query decides, up to a heartbeat on. Without
   any fact (an engine fed none: the Spark twin without `[shadow_redundancy] servers`) the
   shadow's life cannot be judged, and it is taken to be alive.
 

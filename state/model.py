@@ -980,9 +980,11 @@ class _Transition:
 
     def shadow_alive(self, pair: Pair, t: int, query: bool = True) -> None:
         """The shadow showed life: it sent a discard query (`query`), or logged a line."""
-        # silent past the span, or querying once the span has run out
+        # silent past the span, or querying once the span has run out; or, its life read from its lines, silent past
+        # the silence span: it was down, and the primary's lines meanwhile were no contact with it (hunt seed 8861)
         returning = pair.awaiting_shadow or (query and pair.primary_failed_ms is None
-                                             and t >= pair.last_contact_ms + self.promotion_span(pair))
+                                             and t >= pair.last_contact_ms + self.promotion_span(pair)) \
+            or (not query and self.shadow_silent(pair, t))
         waiting = self.s.deadlines.get(_PROMOTE, pair.shadow)
         pair.last_query_ms = max(pair.last_query_ms, t)
         pair.silent_alerted = pair.awaiting_shadow = False

@@ -2184,6 +2184,58 @@ def a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored
                     sorted(events, key=lambda e: e.event_time_ms), config)
 
 
+def _a_log_fed_shadow_back_from_its_own_outage(org: Org, answered: bool) -> list[ev.Event]:
+    """Log input: mbx01 takes m1 and m2 at 1, their copies on mbx02; mbx02 logs until 9 and is down 10 to 129.5;
+    mbx01 delivers both at 11 and logs until 70, then is idle (its log shows no health probe); mbx03 logs throughout.
+    mbx02 is back at 129.5 (LOAD of its two copies) and, `answered`, logs their HADISCARD at 130.7."""
+    back = [ev.ShadowDiscarded(**org._header("mbx02", "mbx01", 130.7, mid)) for mid in ("m1", "m2")] if answered else []
+    return [*org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db=""),
+            *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1, db=""),
+            *org.busy("mbx01", 2, 71), *org.busy("mbx02", 2, 10), *org.busy("mbx03", 0, 140),
+            *org.delivered("mbx01", "m1", "mbx09", 11), *org.delivered("mbx01", "m2", "mbx09", 11),
+            *org.loaded("mbx02", "mbx01", "m1", 129.5), *org.loaded("mbx02", "mbx01", "m2", 129.5),
+            *org.busy("mbx02", 130, 140), *back]
+
+
+_SPAN_AN_HOUR = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "01:00:00"}))
+
+
+def a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query() -> Timeline:
+    """ShadowResubmitTimeSpan 1 hour, ShadowHeartbeatFrequency 2 minutes (_a_log_fed_shadow_back_from_its_own_outage).
+
+    | when | mbx01's log | mbx02's log |
+    |---|---|---|
+    | 1 | RECEIVE m1, m2; HAREDIRECT to mbx02 | HARECEIVE m1, m2 |
+    | 10 to 129.5 | SEND m1, m2 at 11 (their discard notifications wait for mbx02); lines until 70 | nothing: down |
+    | 129.5 | | LOAD m1, m2 (back with the same queue database) |
+    | 130.7 | | HADISCARD m1, m2: its first discard query since, answered with their notifications |
+
+    The shadow promotes when it "can't open an SMTP session with the primary server after ... ShadowResubmitTimeSpan"
+    (003); down, it opened none, and back it opens one within ShadowHeartbeatFrequency ("the shadow server will
+    automatically open an SMTP session with the primary server after a preconfigured time interval", 003): that
+    session decides. mbx01's lines while mbx02 was down were no contact with it. mbx01 answered (the HADISCARD lines), so nothing is promoted and
+    nothing delivered twice, as the twin fed the servers' own events says (hunt seed 8861). Before, mbx01's last line
+    (70) + the span, 130, came 30 s after mbx02's return and found it up and mbx01 silent: m1 and m2 forecast
+    resubmitted by mbx02 and delivered twice (DUPLICATE_DELIVERY_EXPECTED) at 130."""
+    org = Org()
+    events = _a_log_fed_shadow_back_from_its_own_outage(org, answered=True)
+    return Timeline("a log-fed shadow back from its own outage is judged by its first query",
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_AN_HOUR)
+
+
+def a_log_fed_shadow_back_from_its_own_outage_whose_first_query_finds_nothing_promotes_then() -> Timeline:
+    """As a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query, but mbx02 logs no HADISCARD once
+    back: nothing shows that mbx01 answered, and mbx01 has shown no life since 70, more than the span before. Its
+    first query, at most a heartbeat after its return (129.5 + 2), found it unreachable: mbx02 resubmits its copies
+    then, and m1 and m2, which mbx01 had delivered, are delivered twice. (Before: at 130, mbx01's last line + the
+    span, 30 s after mbx02's return, before any query of it could have been sent.)"""
+    org = Org()
+    events = _a_log_fed_shadow_back_from_its_own_outage(org, answered=False)
+    return Timeline("a log-fed shadow back from its own outage whose first query finds nothing promotes then",
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_AN_HOUR, alerts=(
+                        Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(131.5), ("m1", "m2")),))
+
+
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
     """Log input (no queue-database id), Exchange 2010: hub01 holds h0, whose copy its previous hop hub02 keeps, and
     takes h1 at 5.8 from a sender without shadow support, its acknowledgement delayed (MaxAcknowledgementDelay, 30
@@ -2545,6 +2597,8 @@ ALL = (
     remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
     prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
     a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored,
+    a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query,
+    a_log_fed_shadow_back_from_its_own_outage_whose_first_query_finds_nothing_promotes_then,
     a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
 )
 
@@ -2596,5 +2650,6 @@ SETTLED = (a_primary_that_answered_451_is_believed,
            a_shadows_queries_while_it_held_nothing_are_the_heartbeat_of_its_next_copy,
            remote_only_rejects_after_its_remote_retries_without_a_local_attempt,
            prefer_remote_rejects_only_once_the_local_retries_are_spent_too,
-           a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered)
+           a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
+           a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query)
 
