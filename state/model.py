@@ -459,7 +459,8 @@ class _Transition:
             timing = self.primary_timing
             s.deadlines.set(_ACK_DELAY, m.ref.internal_id, e.event_time_ms + timing.max_ack_delay_ms)
         for early in s.handled_early.pop(m.ref.internal_id, ()):
-            self.model._handlers[type(early)](self, early)
+            if early.message.message_id == e.message.message_id:  # not the same id's message of an earlier queue
+                self.model._handlers[type(early)](self, early)
 
     def redundancy_enabled(self) -> bool:
         """ShadowRedundancyEnabled for this primary: its NodeStarted's word and its configuration's, both."""
@@ -736,6 +737,7 @@ class _Transition:
             # Another delivery to the same hop (a mailbox server's other database): it serves its own
             # recipients, and those of the fork's earlier delivery stay served; a pending fork's others wait.
             if fork.done:
+                fork.served_later(served, e.event_time_ms)
                 merged = shared(tuple(dict.fromkeys((*fork.recipients, *served))))
             else:
                 merged, fork.waiting = shared(served), shared(tuple(r for r in fork.recipients if r not in served))
@@ -747,6 +749,7 @@ class _Transition:
                 if other.waiting:
                     other.waiting = shared(tuple(r for r in other.waiting if r not in served))
         elif fork.waiting:  # the fork's whole acknowledgement: of the recipients still waiting there too
+            fork.served_later(fork.waiting, e.event_time_ms)
             fork.recipients, fork.waiting = shared(tuple(dict.fromkeys((*fork.recipients, *fork.waiting)))), ()
         fork.processed(e.event_time_ms)
         self.maybe_primary_done(m, e.event_time_ms)
@@ -859,8 +862,8 @@ class _Transition:
         good), whatever forks are still to come; without the recipients, every fork seen."""
         if m.primary_done_ms is not None or m.side_effects or not m.forks:
             return
-        if not m.recipients:
-            if all(f.done for f in m.forks.values()):
+        if not m.recipients:  # (recipients still waiting at a fork's next hop: not processed)
+            if all(f.done and not f.waiting for f in m.forks.values()):
                 self.primary_done(m, t)
             return
         served: set[str] = set()
@@ -906,8 +909,9 @@ class _Transition:
                                    pending))
         if not m.forks:
             routes.append((m.ref, None, ()))
-        elif not covers_all:
-            rest = tuple(r.address for r in m.recipients if r.address.lower() not in covered)
+        elif not covers_all:  # without the receipt's recipients, those waiting at a fork's next hop (its only word)
+            addresses = [r.address for r in m.recipients] or [r for f in m.forks.values() for r in f.waiting]
+            rest = tuple(dict.fromkeys(r for r in addresses if r.lower() not in covered))
             if rest:
                 routes.append((m.ref, None, rest))
         for child_id in sorted(m.side_effects):
@@ -1198,14 +1202,16 @@ class _Transition:
     @staticmethod
     def first_copies(m: Message, recipients: tuple[Recipient, ...], otherwise_ms: int) -> tuple[int, ...]:
         """When each of `recipients` had its first copy from the primary: the earliest acknowledgement of a fork
-        that served it (each fork has its own), else `otherwise_ms` (a message processed without a fork, or a fork
-        of a snapshot before format 17). Duplicate detection forgets each copy on its own (004)."""
+        that served it (each fork has its own; a recipient it served later, its own), else `otherwise_ms` (a message
+        processed without a fork, or a fork of a snapshot before format 17). Duplicate detection forgets each copy on
+        its own (004)."""
         first: dict[str, int] = {}
         for fork in m.forks.values():
             if fork.done and fork.next_hop and fork.done_ms is not None:
+                late = dict(fork.served_late) if fork.served_late else {}
                 for address in fork.recipients or (r.address for r in m.recipients):
-                    key = address.lower()
-                    first[key] = min(first.get(key, fork.done_ms), fork.done_ms)
+                    key, done_ms = address.lower(), late.get(address, fork.done_ms)
+                    first[key] = min(first.get(key, done_ms), done_ms)
         return tuple(first.get(r.address.lower(), otherwise_ms) for r in recipients)
 
     def notified_fork_named(self, m: Message, fork: Fork, hop: str, recipients: tuple[str, ...], t: int) -> None:

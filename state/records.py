@@ -93,12 +93,19 @@ class Fork:
     # When it was first processed (its next hop's acknowledgement): its recipients' first copy, each fork its own
     # (None: not yet, or loaded from a snapshot before format 17)
     done_ms: int | None = None
+    # Recipients it served after that, each with when (a recipient deferred there, delivered later): their first copy
+    served_late: tuple[tuple[str, int], ...] = ()
 
     def processed(self, t: int) -> None:
         """Its next hop acknowledged it (or it failed for good, or its discard notification says so) at `t`."""
         self.done = True
         if self.done_ms is None:
             self.done_ms = t
+
+    def served_later(self, recipients: tuple[str, ...], t: int) -> None:
+        """`recipients`, added to those it served (processed already), were served at `t`."""
+        if self.done_ms is not None and (late := tuple((r, t) for r in recipients if r not in self.recipients)):
+            self.served_late += late
 
 
 @dataclass(slots=True)

@@ -5,7 +5,9 @@ dataclasses are pickled attribute by attribute through Python code); 100,000 mes
 every micro-batch spend seconds there. A snapshot first flattens the state into tuples of
 plain values, which pickle handles in C, and rebuilds the objects on load: about ten times
 faster. `FORMAT` changes whenever the layout below does; a snapshot of another format is
-refused rather than misread (formats 3 to 18 are still read, a checkpoint may hold them: 18 has no
+refused rather than misread (formats 3 to 19 are still read, a checkpoint may hold them: 19 has no fork's
+`served_late`, then none (a recipient a fork served after its first acknowledgement is dated by that, as before); 18
+has no
 `handled_early`, then empty (a primary's event stamped before its message's receipt, taken in before, was ignored, as
 before; each such event is pickled as it is: they are few); 17 has no
 `db_reported_ms`, then unknown (a shadow's report naming the queue database another shadow's report showed replaced
@@ -51,9 +53,9 @@ from state.records import (
     shared, shared_recipients,
 )
 
-FORMAT = 19
-# 18: without `handled_early`; 17: without `db_reported_ms`; 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
-PREVIOUS_FORMATS = (18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
+FORMAT = 20
+# 19: without a fork's `served_late`; 18: without `handled_early`; 17: without `db_reported_ms`; 16: without a fork's `done_ms`; 15: without a pair's `first_copy_ms`; 14: without a node's `replaced_db_id`; 13: without `replaced_db_id`; 12: without `queried_by`; 11: without `discarded_early`; 10: without a fork's `waiting` and a message's `stored_ms`; 9: without a message's `expired_ms` and a pair's `last_answered_ms`; 8: without a fork's `notified`; 7: without a pair's `last_heartbeat_ms`; 6: without `primary_started_ms`; ...
+PREVIOUS_FORMATS = (19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3)
 TOKEN_MARK = b"shadowtwin.snapshot:"
 _TOKEN_SEARCH = 64  # the token follows the format number, first thing in the pickle
 
@@ -75,7 +77,7 @@ def dump(state: PrimaryState, token: bytes | None = None) -> bytes:
     """The snapshot of `state`, with `token` (default: a new random one; see `token_of`)."""
     messages = [
         (_ref(m.ref), tuple((r.address, r.internal) for r in m.recipients), m.redundancy.value,
-         tuple((key, f.next_hop, f.recipients, f.done, f.notified, f.waiting, f.done_ms)
+         tuple((key, f.next_hop, f.recipients, f.done, f.notified, f.waiting, f.done_ms, f.served_late)
                for key, f in m.forks.items()),
          tuple(m.side_effects),
          _MESSAGE(m), m.shadow_locality.value)

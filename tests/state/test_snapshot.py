@@ -110,9 +110,16 @@ def as_format_6(state) -> tuple:
     return ((6, *header[1:-1]), *rest)
 
 
+def before_20(state):
+    """`state` as a snapshot before format 20 keeps it: no fork's `served_late`."""
+    return dataclasses.replace(state, messages={
+        key: dataclasses.replace(m, forks={k: dataclasses.replace(f, served_late=()) for k, f in m.forks.items()})
+        if m.forks else m for key, m in state.messages.items()})
+
+
 def before_18(state):
-    """`state` as a snapshot before format 18 keeps it: no `db_reported_ms`."""
-    return dataclasses.replace(state, db_reported_ms=None)
+    """`state` as a snapshot before format 18 keeps it: format 20's without `db_reported_ms`."""
+    return dataclasses.replace(before_20(state), db_reported_ms=None)
 
 
 def before_17(state):
@@ -130,9 +137,16 @@ def before_16(state):
                                              for shadow, pair in state.pairs.items()})
 
 
+def as_format_19(state) -> tuple:
+    """`state`'s snapshot as format 19 wrote it: no fork's `served_late`, its values' last."""
+    header, messages, *rest = pickle.loads(snapshot.dump(state))
+    assert all(fork[-1] == state.messages[m[0][1]].forks[fork[0]].served_late for m in messages for fork in m[3])
+    return ((19, *header[1:]), [(*m[:3], tuple(fork[:-1] for fork in m[3]), *m[4:]) for m in messages], *rest)
+
+
 def as_format_18(state) -> tuple:
-    """`state`'s snapshot as format 18 wrote it: no `handled_early`, its last part."""
-    header, *rest = pickle.loads(snapshot.dump(state))
+    """`state`'s snapshot as format 18 wrote it: format 19 without `handled_early`, its last part."""
+    header, *rest = as_format_19(state)
     assert dict(rest[-1]) == {key: tuple(events) for key, events in state.handled_early.items()}
     return ((18, *header[1:]), *rest[:-1])
 
@@ -456,11 +470,15 @@ def test_a_format_16_snapshot_loads_with_its_forks_processing_time_unknown():
     assert snapshot.load(snapshot.dump(state)) == state
     loaded = snapshot.load(pickle.dumps(as_format_16(state)))
     assert loaded == before_17(state)
+    assert named_at_the_restart(timeline, state, loaded) == [[("alice@contoso.com", "bob@fabrikam.com")],
+                                                             [("bob@fabrikam.com",)]]
+
+
+def named_at_the_restart(timeline, *states) -> list:
+    """The recipients each of `states` (at 71) names in its duplicate forecast at mbx01's restart, at 72."""
     restart = [e for e in timeline.events if e.event_time_ms > at(71)]
     model = ShadowRedundancyModel(timeline.config)
-    named = [[m.recipients for a in model.on_events(each, restart).alerts for m in a.messages]
-             for each in (state, loaded)]
-    assert named == [[("alice@contoso.com", "bob@fabrikam.com")], [("bob@fabrikam.com",)]]
+    return [[m.recipients for a in model.on_events(each, restart).alerts for m in a.messages] for each in states]
 
 
 def test_a_format_17_snapshot_loads_with_the_time_a_shadow_reported_the_new_database_unknown():
@@ -494,3 +512,19 @@ def test_a_format_18_snapshot_loads_with_no_primarys_word_before_a_receipt_remem
     model = ShadowRedundancyModel(timeline.config)
     alerts = [[a.type for a in model.on_events(each, rest).alerts] for each in (state, loaded)]
     assert alerts == [[], [AlertType.NOT_REDUNDANT, AlertType.MESSAGE_EXPIRED]]
+
+
+def test_a_format_19_snapshot_loads_with_no_recipient_served_late():
+    """Format 19 kept no fork's `served_late`: carol@, delivered at 40 by fork f1 after alice@ at 5, is dated by f1's
+    first acknowledgement, as the model did then. Timeline
+    a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy up to 71, then mbx01's restart
+    with a new queue database at 72: carol's copy, 32 minutes old, hides the duplicate from her; from the old snapshot
+    it is taken to be 67 minutes old, and she is named."""
+    timeline = timelines.a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy()
+    state = replay([e for e in timeline.events if e.event_time_ms <= at(71)], timeline.config).states["mbx01"]
+    assert state.messages["m1"].forks["f1"].served_late == (("carol@contoso.com", at(40)),)
+    assert snapshot.load(snapshot.dump(state)) == state
+    loaded = snapshot.load(pickle.dumps(as_format_19(state)))
+    assert loaded == before_20(state)
+    assert named_at_the_restart(timeline, state, loaded) == [[("alice@contoso.com",)],
+                                                             [("alice@contoso.com", "carol@contoso.com")]]

@@ -2511,6 +2511,100 @@ def a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery() ->
                     sorted(events, key=lambda e: e.event_time_ms), outcomes=(("m1", "delivered", at(9.1)),))
 
 
+def a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt() -> Timeline:
+    """The twin's feed of mbx01 starts after m1's receipt (its RECEIVE line was not read): it first sees m1 at mbx02's
+    copy, at 1, so it does not know m1's recipients. mbx01 hands fork f1 to mbx05 at 2 for ok@ and busy@contoso.com;
+    mbx05 delivers ok@ and defers busy@ (ShadowResubmitTimeSpan 10 minutes).
+
+    | time | what happens | the twin |
+    |---|---|---|
+    | 2 | mbx05 delivers ok@, defers busy@ | f1 served in part: busy@ waits at mbx05, m1 is not processed |
+    | 3 to 9 | mbx02's queries answered | no discard notification of f1 (busy@ still waits) |
+    | 10 | mbx01 fails; mbx02's queries fail from 11 | |
+    | 19 | no answer for ShadowResubmitTimeSpan: mbx02 promotes m1 | a command for busy@ |
+
+    "Messages that are successfully processed or delivered to a mailbox recipient ... are moved into Safety Net"
+    (003): busy@ was not, so m1 is still mbx01's to deliver, and mbx02's resubmission is the first copy busy@ gets.
+    Before, the twin took m1 for processed at 2 (every fork it saw was acknowledged), closed it 'delivered' at 19 and
+    sent no command: busy@, known only from f1's DEFER, was named nowhere."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:10:00"}))
+    both = ("ok@contoso.com", "busy@contoso.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.shadowed("mbx01", "mbx02", "m1", 1),
+              *org.sent("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[:1]),
+              *org.deferred("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[1:]),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 3, 10), *org.heartbeats_failing("mbx02", "mbx01", 11, 40)]
+    return Timeline("a recipient waiting at a fork's next hop is pending without the receipt",
+                    sorted(events, key=lambda e: e.event_time_ms), config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(19), ("m1",)),),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, both[1:], at(19)),),
+                    outcomes=(("m1", "promoted", at(19)),))
+
+
+def a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy() -> Timeline:
+    """mbx01 takes m1 at 1 for alice@ and carol@contoso.com (mailbox users), its copy on mbx02, whose answered query
+    at 2 is its last: from 4 its queries fail (a partition; mbx01 goes on). mbx05 takes fork f1 at 5 for alice and
+    defers carol, and delivers carol at 40. mbx01 restarts at 72 with a new queue database: mbx02 promotes m1 and
+    resubmits it whole, no discard notification having reached it since 2.
+
+    | recipient | first copy (mbx01's f1) | second copy (mbx02's resubmission) | seen twice? |
+    |---|---|---|---|
+    | alice@contoso.com | 5 | 72 | yes: her DeliveredTo entry is gone after 1 hour (004) |
+    | carol@contoso.com | 40 | 72 | no: her entry, 32 minutes old, hides it |
+
+    "Whenever a message gets delivered to a user, the DeliveredTo database is checked for an entry for the message"
+    and "The default duration for tracking duplicates is 1 hour" (004): carol's entry dates from her own delivery.
+    Before, the twin dated her copy by f1's first acknowledgement (alice's, at 5) and named her too."""
+    org = Org()
+    both = ("alice@contoso.com", "carol@contoso.com")
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *org.received("mbx01", "m1", 1, recipients=both),
+              *org.shadowed("mbx01", "mbx02", "m1", 1), *org.query_ok("mbx02", "mbx01", 2),
+              *org.query_failed("mbx02", "mbx01", 4),
+              *org.sent("mbx01", "m1", "mbx05", 5, fork="f1", recipients=both),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 5, fork="f1", recipients=both[:1]),
+              *org.deferred("mbx01", "m1", "mbx05", 5, fork="f1", recipients=both[1:]),
+              *org.heartbeats_failing("mbx02", "mbx01", 6, 72),
+              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 40, fork="f1", recipients=both[1:]),
+              *org.started("mbx01", "dbP2", 72)]
+    return Timeline("a recipient delivered late is forgotten by duplicate detection from its own copy",
+                    sorted(events, key=lambda e: e.event_time_ms),
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(72), ("m1",), (both[:1],)),))
+
+
+def _of_an_earlier_queue(events: list[ev.Event]) -> list[ev.Event]:
+    """`events` about another message (another Message-ID) under the same internal id: one of the queue database
+    before a restart, whose ids started again."""
+    return [dataclasses.replace(e, message=dataclasses.replace(e.message, message_id="<earlier@contoso.com>"))
+            for e in events]
+
+
+def a_primarys_word_before_a_receipt_is_not_of_another_message_under_the_same_id() -> Timeline:
+    """mbx01 delivers a message of its queue database dbP1 at 10 whose receipt the twin never saw (its feed started
+    later), internal id m5. It restarts at 11 with a new queue database dbP2, whose internal ids start again: at 12
+    it takes another message, another Message-ID, as m5, its copy on mbx02; mbx05 defers it at 12.5. mbx01 fails
+    at 20 (ShadowResubmitTimeSpan 10 minutes): mbx02 has had no answer since 19 and promotes m5 at 29.
+
+    The delivery at 10 is of the earlier message: the twin keeps a primary's word about a message it has not received
+    (a clock set back, `handled_early`) for the clock-skew allowance, and applies it at the receipt of that message,
+    the same Message-ID. Before, it applied it to the new m5 at its receipt: m5 closed 'delivered' at 10, though
+    still in mbx01's queue, and nothing was said when mbx02 took it over."""
+    org = Org()
+    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:10:00"}))
+    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+              *_of_an_earlier_queue(org.delivered("mbx01", "m5", "mbx05", 10)), *org.started("mbx01", "dbP2", 11),
+              *org.received("mbx01", "m5", 12), *org.shadowed("mbx01", "mbx02", "m5", 12, db="dbP2"),
+              *org.deferred("mbx01", "m5", "mbx05", 12.5), *_heartbeats_ok(org, "mbx02", "mbx01", 13, 20, db="dbP2"),
+              *org.heartbeats_failing("mbx02", "mbx01", 21, 40)]
+    return Timeline("a primary's word before a receipt is not of another message under the same id",
+                    sorted(events, key=lambda e: e.event_time_ms), config,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(29), ("m5",)),),
+                    commands=(Command("mbx02", "mbx01", "m5", "mbx05", "mbx05", ("alice@contoso.com",), at(29)),),
+                    outcomes=(("m5", "promoted", at(29)),))
+
+
 ALL = (
     expiry_in_a_live_primary, crash_between_forks, crash_with_a_fork_pending, crash_with_a_side_effect_pending,
     double_failure_with_new_databases, exchange_2010_shadow_from_its_node_started,
@@ -2600,6 +2694,9 @@ ALL = (
     a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query,
     a_log_fed_shadow_back_from_its_own_outage_whose_first_query_finds_nothing_promotes_then,
     a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
+    a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt,
+    a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy,
+    a_primarys_word_before_a_receipt_is_not_of_another_message_under_the_same_id,
 )
 
 # These timelines end with every copy released: nothing may be held afterwards.
