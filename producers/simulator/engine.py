@@ -556,8 +556,9 @@ class Simulation:
         fork.done = True
         return True
 
-    def _processed(self, node: Node, mail: Mail, t: int) -> None:
-        """Every fork is through: discard status for the shadow, the message into Safety Net."""
+    def _processed(self, node: Node, mail: Mail, t: int, delivered: bool = True) -> None:
+        """Every fork is through: discard status for the shadow, the message into Safety Net when a next hop
+        took some of its recipients (`delivered`)."""
         ref = mail.ref()
         if mail.ack_pending:
             mail.ack_pending = False
@@ -565,16 +566,20 @@ class Simulation:
         if mail.shadow is not None:
             node.event(ev.DiscardStatusSet, t, node.name, ref, shadow_server=mail.shadow)
             node.discard.setdefault(mail.shadow, []).append(ref)
-        node.event(ev.MovedToSafetyNet, t + 1, node.name, ref)
+        if delivered:
+            node.event(ev.MovedToSafetyNet, t + 1, node.name, ref)
         node.forget(mail.internal_id)
 
     def _expire(self, node: Node, mail: Mail, t: int) -> None:
+        """Safety Net holds what was "successfully processed or delivered to a mailbox recipient" (000, 003):
+        an expired message only when a fork of it was delivered before."""
         pending = tuple(r.address for f in mail.forks if not f.done for r in f.recipients)
         node.event(ev.MessageExpired, t, node.name, mail.ref(), reason="MessageExpirationTimeout: next hop refused")
         self.truth.expired(mail.message_id, pending, t)
+        delivered = any(fork.done for fork in mail.forks)
         for fork in mail.forks:
             fork.done = True
-        self._processed(node, mail, t + 1)
+        self._processed(node, mail, t + 1, delivered)
 
     # ---- heartbeats, discards and promotion, on the shadow -------------------------------------
 

@@ -151,6 +151,22 @@ def test_refusing_next_hop_past_the_expiration_timeout_expires_the_mail():
     assert_nothing_left(run)
 
 
+def test_an_expired_message_is_in_safety_net_only_when_a_next_hop_took_some_of_its_recipients():
+    """Safety Net holds what was "successfully processed or delivered to a mailbox recipient" (000, 003): a message
+    that expires with a fork delivered is moved there, one that expires with no recipient delivered (its sender
+    gets a non-delivery report) is not, as the relay node does. Before, the simulator moved every expired message
+    into Safety Net."""
+    run = simulate(topology([{"kind": "refusing_next_hop", "next_hop": "fabrikam.com", "at": "01:00:00",
+                              "duration": "02:00:00"}], shadow_redundancy={"message_expiration_timeout": "01:00:00"}))
+    expired = {e.message.internal_id: e.message.message_id for e in run.events if isinstance(e, ev.MessageExpired)}
+    in_safety_net = {e.message.internal_id for e in run.events if isinstance(e, ev.MovedToSafetyNet)}
+    partly = {i for i, message_id in expired.items() if run.truth[message_id].deliveries}
+    assert partly and set(expired) - partly, "both kinds expire"
+    assert in_safety_net & set(expired) == partly
+    processed = {e.message.internal_id for e in run.events if isinstance(e, ev.DiscardStatusSet)}
+    assert set(expired) <= processed, "each is processed all the same: its shadow is told to discard its copy"
+
+
 def test_clocks_ahead_and_behind_change_nothing_the_twin_decides():
     run = simulate(topology([{"kind": "clock_skew", "server": "mbx02", "at": "00:00:00", "duration": "04:00:00",
                               "offset": "-30s"},
