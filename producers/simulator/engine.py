@@ -146,7 +146,8 @@ class Simulation:
     def stopped_early(self) -> None:
         """The run was stopped before its end (Ctrl-C, `--seconds`): what it had not finished is
         pending, not lost: queued or held copies, and messages between two servers. Only a message
-        of which a copy was destroyed (a new queue database) and none is left may be lost."""
+        of which a copy was destroyed (a new queue database, an expired shadow copy) and none is
+        left may be lost."""
         self.truth.still_queued(self._queued_message_ids()
                                 | {m for m, truth in self.truth.messages.items() if not truth.destroyed})
 
@@ -171,7 +172,7 @@ class Simulation:
         if holder is None or not holder.up:
             return False
         primary = self.server_named(command.primary_server)
-        copy = holder.shadows.get(primary, {}).get(command.message.internal_id)
+        copy = self._unexpired(holder, holder.shadows.get(primary, {})).get(command.message.internal_id)
         if copy is None:
             return False
         self._promote(holder, primary, [copy], f"redelivery command {command.command_id}")
@@ -586,9 +587,19 @@ class Simulation:
     def _heartbeat(self, node: Node, epoch: int) -> None:
         if node.epoch != epoch or not node.up:
             return
-        for primary in [p for p, copies in node.shadows.items() if copies]:
+        for primary in [p for p, copies in node.shadows.items() if self._unexpired(node, copies)]:
             self._query(node, primary)
         self._at(self.now + node.heartbeat_ms, self._heartbeat, node, epoch)
+
+    def _unexpired(self, holder: Node, copies: dict[str, Copy]) -> dict[str, Copy]:
+        """The holder's copies of one primary, less those that expired: "Unacknowledged shadow messages eventually
+        expire from Safety Net after the sum of the SafetyNetHoldTime and MessageExpirationTimeout" (000, 003) of
+        the holder, counted from the primary's receipt (as the twin counts them). Never promoted after that."""
+        end = self.now - holder.timing.retention_ms
+        for c in [c for c in copies.values() if c.mail.received_ms <= end]:
+            del copies[c.mail.internal_id]
+            self.truth.destroyed(c.mail.message_id, holder.name, c.mail.internal_id, self.now, "shadow copy expired")
+        return copies
 
     def _query(self, shadow: Node, primary_name: str) -> None:
         t, primary = self.now, self.nodes[primary_name]

@@ -37,7 +37,7 @@ class MessageTruth:
     expired: dict[str, int] = field(default_factory=dict)
     copies: list[dict] = field(default_factory=list)  # every primary copy: server, internal_id, received, shadow
     promotions: list[dict] = field(default_factory=list)
-    destroyed: list[dict] = field(default_factory=list)  # copies that vanished with a queue database
+    destroyed: list[dict] = field(default_factory=list)  # copies gone with a queue database, or expired
     rejections: int = 0
     pending: bool = False
 

@@ -125,6 +125,34 @@ def test_discard_notifications_deleted_after_the_auto_discard_interval_come_back
     assert run.result.settles("mbx01") and run.result.settles("mbx02")
 
 
+def test_a_shadow_copy_no_discard_notification_released_expires_and_is_never_promoted():
+    """"Unacknowledged shadow messages eventually expire from Safety Net after the sum of the SafetyNetHoldTime
+    and MessageExpirationTimeout" (000, 003). mbx03 is cut off from mbx01 for an hour, past a 30-minute
+    ShadowMessageAutoDiscardInterval: mbx01 deletes the discard notifications of what it delivered meanwhile, whose
+    copies stay on mbx03 and expire an hour and a half (hold 1 hour, expiration 30 minutes) after their receipt,
+    before mbx01 dies at 3:00 and mbx03 promotes what it still holds, 65 minutes later. The twin says they expired
+    (SHADOW_EXPIRED) and predicts every duplicate. Before, the simulator's shadows kept every copy until it was
+    discarded or promoted: mbx03 resubmitted the 21 expired ones too, delivered twice, none of them predicted."""
+    run = simulate(topology([{"kind": "partition", "servers": ["mbx01", "mbx03"], "at": "01:00:00",
+                              "duration": "01:00:00"}, crash("mbx01", at="03:00:00", duration="02:00:00")],
+                            duration="06:00:00",
+                            shadow_redundancy={"shadow_message_auto_discard_interval": "00:30:00",
+                                               "safety_net_hold_time": "01:00:00",
+                                               "message_expiration_timeout": "00:30:00",
+                                               "shadow_resubmit_time_span": "01:05:00"}))
+    expired = {m.message.message_id for a in run.alerts(AlertType.SHADOW_EXPIRED) if a.servers == ("mbx01", "mbx03")
+               for m in a.messages}
+    promoted = {t.message_id for t in run.truth.values() if any(p["holder"] == "mbx03" for p in t.promotions)}
+    assert expired and promoted and not expired & promoted
+    gone = {t.message_id for t in run.truth.values() for d in t.destroyed
+            if (d["server"], d["what"]) == ("mbx03", "shadow copy expired") and d["internal_id"].startswith("mbx01.")}
+    assert gone == expired
+    assert duplicates_predicted(run) == duplicated_in_truth(run)
+    assert not any(copies for node in run.simulation.nodes.values() for copies in node.shadows.values())
+    assert run.results()["lost"] == 0
+    assert_nothing_left(run)
+
+
 def test_slow_next_hop_delays_mail_without_a_promotion():
     run = simulate(topology([{"kind": "slow_next_hop", "next_hop": "DB01", "at": "01:00:00", "duration": "00:30:00",
                               "delay": "00:10:00"}]))
