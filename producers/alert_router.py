@@ -293,6 +293,10 @@ class RouteCounts:
             text += "; stopped before one alert was acknowledged: the next run delivers it (and those after it)"
         return text
 
+    def all_done(self) -> bool:
+        """Every record read routed."""
+        return not (self.pending or self.refused or self.undecodable)
+
 
 class AlertRouter:
     def __init__(self, bootstrap: Kafka, topic: str, receivers: list[Receiver], routing: AlertRoutingSettings,

@@ -31,8 +31,9 @@ def add_route_parser(actions) -> None:
                                            " later alert clears a condition) and/or a generic JSON webhook, retrying"
                                            " with back-off; an alert's offset is committed only once every receiver"
                                            " acknowledged it. An alert a receiver refuses (HTTP 4xx but 408 and 429)"
-                                           " is not retried: it goes to the dead-letter topic with the answer. Runs"
-                                           " until Ctrl-C or SIGTERM (exit 130 or 143).")
+                                           " is not retried: it goes to the dead-letter topic with the answer; so does"
+                                           " a record that is no alert. Runs until Ctrl-C or SIGTERM (exit 130 or 143);"
+                                           " ended by --seconds, exit 1 if anything was not delivered.")
     route.add_argument("--alertmanager", metavar="URL", action="append", default=[],
                        help="Alertmanager's address (e.g. http://127.0.0.1:9093); repeated for each member of a"
                             " cluster, each gets every alert")
@@ -55,7 +56,7 @@ def run_route(settings: Settings, args: argparse.Namespace) -> int:
                          settings.topics.dead_letters, say=lambda line: print(line, file=sys.stderr, flush=True))
     counts = router.run(stop, seconds=args.seconds)
     print(counts.describe())
-    if (counts.pending or counts.refused) and not stop.exit_status():  # --seconds ran out: not all delivered
+    if not counts.all_done() and not stop.exit_status():  # --seconds ran out: not all delivered
         return 1
     return stop.exit_status()
 

@@ -924,3 +924,24 @@ def test_a_router_keeping_its_partitions_while_another_joins_reads_none_of_them_
                 thread.join(30)
         for receiver in receivers:
             receiver.stop()
+
+
+def test_records_that_are_not_alerts_make_a_timed_run_exit_1_saying_how_many(kafka_bootstrap, monkeypatch, capsys):
+    """A run that set records aside did not route them. Before: `--seconds` ended a run that set a
+    record that is no alert aside with exit 0, as if every record had been routed; a refused alert
+    already made it exit 1."""
+    failed = crash_and_return()[0]
+    topic, group = alerts_topic(kafka_bootstrap, [failed], json.dumps(to_json(failed)).encode())
+    receiver = Receiver()
+    receiver.start()
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    try:
+        status = main(["alerts", "route", "--webhook", f"http://127.0.0.1:{receiver.port}/hook", "--topic", topic,
+                       "--bootstrap", kafka_bootstrap, "--seconds", "6"])
+    finally:
+        receiver.stop()
+    assert capsys.readouterr().out == ("routed 1 alerts (0 resolves), 0 retries; 1 records that are not alerts"
+                                       " set aside as dead letters\n")
+    assert status == 1
+
