@@ -72,7 +72,9 @@ Alertmanager keeps its alerts in memory too, and a restart forgets them: the con
 firing (by wall time) are posted to it again every `resend_seconds` (60 s), as Prometheus does; it
 notifies no one of an alert it already has. It takes a list of alerts whole or not at all: one it
 refused is left out of its resends, so as not to have it refuse the others with it (a router
-started again, which does not know which, finds it by posting each alone after a refusal).
+started again, which does not know which, finds it by posting each alone after a refusal). One
+refused when posted again is said and counted, not set aside again: its record was delivered, or set
+aside when first refused, and a router would set it aside again at each start.
 
 The generic webhook gets one JSON object per notification: `{"status": "firing" | "resolved",
 "alert": <the alert in the contract's JSON form>, "starts_at", "ends_at"}`, plus `"resolved_by"`
@@ -279,6 +281,9 @@ class RouteCounts:
     retries: int = 0
     undecodable: int = 0  # records that are not alerts, set aside as dead letters (retrying cannot help)
     refused: int = 0  # alerts a receiver refused (4xx), each set aside as a dead letter per receiver
+    # conditions firing a receiver refused (4xx) when posted again, by receiver: no longer there (set aside
+    # when first refused, by this router or one before: not again at every start)
+    refused_again: int = 0
     pending: bool = False  # stopped while an alert was not yet acknowledged
     recalled: int = 0  # records read again, from partitions given, to know their open conditions
 
@@ -289,13 +294,16 @@ class RouteCounts:
                      " (shadowtwin dead-letters tail)")
         if self.undecodable:
             text += f"; {self.undecodable} records that are not alerts set aside as dead letters"
+        if self.refused_again:
+            text += (f"; {self.refused_again} conditions firing refused by a receiver (HTTP 4xx) when posted again:"
+                     " not there, left out of its resends")
         if self.pending:
             text += "; stopped before one alert was acknowledged: the next run delivers it (and those after it)"
         return text
 
     def all_done(self) -> bool:
-        """Every record read routed."""
-        return not (self.pending or self.refused or self.undecodable)
+        """Every record read routed, and every condition firing where it was posted."""
+        return not (self.pending or self.refused or self.undecodable or self.refused_again)
 
 
 class AlertRouter:
@@ -476,6 +484,7 @@ class AlertRouter:
                     self._post(receiver, [note])
                 except Refused as exc:
                     refused.add(note.alert.alert_id)
+                    self.counts.refused_again += 1
                     self.say(f"{receiver.name} {receiver.url}: {exc}; refused {note.alert.alert_id}, left out of"
                              " the resends")
                 except (OSError, ValueError) as exc:

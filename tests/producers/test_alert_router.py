@@ -945,3 +945,28 @@ def test_records_that_are_not_alerts_make_a_timed_run_exit_1_saying_how_many(kaf
                                        " set aside as dead letters\n")
     assert status == 1
 
+def test_a_condition_alertmanager_refuses_when_posted_again_is_counted_and_a_timed_run_exits_1(
+        kafka_bootstrap, monkeypatch, capsys):
+    """A router started again posts the conditions firing to Alertmanager again; one it refuses now is
+    no longer in Alertmanager. Before: only a line on stderr said so; the run's last line counted
+    nothing and `--seconds` ended it with exit 0, as for a run that left every condition firing
+    there. It is not set aside again: its record went to the dead letters when it was first refused."""
+    refused, taken, topic, group, receiver = one_condition_refused(kafka_bootstrap)
+    url = f"http://127.0.0.1:{receiver.port}"
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_RESEND_SECONDS", "0.5")
+    command = ["alerts", "route", "--alertmanager", url, "--topic", topic, "--bootstrap", kafka_bootstrap,
+               "--seconds", "6"]
+    try:
+        assert main(command) == 1
+        capsys.readouterr()
+        assert main(command) == 1
+    finally:
+        receiver.stop()
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f'alertmanager {url}/api/v2/alerts: HTTP 400 Bad Request: {{"code":400,'
+                                f'"message":"invalid"}}; refused {refused.alert_id}, left out of the resends']
+    assert out == ("routed 0 alerts (0 resolves), 0 retries; 1 conditions firing refused by a receiver (HTTP 4xx)"
+                   " when posted again: not there, left out of its resends\n")
+    assert len(dead_letters(kafka_bootstrap, letters(topic))) == 1, "set aside once, when first refused"
