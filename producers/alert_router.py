@@ -21,9 +21,12 @@ after. Any other 4xx says the request itself is wrong, and another try would get
 (Alertmanager's own notifiers do not retry it either): the refusal is said in one line (the status
 and the start of the answer's body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
-next alert once the brokers acknowledged the dead letter. A record that is no alert (the alerts' JSON
-copy given as the topic, say) is set aside the same way, its reason why it does not decode (`bad
-magic: ...`), and committed once the brokers acknowledged it. A list Alertmanager refuses whole (an alert
+next alert once the brokers acknowledged the dead letter. A record that is no alert (one in the JSON
+form, say) is set aside the same way, its reason why it does not decode (`bad magic: ...`), and
+committed once the brokers acknowledged it; should the first `WRONG_TOPIC_AFTER` (20) records read
+(those read again included) hold not one alert, the topic is taken for the wrong one (the events
+topic or the alerts' JSON copy given by mistake): one line names it and the router stops, rather
+than set the whole topic aside. A list Alertmanager refuses whole (an alert
 firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
 resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
 is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
@@ -113,6 +116,9 @@ PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOW
 MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
+# Records read, not one an alert, after which the router takes its topic for no alerts topic (the
+# events topic given by mistake): it stops rather than set the whole topic aside
+WRONG_TOPIC_AFTER = 20
 REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <receiver> <url> answered HTTP 4xx ..."
 # A commit the group refuses while it rebalances (a router joined or left): its generation moved on
 REGROUPING = (KafkaError.REBALANCE_IN_PROGRESS, KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID)
@@ -284,6 +290,7 @@ class RouteCounts:
     # conditions firing a receiver refused (4xx) when posted again, by receiver: no longer there (set aside
     # when first refused, by this router or one before: not again at every start)
     refused_again: int = 0
+    no_alerts_topic: bool = False  # stopped: WRONG_TOPIC_AFTER records read, not one an alert
     pending: bool = False  # stopped while an alert was not yet acknowledged
     recalled: int = 0  # records read again, from partitions given, to know their open conditions
 
@@ -303,7 +310,7 @@ class RouteCounts:
 
     def all_done(self) -> bool:
         """Every record read routed, and every condition firing where it was posted."""
-        return not (self.pending or self.refused or self.undecodable or self.refused_again)
+        return not (self.pending or self.refused or self.undecodable or self.refused_again or self.no_alerts_topic)
 
 
 class AlertRouter:
@@ -322,6 +329,8 @@ class AlertRouter:
         self._delivered: dict[int, TopicPartition] = {}  # offsets delivered, not yet committed, by partition
         self._committing = False  # a commit is waiting for its answer
         self._commit_failed: KafkaError | None = None  # a commit's error that another try would get too
+        # why each record read was no alert, until one is (None): WRONG_TOPIC_AFTER of them end the run
+        self._not_alerts: list[DecodeError] | None = []
 
     def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
         client = consumer(self.bootstrap, self.routing.group_id, log_level=2, error_cb=lambda error: None,
@@ -344,6 +353,11 @@ class AlertRouter:
                 self._commit(client)
                 if self._given:  # before the first record of a partition given is delivered
                     self._remember_open(client)
+                if self._not_alerts is not None and len(self._not_alerts) >= WRONG_TOPIC_AFTER:
+                    self.counts.no_alerts_topic = True
+                    self.say(f"{self.topic}: {len(self._not_alerts)} records read, not one an alert (the last:"
+                             f" {self._not_alerts[-1]}): is it the alerts topic? stopped")
+                    break
                 if message is None:
                     continue
                 if message.error() is not None:
@@ -498,9 +512,13 @@ class AlertRouter:
     def _alert(self, value: bytes | None) -> Alert | DecodeError:
         """The record's alert, or why it is none."""
         try:
-            return decode(value or b"", "Alert")  # type: ignore[return-value]
+            alert = decode(value or b"", "Alert")
         except DecodeError as exc:
+            if self._not_alerts is not None:
+                self._not_alerts.append(exc)
             return exc
+        self._not_alerts = None  # an alerts topic: a record that is no alert is one among its alerts
+        return alert  # type: ignore[return-value]
 
     def _deliver(self, message, stop: threading.Event, wait: Callable[[float], None]) -> bool:
         """Deliver one record's notifications to every receiver, `wait`ing between tries, and set aside

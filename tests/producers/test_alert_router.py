@@ -21,12 +21,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.kafka import consumer, producer
 from infra.settings import AlertRoutingSettings, KafkaSettings, load_settings
-from producers.alert_router import AlertRouter, OpenConditions, alertmanager, clears, labels, webhook
+from producers.alert_router import (WRONG_TOPIC_AFTER, AlertRouter, OpenConditions, alertmanager, clears, labels,
+                                     webhook)
 from producers.topic_reader import ReadOutcome, read_topic
-from schemas.codec import encode, kafka_key
+from schemas.codec import decode, encode, kafka_key
 from schemas.events import Alert, AlertMessage, AlertType, MessageRef, Severity
 from schemas.jsonl import iso_time, to_json
 from schemas.placement import alert_partition
+from schemas.wire import DecodeError
 from shadowtwin.cli import main
 from shadowtwin.testing.containers import free_port
 from state.replay import replay
@@ -945,6 +947,36 @@ def test_records_that_are_not_alerts_make_a_timed_run_exit_1_saying_how_many(kaf
                                        " set aside as dead letters\n")
     assert status == 1
 
+
+def test_a_topic_of_records_none_an_alert_is_said_in_one_line_and_ends_the_router(kafka_bootstrap, monkeypatch,
+                                                                                    capsys):
+    """The events topic given as `--topic` by mistake. Before: the router set every event aside, one
+    dead letter and one line each, for as long as it ran: the dead-letter topic got a copy of the
+    whole events topic. Now the first WRONG_TOPIC_AFTER are set aside (each a record that is no
+    alert), then one line names the topic and the router ends, exit 1; a router started again on
+    it reads them again and ends before setting more aside."""
+    event = Org().started("mbx01", "dbP1", 0)[0]
+    topic, group = alerts_topic(kafka_bootstrap, [], *[encode(event)] * (WRONG_TOPIC_AFTER + 10))
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    command = ["alerts", "route", "--webhook", "http://127.0.0.1:2/hook", "--topic", topic,
+               "--bootstrap", kafka_bootstrap]
+    assert main([*command, "--seconds", "30"]) == 1
+    out, err = capsys.readouterr()
+    with pytest.raises(DecodeError, match="^wrong schema: written with Event") as why:
+        decode(encode(event), "Alert")
+    wrong = (f"{topic}: {WRONG_TOPIC_AFTER} records read, not one an alert (the last: {why.value}): is it the"
+             " alerts topic? stopped")
+    assert err.splitlines()[-1] == wrong
+    assert len(err.splitlines()) == WRONG_TOPIC_AFTER + 1, "a line for each record set aside, then why it stopped"
+    assert out == (f"routed 0 alerts (0 resolves), 0 retries; {WRONG_TOPIC_AFTER} records that are not alerts set"
+                   " aside as dead letters\n")
+    assert len(dead_letters(kafka_bootstrap, letters(topic))) == WRONG_TOPIC_AFTER
+    assert main([*command, "--seconds", "30"]) == 1
+    assert capsys.readouterr().err.splitlines() == [wrong]
+    assert len(dead_letters(kafka_bootstrap, letters(topic))) == WRONG_TOPIC_AFTER, "no more set aside"
+
+
 def test_a_condition_alertmanager_refuses_when_posted_again_is_counted_and_a_timed_run_exits_1(
         kafka_bootstrap, monkeypatch, capsys):
     """A router started again posts the conditions firing to Alertmanager again; one it refuses now is
@@ -970,3 +1002,21 @@ def test_a_condition_alertmanager_refuses_when_posted_again_is_counted_and_a_tim
     assert out == ("routed 0 alerts (0 resolves), 0 retries; 1 conditions firing refused by a receiver (HTTP 4xx)"
                    " when posted again: not there, left out of its resends\n")
     assert len(dead_letters(kafka_bootstrap, letters(topic))) == 1, "set aside once, when first refused"
+
+
+def test_records_that_are_not_alerts_after_an_alert_are_set_aside_and_routing_goes_on(kafka_bootstrap):
+    """A topic that held an alert is an alerts topic: however many records that are no alert follow,
+    each is set aside and the router goes on to the alerts after them."""
+    failed, other = crash_and_return()
+    topic, group = alerts_topic(kafka_bootstrap, [failed], *[b"not an alert"] * (WRONG_TOPIC_AFTER + 5))
+    publish(kafka_bootstrap, topic, [other])
+    receiver = Receiver()
+    receiver.start()
+    router = AlertRouter(kafka_bootstrap, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
+                         dataclasses.replace(FAST, group_id=group), letters(topic))
+    try:
+        run_router(router, lambda: router.counts.routed == 2, seconds=30)
+        assert (router.counts.routed, router.counts.undecodable) == (2, WRONG_TOPIC_AFTER + 5)
+        assert not router.counts.no_alerts_topic
+    finally:
+        receiver.stop()
