@@ -23,10 +23,11 @@ and the start of the answer's body), the alert's record goes to the dead-letter 
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
 next alert once the brokers acknowledged the dead letter. A record that is no alert (one in the JSON
 form, say) is set aside the same way, its reason why it does not decode (`bad magic: ...`), and
-committed once the brokers acknowledged it; should the first `WRONG_TOPIC_AFTER` (20) records read
-(those read again included) hold not one alert, the topic is taken for the wrong one (the events
-topic or the alerts' JSON copy given by mistake): one line names it and the router stops, rather
-than set the whole topic aside. A list Alertmanager refuses whole (an alert
+committed once the brokers acknowledged it; should `WRONG_TOPIC_AFTER` (20) records read
+before any alert (those read again included) be records of the twin's other topics (an event, a
+command) or JSON text, the topic is taken for the wrong one (the events topic or the alerts' JSON
+copy given by mistake): one line names it and the router stops, rather than set the whole topic
+aside. Records of no known shape (garbage) are set aside and routing goes on, however many. A list Alertmanager refuses whole (an alert
 firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
 resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
 is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
@@ -107,7 +108,7 @@ from schemas import jsonl
 from schemas.codec import decode
 from schemas.events import Alert, AlertType, DeadLetter, KafkaHeader, MessageRef
 from schemas.placement import primary_of
-from schemas.wire import DecodeError
+from schemas.wire import JSON_TEXT, WRONG_SCHEMA, DecodeError
 
 A = AlertType
 PRIMARY_DOWN = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.HELD_NO_ALTERNATE_ROUTE, A.MESSAGE_AT_RISK)
@@ -116,8 +117,9 @@ PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOW
 MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
-# Records read, not one an alert, after which the router takes its topic for no alerts topic (the
-# events topic given by mistake): it stops rather than set the whole topic aside
+# Records of another topic's shape (an event, a command, JSON text) read before any alert, after which the
+# router takes its topic for no alerts topic (the events topic given by mistake): it stops rather than set the
+# whole topic aside
 WRONG_TOPIC_AFTER = 20
 REFUSED = "receiver refused"  # a dead letter's reason: "receiver refused: <receiver> <url> answered HTTP 4xx ..."
 # A commit the group refuses while it rebalances (a router joined or left): its generation moved on
@@ -290,7 +292,7 @@ class RouteCounts:
     # conditions firing a receiver refused (4xx) when posted again, by receiver: no longer there (set aside
     # when first refused, by this router or one before: not again at every start)
     refused_again: int = 0
-    no_alerts_topic: bool = False  # stopped: WRONG_TOPIC_AFTER records read, not one an alert
+    no_alerts_topic: bool = False  # stopped: WRONG_TOPIC_AFTER records of another topic read, not one an alert
     pending: bool = False  # stopped while an alert was not yet acknowledged
     recalled: int = 0  # records read again, from partitions given, to know their open conditions
 
@@ -329,7 +331,8 @@ class AlertRouter:
         self._delivered: dict[int, TopicPartition] = {}  # offsets delivered, not yet committed, by partition
         self._committing = False  # a commit is waiting for its answer
         self._commit_failed: KafkaError | None = None  # a commit's error that another try would get too
-        # why each record read was no alert, until one is (None): WRONG_TOPIC_AFTER of them end the run
+        # why each record of another topic's shape was no alert, until an alert is read (None): WRONG_TOPIC_AFTER
+        # of them end the run
         self._not_alerts: list[DecodeError] | None = []
 
     def run(self, stop: threading.Event, seconds: float | None = None) -> RouteCounts:
@@ -355,8 +358,8 @@ class AlertRouter:
                     self._remember_open(client)
                 if self._not_alerts is not None and len(self._not_alerts) >= WRONG_TOPIC_AFTER:
                     self.counts.no_alerts_topic = True
-                    self.say(f"{self.topic}: {len(self._not_alerts)} records read, not one an alert (the last:"
-                             f" {self._not_alerts[-1]}): is it the alerts topic? stopped")
+                    self.say(f"{self.topic}: {len(self._not_alerts)} records of another topic read, not one an"
+                             f" alert (the last: {self._not_alerts[-1]}): is it the alerts topic? stopped")
                     break
                 if message is None:
                     continue
@@ -514,7 +517,7 @@ class AlertRouter:
         try:
             alert = decode(value or b"", "Alert")
         except DecodeError as exc:
-            if self._not_alerts is not None:
+            if self._not_alerts is not None and (exc.reason == WRONG_SCHEMA or exc.detail.endswith(JSON_TEXT)):
                 self._not_alerts.append(exc)
             return exc
         self._not_alerts = None  # an alerts topic: a record that is no alert is one among its alerts

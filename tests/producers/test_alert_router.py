@@ -965,8 +965,8 @@ def test_a_topic_of_records_none_an_alert_is_said_in_one_line_and_ends_the_route
     out, err = capsys.readouterr()
     with pytest.raises(DecodeError, match="^wrong schema: written with Event") as why:
         decode(encode(event), "Alert")
-    wrong = (f"{topic}: {WRONG_TOPIC_AFTER} records read, not one an alert (the last: {why.value}): is it the"
-             " alerts topic? stopped")
+    wrong = (f"{topic}: {WRONG_TOPIC_AFTER} records of another topic read, not one an alert (the last:"
+             f" {why.value}): is it the alerts topic? stopped")
     assert err.splitlines()[-1] == wrong
     assert len(err.splitlines()) == WRONG_TOPIC_AFTER + 1, "a line for each record set aside, then why it stopped"
     assert out == (f"routed 0 alerts (0 resolves), 0 retries; {WRONG_TOPIC_AFTER} records that are not alerts set"
@@ -1004,19 +1004,21 @@ def test_a_condition_alertmanager_refuses_when_posted_again_is_counted_and_a_tim
     assert len(dead_letters(kafka_bootstrap, letters(topic))) == 1, "set aside once, when first refused"
 
 
-def test_records_that_are_not_alerts_after_an_alert_are_set_aside_and_routing_goes_on(kafka_bootstrap):
+@pytest.mark.parametrize("before", [1, 0], ids=["after an alert", "of no known shape before any alert"])
+def test_records_that_are_not_alerts_are_set_aside_and_routing_goes_on(kafka_bootstrap, before):
     """A topic that held an alert is an alerts topic: however many records that are no alert follow,
-    each is set aside and the router goes on to the alerts after them."""
+    each is set aside and the router goes on to the alerts after them. Garbage before any alert (a
+    fuzzer, a stray producer) is no other topic's record either: the alert after it is routed too."""
     failed, other = crash_and_return()
-    topic, group = alerts_topic(kafka_bootstrap, [failed], *[b"not an alert"] * (WRONG_TOPIC_AFTER + 5))
+    topic, group = alerts_topic(kafka_bootstrap, [failed][:before], *[b"not an alert"] * (WRONG_TOPIC_AFTER + 5))
     publish(kafka_bootstrap, topic, [other])
     receiver = Receiver()
     receiver.start()
     router = AlertRouter(kafka_bootstrap, topic, [webhook(f"http://127.0.0.1:{receiver.port}/hook")],
                          dataclasses.replace(FAST, group_id=group), letters(topic))
     try:
-        run_router(router, lambda: router.counts.routed == 2, seconds=30)
-        assert (router.counts.routed, router.counts.undecodable) == (2, WRONG_TOPIC_AFTER + 5)
+        run_router(router, lambda: router.counts.routed == before + 1, seconds=30)
+        assert (router.counts.routed, router.counts.undecodable) == (before + 1, WRONG_TOPIC_AFTER + 5)
         assert not router.counts.no_alerts_topic
     finally:
         receiver.stop()
