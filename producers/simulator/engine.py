@@ -98,6 +98,7 @@ class Simulation:
         self._stalled: dict[str, int] = {}  # server -> its next hops are stalled until this true time
         self._mailboxes: dict[tuple[str, str, int], int] = {}  # (recipient, message id, submitted) -> delivered
         self._commands_seen: set[str] = set()
+        self._at_senders: set[str] = set()  # Message-IDs refused so far, their senders to retry
         self.commands_obeyed = 0
         # Live mode: redelivery commands arrive here from another thread; `clock` is the wall
         # clock in the simulation's time (start = now, real time).
@@ -138,7 +139,7 @@ class Simulation:
         self.drained = self._idle()
         while out:
             yield heapq.heappop(out)[2]
-        self.truth.still_queued(self._queued_message_ids())
+        self.truth.still_queued(self._queued_message_ids() | self._at_senders)
         last = max(self.now, self.end_ms)
         yield self._make[ev.ClockTick](event_id=f"simulator-end-{self.seed}", event_time_ms=last + 1,
                                        node="simulator", primary_server="")
@@ -300,10 +301,13 @@ class Simulation:
         if candidates:
             node = self.rng.choice(candidates)
             if self._receive(node, mail, sender, source, sender_node=None):
+                self._at_senders.discard(mail.message_id)
                 return
         if self.now - mail.submitted_ms < ms(self.model.defaults.message_expiration_timeout):
+            self._at_senders.add(mail.message_id)
             self._at(self.now + SENDER_RETRY_MS, self._submit, mail, sender, source, boundary)
         else:
+            self._at_senders.discard(mail.message_id)
             self.truth.expired(mail.message_id, tuple(r.address for r in mail.recipients), self.now)
 
     def _database_of(self, recipient: Recipient) -> str:

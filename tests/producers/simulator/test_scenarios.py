@@ -221,6 +221,18 @@ def test_shadow_creation_failures_leave_exactly_those_messages_not_redundant():
     assert_nothing_left(rejecting)
 
 
+def test_a_message_its_sender_still_retries_at_the_end_is_pending_not_lost():
+    """Its 451 is transient: the sender keeps the message and retries, no server ever took it, so when
+    the run ends it is not finished (pending), as a message still queued is, not lost."""
+    crashes = [{"kind": "crash", "server": s, "at": "00:05:00", "duration": "01:00:00", "restart": "never"}
+               for s in ("mbx02", "mbx03")]
+    run = simulate(topology(crashes, duration="00:15:00", rate=0.05,
+                            shadow_redundancy={"reject_message_on_shadow_failure": True}))
+    refused = [t for t in run.truth.values() if t.rejections and not t.copies]
+    assert refused, "mbx01, alone, makes no shadow copy and answers 451 to every later message"
+    assert {t.result() for t in refused} == {"pending"}
+
+
 def test_exchange_2010_hub_crash_the_previous_hop_resubmits():
     run = simulate(topology([crash("hub01", duration="04:00:00")], hubs=True, duration="06:00:00"))
     promoted = run.promoted_in_truth("hub01")
