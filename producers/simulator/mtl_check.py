@@ -33,6 +33,10 @@ PROMOTION_ALERTS = (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, AlertType.QUEUE_D
 RESTART_ALERTS = (AlertType.RESTARTED_QUEUE_DATABASE_UNKNOWN, AlertType.RESTART_QUEUE_DATABASE_SETTLED)
 
 
+class WorldTooLarge(Exception):
+    """The simulation made more events than the check was allowed (`check_logs(max_events=...)`)."""
+
+
 class _Collect:
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -112,8 +116,10 @@ def _signatures(alert: Alert) -> set[tuple]:
     return {(alert.type, server) for server in alert.servers}
 
 
-def check_logs(topology: Topology, seed: int, folder: Path, probes: bool = True) -> LogCheck:
-    """`probes`: whether the servers log Managed Availability's health probe (mtl_writer)."""
+def check_logs(topology: Topology, seed: int, folder: Path, probes: bool = True,
+               max_events: int | None = None) -> LogCheck:
+    """`probes`: whether the servers log Managed Availability's health probe (mtl_writer); past `max_events`
+    simulated events the check stops (WorldTooLarge): every event is kept, and replayed twice."""
     simulation = Simulation(topology, seed)
     native_events: list[Event] = []
     writer = writer_for(simulation, folder, probes=probes)
@@ -121,6 +127,9 @@ def check_logs(topology: Topology, seed: int, folder: Path, probes: bool = True)
     def kept(events):
         for e in events:
             native_events.append(e)
+            if max_events is not None and len(native_events) > max_events:
+                raise WorldTooLarge(f"more than {max_events:,} events"
+                                    f" by {(e.event_time_ms - simulation.start_ms) / 3_600_000:.1f} h")
             yield e
 
     try:

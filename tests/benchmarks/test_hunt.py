@@ -33,3 +33,10 @@ def test_a_digest_is_the_same_for_the_same_decisions_and_differs_with_them(monke
     monkeypatch.setattr(_Transition, "alert", lambda run, kind, severity, servers, messages, t, *rest, **named:
                         alert(run, kind, severity, servers, messages, t + 1, *rest, **named))  # decided 1 ms later
     assert hunt(3101, None, digest=True) != line
+
+
+def test_a_world_past_the_events_allowed_is_said_huge_not_run_to_its_end():
+    """Seed 8640: ex01 and ex03 die for good, ex02 answers 451 to every message and its senders retry
+    each one every minute: millions of events. The hunt stops it at its bound; a usual world is under it."""
+    assert re.fullmatch(r"seed 8640: huge, more than 60,000 events by 1\.\d h", hunt(8640, None, max_events=60_000))
+    assert "huge" not in hunt(1700, None, max_events=60_000)
