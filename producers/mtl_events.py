@@ -333,7 +333,9 @@ class MtlMapper:
         return [ev.ShadowCopyStored(**header, primary_queue_db_id="")]
 
     def _hadiscard(self, row: Row) -> list[ev.Event]:
-        return [ev.ShadowDiscarded(**self._on_shadow(row)[3])]
+        shadow, primary, _, header = self._on_shadow(row)
+        # the primary answered the shadow's discard query with this notification: its sign of life too
+        return [ev.ShadowDiscarded(**header), *self._answered(row, shadow, primary, "discard query (HADISCARD)")]
 
     def _resubmit(self, row: Row) -> list[ev.Event] | Skip:
         if row.get("source").upper() != "REDUNDANCY":
@@ -371,8 +373,9 @@ class MtlMapper:
                 *self._answered(row, primary, mailbox, row.get("event-id").upper())]
 
     def _answered(self, row: Row, sender: str, peer: str, what: str) -> list[ev.Event]:
-        """A peer's hand-off to a transport server that answered SMTP (its 250 came before the line):
-        that server's sign of life (`ServerProbed`, via handoff), at most one per server and minute."""
+        """A peer's hand-off to a transport server, or its discard query, that the server answered over SMTP (its
+        250 came before the line): that server's sign of life (`ServerProbed`, via handoff), at most one per
+        server and minute."""
         if peer == sender or peer not in self._servers:
             return []
         minute = row.time_ms // HANDOFF_GRAIN_MS

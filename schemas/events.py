@@ -429,9 +429,10 @@ class ServerProbed(Event):
     server: str = doc("the transport server probed")
     answered: bool = doc("it answered EHLO with 250 within the probe's timeout")
     reply: str = doc("its EHLO answer's first line, or why there was none, in words", default="")
-    via: str = doc("what showed it: probe (an EHLO of `shadowtwin probe`), handoff (a peer's SEND to it, acknowledged,"
-                   " read from the peer's message-tracking log) or healthprobe (a Managed Availability probe message"
-                   " it logged); added in v4", default="probe")
+    via: str = doc("what showed it: probe (an EHLO of `shadowtwin probe`), handoff (a peer's SMTP session it"
+                   " answered, read from the peer's message-tracking log: a SEND or DELIVER to it, or a shadow's"
+                   " HADISCARD of its message) or healthprobe (a Managed Availability probe message it logged);"
+                   " added in v4", default="probe")
 
 
 # ---- added in v4 ---------------------------------------------------------------------

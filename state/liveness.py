@@ -11,7 +11,8 @@ from what a log-fed deployment sees of each server, in event time:
   `NodeSeen` facts and, at the deadline, its own latest event in this group
   (`primary_seen_ms`, exact to the millisecond); and a `ServerProbed` of it that answered,
   which reaches its group as its own event: an EHLO of `shadowtwin probe` (`via` probe) or a
-  peer's acknowledged SEND to it read from the peer's log (`via` handoff);
+  peer's SMTP session it answered read from the peer's log (`via` handoff: a SEND or DELIVER to
+  it, or a shadow's HADISCARD of its message, its answer to the shadow's discard query);
 - the shadow's own `NodeSeen` counts as a query sent: a shadow that still logs is alive,
   one that stops is silent (SHADOW_SERVER_UNREACHABLE, MESSAGE_AT_RISK as before). Its first
   line after a silence past the silence span is its return from an outage, in which the
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 
 INFERRED = " [inferred without heartbeats: "
 EVIDENCE = {"": "its own event", "probe": "an answered SMTP probe (shadowtwin probe)",
-            "handoff": "a peer's acknowledged SMTP hand-off to it (the peer's message-tracking log)",
+            "handoff": "a peer's SMTP session it answered (a hand-off to it, or a shadow's discard query answered"
+                       " with a discard notification: the peer's message-tracking log)",
             "healthprobe": "a Managed Availability health probe it logged"}
 
 

@@ -89,9 +89,11 @@ def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files()
     sink, counts = run([EX01, EX02])
     kinds = [(e.kind, e.node, e.primary_server, e.message.internal_id, e.message.fork_id) for e in sink.events
              if e.message is not None]
-    # EX01's DELIVER to EX03 (logged by EX03) is EX03's sign of life, once in that minute (its SEND to EX03 too).
+    # EX01's DELIVER to EX03 (logged by EX03) is EX03's sign of life, once in that minute (its SEND to EX03 too);
+    # EX02's HADISCARD, EX01's answer to its discard query, is EX01's.
     assert [(e.node, e.primary_server, e.via, e.reply) for e in sink.events if e.kind == "ServerProbed"] == [
-        ("ex03", "ex03", "handoff", "250 to ex01's DELIVER of <m1@fabrikam.com> (message tracking)")]
+        ("ex03", "ex03", "handoff", "250 to ex01's DELIVER of <m1@fabrikam.com> (message tracking)"),
+        ("ex01", "ex01", "handoff", "250 to ex02's discard query (HADISCARD) of <m1@fabrikam.com> (message tracking)")]
     assert kinds[:7] == [
         ("MessageReceived", "ex01", "ex01", "9001", None),
         ("ShadowCopyStored", "ex02", "ex01", "9001", None),  # EX02's clock: before EX01's HAREDIRECT
@@ -109,7 +111,7 @@ def test_the_sample_logs_map_to_the_expected_events_in_time_order_across_files()
                              "ShadowCopyFailed": 1, "ShadowCopyStored": 4, "SentToNextHop": 5,
                              "NextHopAcknowledged": 4, "DeliveredToMailbox": 2, "MessageExpired": 1,
                              "SideEffectGenerated": 1, "ShadowDiscarded": 2, "ShadowPromoted": 1,
-                             "DeliveryDeferred": 2, "ServerProbed": 1}  # one DEFER, and the FAIL's failed fork
+                             "DeliveryDeferred": 2, "ServerProbed": 2}  # one DEFER, and the FAIL's failed fork
     assert counts.skipped == {"event-id AGENTINFO: an agent's note about the message, not a hand-off": 1,
                               "RESUBMIT from SAFETYNET (Safety Net): not a promotion": 1}
     assert counts.lines == 31 and counts.dead_letters == 3 and counts.unjoined == 1

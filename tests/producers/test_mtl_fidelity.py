@@ -354,6 +354,20 @@ def test_a_peers_acknowledged_send_to_a_server_that_logs_is_its_sign_of_life_onc
                                                                            120_000)]
 
 
+def test_a_shadows_discard_is_its_primarys_answer_to_the_discard_query_its_sign_of_life(tmp_path):
+    # Hunt seed 8861: a primary idle while its shadow kept collecting discard notifications (HADISCARD), whose
+    # last line the log-fed twin took for its last sign of life, 34 s before the answer the discards show.
+    discards = [record(f"02:0{minute}:{second:02d}.000", "HADISCARD", client_hostname="EX01",
+                       server_hostname="EX02", source="REDUNDANCY", internal_message_id="77")
+                for minute, second in ((1, 0), (1, 30), (2, 0))]
+    sink, _ = run(raw_log(tmp_path / "MSGTRK2026112202-1.LOG", [RECEIVED, *SHADOWED, *discards]))
+    answered = [(e.node, e.server, e.answered, e.via, e.event_time_ms % 3_600_000, e.reply)
+                for e in sink.events if isinstance(e, ev.ServerProbed)]
+    reply = "250 to ex02's discard query (HADISCARD) of <f1@fabrikam.com> (message tracking)"
+    assert answered == [("ex01", "ex01", True, "handoff", 60_000, reply),
+                        ("ex01", "ex01", True, "handoff", 120_000, reply)]
+
+
 def test_a_managed_availability_health_probe_is_its_servers_sign_of_life_and_no_message_to_track(tmp_path):
     probe = dict(client_hostname="EX01", server_hostname="EX01", internal_message_id="900",
                  message_id="<probe-1@ex01>", network_message_id="b0000000-0000-0000-0000-000000000001",

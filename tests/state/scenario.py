@@ -124,6 +124,13 @@ class Org:
                                 answered=answered, reply="250 OK" if answered else "connection refused", via=via)
                 for minute in range(start, stop, every)]
 
+    def discarded(self, shadow, primary, mids, at):
+        """`shadow` logged HADISCARD of `mids` at `at`: the primary answered its discard query with their
+        discard notifications, and the log adapter says so (a `ServerProbed` of the primary, via handoff)."""
+        return [*(ev.ShadowDiscarded(**self._header(shadow, primary, at, mid)) for mid in mids),
+                ev.ServerProbed(**self._header(primary, primary, at), server=primary, answered=True, via="handoff",
+                                reply=f"250 to {shadow}'s discard query (HADISCARD)")]
+
     def loaded(self, node, primary, mid, at):
         """`node` restarted and logged LOAD of `mid` (its queue database is not named)."""
         return [ev.MessageLoaded(**self._header(node, primary, at, mid))]

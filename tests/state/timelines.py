@@ -2188,7 +2188,7 @@ def _a_log_fed_shadow_back_from_its_own_outage(org: Org, answered: bool) -> list
     """Log input: mbx01 takes m1 and m2 at 1, their copies on mbx02; mbx02 logs until 9 and is down 10 to 129.5;
     mbx01 delivers both at 11 and logs until 70, then is idle (its log shows no health probe); mbx03 logs throughout.
     mbx02 is back at 129.5 (LOAD of its two copies) and, `answered`, logs their HADISCARD at 130.7."""
-    back = [ev.ShadowDiscarded(**org._header("mbx02", "mbx01", 130.7, mid)) for mid in ("m1", "m2")] if answered else []
+    back = org.discarded("mbx02", "mbx01", ("m1", "m2"), 130.7) if answered else []
     return [*org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db=""),
             *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1, db=""),
             *org.busy("mbx01", 2, 71), *org.busy("mbx02", 2, 10), *org.busy("mbx03", 0, 140),
@@ -2234,6 +2234,36 @@ def a_log_fed_shadow_back_from_its_own_outage_whose_first_query_finds_nothing_pr
     return Timeline("a log-fed shadow back from its own outage whose first query finds nothing promotes then",
                     sorted(events, key=lambda e: e.event_time_ms), _SPAN_AN_HOUR, alerts=(
                         Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(131.5), ("m1", "m2")),))
+
+
+def a_log_fed_primary_idle_while_its_shadow_collects_discards_is_alive_until_its_last_answer() -> Timeline:
+    """Log input, ShadowResubmitTimeSpan 1 hour: mbx01 takes m1 and m2 at 1, m3 at 19, their copies on mbx02;
+    it delivers m1 and m2 at 19, its last line, then fails; mbx02 and mbx03 log throughout.
+
+    | when | mbx01's log | mbx02's log |
+    |---|---|---|
+    | 1 | RECEIVE m1, m2; HAREDIRECT to mbx02 | HARECEIVE m1, m2 |
+    | 19 | RECEIVE m3, HAREDIRECT to mbx02; SEND m1, m2 (its last line) | HARECEIVE m3 |
+    | 20.5 | | HADISCARD m1, m2 |
+
+    "After the shadow server opens an SMTP session with the primary server, the primary server responds with the
+    discard notifications for messages that apply to the querying shadow server" (003): mbx02's HADISCARD at 20.5
+    is mbx01's answer, its last sign of life, which the log adapter publishes (Org.discarded), so mbx02 promotes m3
+    at 20.5 + the span, 80.5 (hunt seed 8861: ex01's HADISCARD of 3 ex02 messages at 03:14:58.029, ex02's answer
+    at 03:14:58.024 in the native events). Before, the adapter read HADISCARD as the release of the copies only,
+    and the twin promoted at mbx01's last line + the span, 79."""
+    org = Org()
+    events = [*org.received("mbx01", "m1", 1), *org.shadowed("mbx01", "mbx02", "m1", 1, db=""),
+              *org.received("mbx01", "m2", 1), *org.shadowed("mbx01", "mbx02", "m2", 1, db=""),
+              *org.busy("mbx01", 2, 19), *org.received("mbx01", "m3", 19),
+              *org.shadowed("mbx01", "mbx02", "m3", 19, db=""),
+              *org.delivered("mbx01", "m1", "mbx09", 19), *org.delivered("mbx01", "m2", "mbx09", 19),
+              *org.discarded("mbx02", "mbx01", ("m1", "m2"), 20.5),
+              *org.busy("mbx02", 0, 140), *org.busy("mbx03", 0, 140)]
+    return Timeline("a log-fed primary idle while its shadow collects discards is alive until its last answer",
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_AN_HOUR,
+                    alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(80.5), ("m3",)),),
+                    commands=(Command("mbx02", "mbx01", "m3", None, None, (), at(80.5)),))
 
 
 def exchange_2010_a_hub_whose_logs_show_a_restart_during_its_delayed_acknowledgement_acknowledged_nothing() -> Timeline:
@@ -2693,6 +2723,7 @@ ALL = (
     a_shadow_that_promotes_the_old_databases_copies_keeps_the_one_it_just_stored,
     a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query,
     a_log_fed_shadow_back_from_its_own_outage_whose_first_query_finds_nothing_promotes_then,
+    a_log_fed_primary_idle_while_its_shadow_collects_discards_is_alive_until_its_last_answer,
     a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
     a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt,
     a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy,
