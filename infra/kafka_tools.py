@@ -7,7 +7,9 @@ otherwise. What a tool prints and its exit status are the tool's own; a reset of
 which never moves the twin, is preceded by a warning on stderr that says so (`twin_group_warning`), and
 `kafka-console-consumer` on a topic of the contract's Avro records, which it prints as binary, by a note
 saying how to read them, and `kafka-console-producer` on the events topic, which takes no line it sends, by
-one saying how to publish events (`avro_topic_note`).
+one saying how to publish events (`avro_topic_note`). Brokers that do not answer, and a topic they do not have given
+to a console tool, end the command before the tool runs (`check_brokers`): the tools would wait for them, saying
+nothing, until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from infra import jars
 from infra.config import ConfigError, closest
-from infra.kafka import spark_options
+from infra.kafka import ANSWER_SECONDS, NoSuchTopic, bootstrap_of, cluster_metadata, spark_options
 from infra.settings import Settings
 
 # name -> the class a Kafka distribution's bin/<name>.sh runs (Kafka 4.x)
@@ -38,6 +40,7 @@ TOOLS = {
     "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
 }
 OFFLINE = {"kafka-dump-log"}  # reads log segment files, talks to no broker
+CONSOLE = {"kafka-console-consumer", "kafka-console-producer"}  # wait for their --topic until it exists
 
 
 def tool_name(given: str) -> str:
@@ -56,6 +59,8 @@ def run_tool(settings: Settings, given: str, arguments: list[str]) -> int:
     """Run the tool with `arguments`, adding --bootstrap-server and --command-config (the twin's
     security settings) where the arguments do not give them; the tool's exit status."""
     name = tool_name(given)
+    if name not in OFFLINE and not _bootstrap_given(arguments):
+        check_brokers(settings, name, arguments)
     for warning in (twin_group_warning(settings.twin.consumer_group, name, arguments),
                     avro_topic_note(settings, name, arguments)):
         if warning:
@@ -91,9 +96,7 @@ def avro_topic_note(settings: Settings, name: str, arguments: list[str]) -> str:
     topics = settings.topics
     readers = {topics.alerts: "alerts tail --json", topics.commands: "commands tail --json",
                topics.dead_letters: "dead-letters tail --json", topics.events: f"record {topics.events} FILE.jsonl"}
-    given = [value for option, value in zip(arguments, arguments[1:]) if option == "--topic"]
-    given += [a.removeprefix("--topic=") for a in arguments if a.startswith("--topic=")]
-    topic = next((t for t in given if t in readers), None)
+    topic = next((t for t in _topics_given(arguments) if t in readers), None)
     if name == "kafka-console-producer" and topic == topics.events:
         return (f"note: {topic} takes the contract's Avro records (schemas/README.md), which this tool cannot write:"
                 f" it sends each line as UTF-8 text, and the twin sets each aside as a dead letter ('shadowtwin"
@@ -107,10 +110,29 @@ def avro_topic_note(settings: Settings, name: str, arguments: list[str]) -> str:
             f" binary; read them as JSON lines with 'shadowtwin {readers[topic]}'{copy}")
 
 
+def check_brokers(settings: Settings, name: str, arguments: list[str]) -> None:
+    """Before a tool runs against the configured brokers: KafkaException when they do not answer within
+    ANSWER_SECONDS, NoSuchTopic for a console tool's --topic they do not have (a misspelt `shadowtwin.alert`),
+    each said in one line, exit 1, as by `record` and `alerts tail`. The tools would wait for either, silent."""
+    topics = cluster_metadata(settings.kafka, timeout=ANSWER_SECONDS).topics
+    missing = next((t for t in _topics_given(arguments) if t not in topics), None) if name in CONSOLE else None
+    if missing is not None:
+        raise NoSuchTopic(f"{missing}: no such topic at {bootstrap_of(settings.kafka)}", missing)
+
+
+def _topics_given(arguments: list[str]) -> list[str]:
+    given = [value for option, value in zip(arguments, arguments[1:]) if option == "--topic"]
+    return given + [a.removeprefix("--topic=") for a in arguments if a.startswith("--topic=")]
+
+
+def _bootstrap_given(arguments: list[str]) -> bool:
+    """Whether the arguments name the brokers (or controllers) themselves, rather than the configured ones."""
+    return any(a.split("=", 1)[0] in ("--bootstrap-server", "--bootstrap-controller") for a in arguments)
+
+
 def _connection(settings: Settings, arguments: list[str], folder: Path) -> list[str]:
     given = {a.split("=", 1)[0] for a in arguments}
-    added = [] if given & {"--bootstrap-server", "--bootstrap-controller"} \
-        else ["--bootstrap-server", settings.kafka.bootstrap_servers]
+    added = [] if _bootstrap_given(arguments) else ["--bootstrap-server", settings.kafka.bootstrap_servers]
     properties = {key.removeprefix("kafka."): value for key, value in spark_options(settings.kafka).items()
                   if key != "kafka.bootstrap.servers"}
     if properties.get("security.protocol", "PLAINTEXT") != "PLAINTEXT" or len(properties) > 1:

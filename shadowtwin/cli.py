@@ -279,7 +279,9 @@ def parser() -> argparse.ArgumentParser:
                                           " kafka-consumer-groups --describe --all-groups'. The tool gets"
                                           " --bootstrap-server and the configured security (or those of the options"
                                           " --bootstrap, --security-protocol ... before its name) unless its own"
-                                          " arguments give them. Tools: " + ", ".join(TOOLS) + ".",
+                                          " arguments give them; brokers that do not answer, or a --topic of"
+                                          " console-consumer or console-producer they do not have, end it in one"
+                                          " line, exit 1. Tools: " + ", ".join(TOOLS) + ".",
                               parents=[KAFKA_OPTIONS], usage="%(prog)s [KAFKA OPTIONS] TOOL [ARGS]")
     tool.add_argument("tool", nargs=argparse.REMAINDER, metavar="TOOL [ARGS]",
                       help="the tool's name (kafka-topics or topics) and its own arguments")

@@ -20,10 +20,10 @@ from infra.settings import KafkaSecuritySettings
 pytestmark = pytest.mark.integration
 
 
-def tool(*args: str, bootstrap: str) -> subprocess.CompletedProcess:
+def tool(*args: str, bootstrap: str, timeout: float = 180) -> subprocess.CompletedProcess:
     env = dict(os.environ, SHADOWTWIN_KAFKA_BOOTSTRAP_SERVERS=bootstrap)
     return subprocess.run([sys.executable, "-m", "shadowtwin", "kafka", "tool", *args], capture_output=True,
-                          text=True, env=env, timeout=180)
+                          text=True, env=env, timeout=timeout)
 
 
 def test_kafka_topics_describes_a_topic_of_the_configured_broker(kafka_bootstrap):
@@ -78,6 +78,28 @@ def test_an_unknown_tool_is_named_in_one_line(kafka_bootstrap):
     result = tool("kafka-topcs", "--list", bootstrap=kafka_bootstrap)
     assert (result.returncode, result.stderr) == (
         2, "shadowtwin kafka: no Kafka tool 'kafka-topcs'; did you mean 'kafka-topics'?\n")
+
+
+def test_a_misspelt_topic_of_the_console_consumer_is_named_in_one_line(kafka_bootstrap):
+    """`kafka tool console-consumer --topic shadowtwin.alert`: the tool waited for the topic, saying nothing, until
+    Ctrl-C (with --timeout-ms, 'TimeoutException: null' and exit 0). Now the topic is named, with the one meant,
+    exit 1, as by `record` and `alerts tail`; the tool does not run."""
+    topic = f"tool.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    result = tool("console-consumer", "--topic", topic[:-1], bootstrap=kafka_bootstrap, timeout=60)
+    assert (result.returncode, result.stderr) == (1, f"shadowtwin kafka: {topic[:-1]}: no such topic at"
+                                                     f" {kafka_bootstrap}; did you mean {topic!r}?\n")
+
+
+def test_brokers_that_do_not_answer_are_named_in_one_line_before_the_tool_runs():
+    """A broker that is down: `kafka tool console-consumer` (and `topics --list`) waited, saying nothing, until
+    Ctrl-C. Now one line names the brokers, exit 1, as `alerts tail` says it."""
+    for args in (["console-consumer", "--topic", "shadowtwin.alerts"], ["topics", "--list"]):
+        result = tool(*args, bootstrap="127.0.0.1:1", timeout=60)
+        assert result.returncode == 1, result.stderr
+        assert result.stderr.splitlines() == [
+            "shadowtwin kafka: Kafka at 127.0.0.1:1: Failed to get metadata: Local: Broker transport failure"]
 
 
 def test_a_tool_gets_the_configured_security_in_a_file_only_it_can_read(settings, tmp_path):
