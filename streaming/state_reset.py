@@ -11,6 +11,7 @@ sink's partitioner is not librdkafka's), before the query writes anything.
 from __future__ import annotations
 
 from infra.kafka import Kafka, producer, send
+from streaming.broker_watch import QUIET_LOG_LEVEL
 from streaming.views import read_to_end
 
 
@@ -25,7 +26,7 @@ def clear_earlier_twin(kafka: Kafka, topic: str, timeout_s: float = 300.0) -> in
     if not alive:
         return 0
     failures: list[str] = []
-    out = producer(kafka)
+    out = producer(kafka, log_level=QUIET_LOG_LEVEL)  # a failure is said once, by the error below
     for key, partition in alive.items():
         send(out, topic, key, None, partition=partition,
              on_delivery=lambda error, _: error is not None and failures.append(str(error)))
