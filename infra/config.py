@@ -198,7 +198,10 @@ class DurationError(ValueError):
 
 
 def _why_not(text: str) -> str:
-    """How to write what `text` likely meant: a number without a unit, or an ISO 8601 duration."""
+    """How to write what `text` likely meant: a number without a unit, or an ISO 8601 duration; or that it is
+    negative (.NET's TimeSpan may be, no setting's duration is)."""
+    if text.startswith("-"):
+        return "a duration cannot be negative here"
     if _NUMBER.match(text):
         as_days = f" Exchange's TimeSpan reads \"{text}\" as {text} days;" if text.isdigit() else ""
         return f"a number needs a unit:{as_days} write \"{text}s\", \"{text}m\", \"{text}h\" or \"{text}d\""

@@ -132,6 +132,7 @@ def test_values_the_domain_cannot_have_are_refused(name, value):
     ("1.5", 'a number needs a unit: write "1.5s", "1.5m", "1.5h" or "1.5d"'),
     ("PT1H", 'ISO 8601 is not Exchange\'s notation: write "01:00:00"'),
     ("P1DT2H30M", 'ISO 8601 is not Exchange\'s notation: write "1.02:30:00"'),
+    ("-01:00:00", "a duration cannot be negative here"),
 ])
 def test_a_refused_duration_says_how_to_write_what_was_meant(text, hint):
     with pytest.raises(ValueError) as refused:
