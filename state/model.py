@@ -744,13 +744,15 @@ class _Transition:
             if fork.notified and merged != fork.recipients:
                 fork.notified = False  # the notification the shadow had did not cover the recipients served now
             fork.recipients = merged
-        if served:  # whichever fork served them (a deferred recipient may go another way), they wait no more
-            for other in m.forks.values():
-                if other.waiting:
-                    other.waiting = shared(tuple(r for r in other.waiting if r not in served))
-        elif fork.waiting:  # the fork's whole acknowledgement: of the recipients still waiting there too
+        if not served and fork.waiting:  # the fork's whole acknowledgement: of the recipients still waiting there too
             fork.served_later(fork.waiting, e.event_time_ms)
             fork.recipients, fork.waiting = shared(tuple(dict.fromkeys((*fork.recipients, *fork.waiting)))), ()
+        # whichever fork served them (a deferred recipient may go another way: a hub's acknowledgement names no
+        # recipient, its fork's hand-off did), they wait no more
+        served = served or fork.recipients
+        for other in m.forks.values():
+            if other.waiting:
+                other.waiting = shared(tuple(r for r in other.waiting if r not in served))
         fork.processed(e.event_time_ms)
         self.maybe_primary_done(m, e.event_time_ms)
 

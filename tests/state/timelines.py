@@ -2541,6 +2541,20 @@ def a_delivery_stamped_before_its_receipt_by_a_clock_set_back_is_a_delivery() ->
                     sorted(events, key=lambda e: e.event_time_ms), outcomes=(("m1", "delivered", at(9.1)),))
 
 
+_SPAN_TEN_MINUTES = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:10:00"}))
+
+
+def _busy_deferred_at_mbx05_without_the_receipt(org: Org) -> list[ev.Event]:
+    """m1's copy on mbx02 at 1, its receipt unseen; fork f1 to mbx05 at 2 for ok@ and busy@contoso.com: mbx05
+    delivers ok@ and defers busy@."""
+    both = ("ok@contoso.com", "busy@contoso.com")
+    return [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
+            *org.shadowed("mbx01", "mbx02", "m1", 1),
+            *org.sent("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both),
+            *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[:1]),
+            *org.deferred("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[1:])]
+
+
 def a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt() -> Timeline:
     """The twin's feed of mbx01 starts after m1's receipt (its RECEIVE line was not read): it first sees m1 at mbx02's
     copy, at 1, so it does not know m1's recipients. mbx01 hands fork f1 to mbx05 at 2 for ok@ and busy@contoso.com;
@@ -2558,19 +2572,39 @@ def a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt() -> 
     Before, the twin took m1 for processed at 2 (every fork it saw was acknowledged), closed it 'delivered' at 19 and
     sent no command: busy@, known only from f1's DEFER, was named nowhere."""
     org = Org()
-    config = ModelConfig(defaults=parameters_from({"shadow_resubmit_time_span": "00:10:00"}))
-    both = ("ok@contoso.com", "busy@contoso.com")
-    events = [*org.started("mbx01", "dbP1", 0), *org.started("mbx02", "dbS1", 0),
-              *org.shadowed("mbx01", "mbx02", "m1", 1),
-              *org.sent("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both),
-              *org.delivered_to_mailbox("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[:1]),
-              *org.deferred("mbx01", "m1", "mbx05", 2, fork="f1", recipients=both[1:]),
+    events = [*_busy_deferred_at_mbx05_without_the_receipt(org),
               *_heartbeats_ok(org, "mbx02", "mbx01", 3, 10), *org.heartbeats_failing("mbx02", "mbx01", 11, 40)]
     return Timeline("a recipient waiting at a fork's next hop is pending without the receipt",
-                    sorted(events, key=lambda e: e.event_time_ms), config,
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_TEN_MINUTES,
                     alerts=(Expected(AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, at(19), ("m1",)),),
-                    commands=(Command("mbx02", "mbx01", "m1", None, None, both[1:], at(19)),),
+                    commands=(Command("mbx02", "mbx01", "m1", None, None, ("busy@contoso.com",), at(19)),),
                     outcomes=(("m1", "promoted", at(19)),))
+
+
+def a_recipient_waiting_at_a_forks_next_hop_is_served_by_a_hub_that_took_her_without_the_receipt() -> Timeline:
+    """As a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt (the twin never saw m1's receipt), but
+    busy@ goes another way: mbx01 hands fork f2 for her to the hub mbx06 at 4, which acknowledges it (a SEND, no
+    DELIVER: the acknowledgement names no recipient, the hand-off does). mbx01 fails at 4.5, its discard notification
+    not yet collected: mbx02's last answered query is at 3, and it promotes m1 at 13.
+
+    | time | what happens | the twin |
+    |---|---|---|
+    | 2 | mbx05 delivers ok@, defers busy@ | f1 served in part: busy@ waits at mbx05 |
+    | 4 | mbx06 acknowledges f2, busy@'s | busy@ waits no more: every recipient served, m1 processed |
+    | 13 | mbx02 promotes m1 | a duplicate forecast, no command: nothing is left to deliver |
+
+    "Messages that are successfully processed ... are moved into Safety Net" (003): ok@ and busy@ both had their
+    copy, as the twin says when it saw the receipt (the same events with m1's RECEIVE). Before, busy@ still waited at
+    f1's next hop, m1 was taken for pending, and its promotion sent a command to resend m1 whole, every recipient a
+    second time."""
+    org = Org()
+    events = [*_busy_deferred_at_mbx05_without_the_receipt(org), *_heartbeats_ok(org, "mbx02", "mbx01", 3, 5),
+              *org.sent("mbx01", "m1", "mbx06", 4, fork="f2", recipients=("busy@contoso.com",)),
+              *org.acked("mbx01", "m1", "mbx06", 4, fork="f2"), *org.heartbeats_failing("mbx02", "mbx01", 5, 40)]
+    return Timeline("a recipient waiting at a fork's next hop is served by a hub that took her without the receipt",
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_TEN_MINUTES,
+                    alerts=(Expected(AlertType.DUPLICATE_DELIVERY_EXPECTED, at(13), ("m1",)),),
+                    outcomes=(("m1", "delivered", at(13)),))
 
 
 def a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy() -> Timeline:
@@ -2726,6 +2760,7 @@ ALL = (
     a_log_fed_primary_idle_while_its_shadow_collects_discards_is_alive_until_its_last_answer,
     a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
     a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt,
+    a_recipient_waiting_at_a_forks_next_hop_is_served_by_a_hub_that_took_her_without_the_receipt,
     a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy,
     a_primarys_word_before_a_receipt_is_not_of_another_message_under_the_same_id,
 )
