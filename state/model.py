@@ -787,7 +787,8 @@ class _Transition:
 
     def expired_in_queue(self, m: Message, t: int) -> None:
         s = self.s
-        pending = self.pending_recipients(m)
+        pending = tuple(r.address for r in self.pending_recipients(m)) if m.recipients \
+            else self.waiting_recipients(m)
         pair = s.pairs.get(m.shadow_server) if m.shadow_held else None
         kept = pair is not None and t < self.last_reached_ms(pair) + self.auto_discard_span(pair.shadow)
         if kept:
@@ -803,7 +804,7 @@ class _Transition:
             alert_id=stable_id("alert", AlertType.MESSAGE_EXPIRED.value, s.primary, t, m.ref.internal_id),
             type=AlertType.MESSAGE_EXPIRED, severity=Severity.WARNING,
             servers=tuple(dict.fromkeys(x for x in (s.primary, m.shadow_server) if x)),
-            messages=(AlertMessage(m.ref, tuple(r.address for r in pending)),),
+            messages=(AlertMessage(m.ref, pending),),
             reason=f"the message stayed in {s.primary}'s queue past MessageExpirationTimeout (received"
                    f" {_iso(m.received_ms)}): Exchange expires it and returns a non-delivery report to the sender;"
                    f" {copy}",
@@ -890,6 +891,12 @@ class _Transition:
                 served.update(r.lower() for r in fork.recipients)
         return tuple(r for r in m.recipients if r.address.lower() not in served)
 
+    @staticmethod
+    def waiting_recipients(m: Message) -> tuple[str, ...]:
+        """Without the receipt's recipients: those waiting at a fork's next hop (`Fork.waiting`), the twin's only word
+        of whom the message has still to reach."""
+        return tuple(dict.fromkeys(r for f in m.forks.values() for r in f.waiting))
+
     def pending_routes(self, m: Message) -> list[tuple[MessageRef, str | None, tuple[str, ...]]]:
         """What the new owner must send: each fork not yet processed (to its next hop), the
         recipients no fork has been sent to yet, and the side-effect messages still pending;
@@ -911,8 +918,8 @@ class _Transition:
                                    pending))
         if not m.forks:
             routes.append((m.ref, None, ()))
-        elif not covers_all:  # without the receipt's recipients, those waiting at a fork's next hop (its only word)
-            addresses = [r.address for r in m.recipients] or [r for f in m.forks.values() for r in f.waiting]
+        elif not covers_all:
+            addresses = [r.address for r in m.recipients] or self.waiting_recipients(m)
             rest = tuple(dict.fromkeys(r for r in addresses if r.lower() not in covered))
             if rest:
                 routes.append((m.ref, None, rest))

@@ -2607,6 +2607,29 @@ def a_recipient_waiting_at_a_forks_next_hop_is_served_by_a_hub_that_took_her_wit
                     outcomes=(("m1", "delivered", at(13)),))
 
 
+def a_message_expiring_without_the_receipt_names_the_recipient_waiting_at_a_forks_next_hop() -> Timeline:
+    """As a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt (the twin never saw m1's receipt:
+    mbx05 delivered ok@ and deferred busy@ at 2), but mbx01 stays up and expires m1 at 2 days 1 minute
+    (MessageExpirationTimeout), and mbx02's next query collects m1's discard notification.
+
+    | time | what happens | the twin |
+    |---|---|---|
+    | 2 | mbx05 delivers ok@, defers busy@ | busy@ waits at mbx05 |
+    | 2 days 1 min | mbx01 expires m1 | MESSAGE_EXPIRED names busy@, as when it saw the receipt |
+
+    Exchange "returns a non-delivery report to the sender" for busy@ alone: ok@ had her copy. Before, the alert named
+    no recipient (read: every one), the receipt's recipients being the only ones it looked at."""
+    org = Org()
+    expires = 2 * 24 * 60 + 1
+    events = [*_busy_deferred_at_mbx05_without_the_receipt(org),
+              *_heartbeats_ok(org, "mbx02", "mbx01", 3, expires + 10, every=2), *org.expired("mbx01", "m1", expires),
+              *org.query_ok("mbx02", "mbx01", expires + 11, discarded=("m1",)), *org.tick(expires + 600)]
+    return Timeline("a message expiring without the receipt names the recipient waiting at a fork's next hop",
+                    sorted(events, key=lambda e: e.event_time_ms), _SPAN_TEN_MINUTES,
+                    alerts=(Expected(AlertType.MESSAGE_EXPIRED, at(expires), ("m1",), (("busy@contoso.com",),)),),
+                    outcomes=(("m1", "expired", at(expires + 11)),))
+
+
 def a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy() -> Timeline:
     """mbx01 takes m1 at 1 for alice@ and carol@contoso.com (mailbox users), its copy on mbx02, whose answered query
     at 2 is its last: from 4 its queries fail (a partition; mbx01 goes on). mbx05 takes fork f1 at 5 for alice and
@@ -2761,6 +2784,7 @@ ALL = (
     a_message_partly_delivered_is_pending_only_for_the_recipients_not_delivered,
     a_recipient_waiting_at_a_forks_next_hop_is_pending_without_the_receipt,
     a_recipient_waiting_at_a_forks_next_hop_is_served_by_a_hub_that_took_her_without_the_receipt,
+    a_message_expiring_without_the_receipt_names_the_recipient_waiting_at_a_forks_next_hop,
     a_recipient_delivered_late_is_forgotten_by_duplicate_detection_from_its_own_copy,
     a_primarys_word_before_a_receipt_is_not_of_another_message_under_the_same_id,
 )
