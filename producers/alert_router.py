@@ -23,14 +23,14 @@ and the start of the answer's body), the alert's record goes to the dead-letter 
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
 next alert once the brokers acknowledged the dead letter. A record that is no alert (one in the JSON
 form, say) is set aside the same way, its reason why it does not decode (`bad magic: ...`), and
-committed once the brokers acknowledged it; should `WRONG_TOPIC_AFTER` (20) records read
-before any alert (those read again included) be records of the twin's other topics (an event, a
-command) or JSON text, the topic is taken for the wrong one (the events topic or the alerts' JSON
-copy given by mistake): one line names it and the router stops, rather than set the whole topic
-aside. Records of no known shape (garbage) are set aside and routing goes on, however many. A list Alertmanager refuses whole (an alert
-firing with the resolves of the conditions it ends) is posted again one alert at a time, so the
-resolves it takes are not lost with the one it refuses. Every `--alertmanager` and every `--webhook`
-is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
+committed once the brokers acknowledged it; should `WRONG_TOPIC_AFTER` (20) records read before any
+alert (those read again included) be records of the twin's other topics (an event, a command) or
+JSON text, the topic is taken for the wrong one (the events topic or the alerts' JSON copy given by
+mistake): one line names it and the router stops, rather than set the whole topic aside. Records of
+no known shape (garbage) are set aside and routing goes on, however many. A list Alertmanager
+refuses whole (an alert firing with the resolves of the conditions it ends) is posted again one
+alert at a time, so the resolves it takes are not lost with the one it refuses. Every
+`--alertmanager` and every `--webhook` is a receiver of its own: an Alertmanager cluster, given as its members' addresses, gets every
 alert at each (its members share silences and notifications, not alerts), as Prometheus sends them. Alertmanager
 drops repeats of an alert it already has (same labels); the webhook sees a repeat after such a
 stop, and after an answer that came later than `request_timeout_seconds` (the post is taken as

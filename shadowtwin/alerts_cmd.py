@@ -32,8 +32,9 @@ def add_route_parser(actions) -> None:
                                            " with back-off; an alert's offset is committed only once every receiver"
                                            " acknowledged it. An alert a receiver refuses (HTTP 4xx but 408 and 429)"
                                            " is not retried: it goes to the dead-letter topic with the answer; so does"
-                                           " a record that is no alert, and a topic whose first 20 records are another"
-                                           " topic's (events, JSON) ends the run, exit 1. Runs until Ctrl-C or SIGTERM (exit 130 or 143);"
+                                           " a record that is no alert; 20 records of another topic (events, JSON) read"
+                                           " before any alert end the run, exit 1. Runs until Ctrl-C or SIGTERM (exit"
+                                           " 130 or 143);"
                                            " ended by --seconds, exit 1 if anything was not delivered.")
     route.add_argument("--alertmanager", metavar="URL", action="append", default=[],
                        help="Alertmanager's address (e.g. http://127.0.0.1:9093); repeated for each member of a"

@@ -2213,10 +2213,10 @@ def a_log_fed_shadow_back_from_its_own_outage_is_judged_by_its_first_query() -> 
     The shadow promotes when it "can't open an SMTP session with the primary server after ... ShadowResubmitTimeSpan"
     (003); down, it opened none, and back it opens one within ShadowHeartbeatFrequency ("the shadow server will
     automatically open an SMTP session with the primary server after a preconfigured time interval", 003): that
-    session decides. mbx01's lines while mbx02 was down were no contact with it. mbx01 answered (the HADISCARD lines), so nothing is promoted and
-    nothing delivered twice, as the twin fed the servers' own events says (hunt seed 8861). Before, mbx01's last line
-    (70) + the span, 130, came 30 s after mbx02's return and found it up and mbx01 silent: m1 and m2 forecast
-    resubmitted by mbx02 and delivered twice (DUPLICATE_DELIVERY_EXPECTED) at 130."""
+    session decides. mbx01's lines while mbx02 was down were no contact with it. mbx01 answered (the HADISCARD lines),
+    so nothing is promoted and nothing delivered twice, as the twin fed the servers' own events says (hunt seed 8861).
+    Before, mbx01's last line (70) + the span, 130, came 30 s after mbx02's return and found it up and mbx01 silent: m1
+    and m2 forecast resubmitted by mbx02 and delivered twice (DUPLICATE_DELIVERY_EXPECTED) at 130."""
     org = Org()
     events = _a_log_fed_shadow_back_from_its_own_outage(org, answered=True)
     return Timeline("a log-fed shadow back from its own outage is judged by its first query",
