@@ -5,21 +5,25 @@
     router.run(stop)
 
 Delivery is at least once, and nothing is lost while a receiver is down: the router is a Kafka
-consumer (group `alert_routing.group_id`) that commits an alert's offset only after every
-receiver answered 2xx for it. A receiver that fails (connection refused, timed out, a 5xx, 408 or
-429, not HTTP at all: the line says what it answered; a redirect is not followed, the line names
-where to) is retried with a pause doubling from `retry_initial_seconds` to `retry_max_seconds`, for
-as long as it takes; the alerts behind it wait. Stopped (Ctrl-C) while waiting, it commits nothing
-it has not delivered, and the next run starts there. Should the group take the partition of the
-alert waiting (another router joined or left), the router leaves it uncommitted to the partition's
-next router, which posts it again, says so in one line and goes on with its other partitions; one
-it is given during a pause waits too, read from its committed offset. Offsets are committed one
-commit at a time, without waiting for the answer: a router waiting would hold up the rebalance of its
-group, and a commit the group refuses while it rebalances (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION:
-under the cooperative-sticky assignor a router keeps its other partitions through it) is made again
-after. Any other 4xx says the request itself is wrong, and another try would get the same answer
-(Alertmanager's own notifiers do not retry it either): the refusal is said in one line (the status
-and the start of the answer's body), the alert's record goes to the dead-letter topic with it as the reason (`receiver refused: ...`,
+consumer (group `alert_routing.group_id`) that commits an alert's offset only after every receiver
+answered 2xx for it. A receiver that fails (connection refused, timed out, a 5xx, 408 or 429, not
+HTTP at all: the line says what it answered; a redirect is not followed, the line names where to; a
+401, 403 or 407, which say the router may not post there, not that the alert is wrong: the line says
+to check its credentials, or the proxy's) is retried with a pause doubling from
+`retry_initial_seconds` to `retry_max_seconds`, for as long as it takes; the alerts behind it wait.
+Stopped (Ctrl-C) while waiting, it commits nothing it has not delivered, and the next run starts
+there (its last line counts the records of the partition not delivered). Should the group take the
+partition of the alert waiting (another router joined or left), the router leaves it uncommitted to
+the partition's next router, which posts it again, says so in one line and goes on with its other
+partitions; one it is given during a pause waits too, read from its committed offset. Offsets are
+committed one commit at a time, without waiting for the answer: a router waiting would hold up the
+rebalance of its group, and a commit the group refuses while it rebalances (REBALANCE_IN_PROGRESS,
+ILLEGAL_GENERATION: under the cooperative-sticky assignor a router keeps its other partitions
+through it) is made again after. The router sends no credentials (no setting gives any; a proxy's,
+from https_proxy or http_proxy, go in its address). Any other 4xx says the request itself is wrong,
+and another try would get the same answer (Alertmanager's own notifiers do not retry it either): the
+refusal is said in one line (the status and the start of the answer's body), the alert's record goes
+to the dead-letter topic with it as the reason (`receiver refused: ...`,
 `shadowtwin dead-letters tail`; one per receiver that refused it), and the router goes on with the
 next alert once the brokers acknowledged the dead letter. A record that is no alert (one in the JSON
 form, say) is set aside the same way, its reason why it does not decode (`bad magic: ...`), and
@@ -117,6 +121,12 @@ PROMOTIONS = (A.PRIMARY_FAILED_SHADOWS_PROMOTED, A.QUEUE_DATABASE_CHANGED_SHADOW
 MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
+# 4xx that say the router may not post there, nothing of the alert: retried as a receiver down, with what to put right
+_SENDS_NONE = "check its credentials: the router sends none ([alert_routing] has no setting for them): it must take"\
+              " the router's posts without"
+NOT_LET_IN = {401: _SENDS_NONE, 403: _SENDS_NONE,
+              407: "check the proxy of https_proxy or http_proxy: its user and password go in its address"
+                   " (http://user:password@proxy:3128)"}
 # Records of another topic's shape (an event, a command, JSON text) read before any alert, after which the
 # router takes its topic for no alerts topic (the events topic given by mistake): it stops rather than set the
 # whole topic aside
@@ -257,7 +267,8 @@ class PartitionTaken(Exception):
 
 
 class Refused(Exception):
-    """A receiver's 4xx answer other than 408 and 429: the request is wrong, and another try gets the same."""
+    """A receiver's 4xx answer other than 401, 403, 407, 408 and 429: the request is wrong, and another try gets
+    the same."""
 
 
 def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirector) -> None:
@@ -275,6 +286,8 @@ def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirec
             raise OSError(f"{answer}, to {error.headers.get('Location')}: give the receiver's new address") from None
         said = " ".join(error.read(ANSWER_SHOWN).decode(errors="replace").split())  # what it found wrong
         answer = f"{answer}: {said}" if said else answer
+        if error.code in NOT_LET_IN:
+            raise OSError(f"{answer}: {NOT_LET_IN[error.code]}") from None
         if 400 <= error.code < 500 and error.code not in RETRIED_4XX:
             raise Refused(answer) from None
         raise OSError(answer) from None
@@ -293,7 +306,8 @@ class RouteCounts:
     # when first refused, by this router or one before: not again at every start)
     refused_again: int = 0
     no_alerts_topic: bool = False  # stopped: WRONG_TOPIC_AFTER records of another topic read, not one an alert
-    pending: bool = False  # stopped while an alert was not yet acknowledged
+    # stopped while an alert was not yet acknowledged: the records of its partition from it on, not delivered
+    pending: int = 0
     recalled: int = 0  # records read again, from partitions given, to know their open conditions
 
     def describe(self) -> str:
@@ -307,7 +321,8 @@ class RouteCounts:
             text += (f"; {self.refused_again} conditions firing refused by a receiver (HTTP 4xx) when posted again:"
                      " not there, left out of its resends")
         if self.pending:
-            text += "; stopped before one alert was acknowledged: the next run delivers it (and those after it)"
+            text += (f"; stopped before an alert was acknowledged: {self.pending} not delivered, it and those after it"
+                     " in its partition: the next run delivers them")
         return text
 
     def all_done(self) -> bool:
@@ -375,7 +390,9 @@ class AlertRouter:
                              " committed, the partition's next router delivers it")
                     continue
                 if not delivered:
-                    self.counts.pending = True
+                    # the end of the partition its last fetch saw: asking the brokers could fail, and stop slowly
+                    end = client.get_watermark_offsets(TopicPartition(self.topic, message.partition()), cached=True)[1]
+                    self.counts.pending = max(end - message.offset(), 1)
                     break
                 self._delivered[message.partition()] = TopicPartition(self.topic, message.partition(),
                                                                       message.offset() + 1)

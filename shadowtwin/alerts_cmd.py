@@ -30,12 +30,13 @@ def add_route_parser(actions) -> None:
                                            " (/api/v2/alerts: labels, annotations, startsAt, endsAt; resolves when a"
                                            " later alert clears a condition) and/or a generic JSON webhook, retrying"
                                            " with back-off; an alert's offset is committed only once every receiver"
-                                           " acknowledged it. An alert a receiver refuses (HTTP 4xx but 408 and 429)"
-                                           " is not retried: it goes to the dead-letter topic with the answer; so does"
-                                           " a record that is no alert; 20 records of another topic (events, JSON) read"
-                                           " before any alert end the run, exit 1. Runs until Ctrl-C or SIGTERM (exit"
-                                           " 130 or 143);"
-                                           " ended by --seconds, exit 1 if anything was not delivered.")
+                                           " acknowledged it; a receiver answering 401, 403 or 407 (its credentials, or"
+                                           " its proxy's, are wrong) is retried too, saying so. An alert a receiver"
+                                           " refuses (another 4xx but 408 and 429) is not retried: it goes to the"
+                                           " dead-letter topic with the answer; so does a record that is no alert; 20"
+                                           " records of another topic (events, JSON) read before any alert end the run,"
+                                           " exit 1. Runs until Ctrl-C or SIGTERM (exit 130 or 143); ended by --seconds,"
+                                           " exit 1 if anything was not delivered, saying how many.")
     route.add_argument("--alertmanager", metavar="URL", action="append", default=[],
                        help="Alertmanager's address (e.g. http://127.0.0.1:9093); repeated for each member of a"
                             " cluster, each gets every alert")

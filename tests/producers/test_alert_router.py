@@ -395,6 +395,46 @@ def test_a_receiver_that_may_take_the_alert_later_is_retried_saying_what_it_answ
         receiver.stop()
 
 
+@pytest.mark.parametrize("status", [401, 403, 407])
+def test_a_receiver_that_does_not_let_the_router_in_loses_no_alert(kafka_bootstrap, monkeypatch, capsys, status):
+    """401 Unauthorized, 403 Forbidden and 407 Proxy Authentication Required say nothing of the alert:
+    a token rotated, a proxy changed. Before: each alert went to the dead letters as refused, committed
+    and left out of the resends, and once the credentials were put right none of them was posted. Now
+    the receiver is retried as one that is down, nothing is committed past the alerts it did not take,
+    a timed run ends exit 1 saying how many, and the next run delivers them."""
+    alerts = crash_and_return()
+    topic, group = alerts_topic(kafka_bootstrap, alerts)
+    receiver = Receiver()
+    receiver.answers["/api/v2/alerts"] = (status, {"WWW-Authenticate": 'Basic realm="alertmanager"'},
+                                          b"access denied")
+    receiver.start()
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    base = f"http://127.0.0.1:{receiver.port}"
+    route = ["alerts", "route", "--alertmanager", base, "--topic", topic, "--bootstrap", kafka_bootstrap, "--seconds"]
+    try:
+        assert main([*route, "8"]) == 1
+        out, err = capsys.readouterr()
+        put_right = {401: "check its credentials", 403: "check its credentials", 407: "check the proxy"}[status]
+        said = (f"alertmanager {base}/api/v2/alerts: HTTP {status} {HTTPStatus(status).phrase}: access denied:"
+                f" {put_right}")
+        assert err.splitlines()[0].startswith(said) and err.splitlines()[0].endswith("; again in 1 s")
+        assert len(err.splitlines()) >= 2 and all(line.startswith(said) for line in err.splitlines())
+        assert out == (f"routed 0 alerts (0 resolves), {len(err.splitlines())} retries; stopped before an alert was"
+                       f" acknowledged: {len(alerts)} not delivered, it and those after it in its partition: the next"
+                       " run delivers them\n")
+        assert committed(kafka_bootstrap, topic, group) < 0 and receiver.got == []
+        assert dead_letters(kafka_bootstrap, letters(topic)) == []
+
+        receiver.answers.clear()  # the credentials put right
+        assert main([*route, "8"]) == 0
+        assert committed(kafka_bootstrap, topic, group) == len(alerts)
+        assert sorted(a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body) == sorted(
+            [alerts[0].alert_id, alerts[1].alert_id, alerts[0].alert_id])  # the resolve names the condition
+    finally:
+        receiver.stop()
+
+
 def dead_letters(bootstrap: str, topic: str) -> list:
     return [d for d, _ in read_topic(bootstrap, topic, ReadOutcome(), expected="DeadLetter", from_beginning=True,
                                      until_end=True, seconds=30)]
