@@ -6,8 +6,6 @@
   the protocol (RFC 3848: ESMTP, ESMTPS over TLS, ESMTPSA over TLS and authenticated), the node's
   internal id and, for a single recipient, that recipient. A next hop counts these lines to find
   mail loops (postfix's hopcount_limit, RFC 5321 6.3).
-- Its trace line also tells a shadow when the primary received the message (`receipt_ms`): a
-  promoted copy expires MessageExpirationTimeout after that receipt, not after its promotion.
 - Wherever a node names itself (the line's `by`, a Message-ID it makes), it gives its fully qualified
   domain name (`LabTopology.fqdn`), as RFC 5321 2.3.5 permits only FQDNs for domain names in SMTP.
 - A Message-ID at the end of the header section when the client sent none, as Exchange adds one
@@ -40,21 +38,6 @@ def received(helo: str, peer: str, node: str, via: str, internal_id: str, rcpts:
     recipient = f"\r\n\tfor <{rcpts[0]}>" if len(rcpts) == 1 else ""
     return (f"Received: from {helo or literal} ({literal})\r\n\tby {node} with {via} id {internal_id}"
             f"{recipient}; {stamp}\r\n").encode()
-
-
-def receipt_ms(content: bytes, internal_id: str) -> int | None:
-    """When the node that queued the message as `internal_id` received it, from the topmost Received line in
-    `content` that names that id (an id is the node's own: `<node>.<queue-db id>.<n>`): the last millisecond of
-    that line's second (the line has whole seconds), so that nothing expires early."""
-    for line in email.parser.BytesHeaderParser().parsebytes(content).get_all("Received") or ():
-        words = " ".join(str(line).split())
-        trace, _, stamp = words.rpartition(";")
-        if f" id {internal_id} " in f" {trace} ":
-            try:
-                return int(email.utils.parsedate_to_datetime(stamp.strip()).timestamp()) * 1000 + 999
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 def hop_count(content: bytes) -> int:

@@ -22,8 +22,8 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   MovedToSafetyNet) only once the report is processed too, as Exchange holds the copy for every side effect;
 - expiring: a message still queued MessageExpirationTimeout after it was received expires
   (MessageExpired, then DiscardStatusSet for its shadow, and MovedToSafetyNet when the next hop took
-  some of its recipients): the sender is told that it failed; a promoted copy counts from when its
-  primary received it (the primary's Received line);
+  some of its recipients): the sender is told that it failed; a promoted copy counts from its
+  promotion, a receipt of this node's;
 - heartbeat, every ShadowHeartbeatFrequency, towards each primary it holds copies for:
   DiscardQuerySent, then DiscardQueryAnswered (and ShadowDiscarded per released copy) or
   DiscardQueryFailed; it promotes the copies at once when the primary's queue-db id changed,

@@ -23,8 +23,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from producers.relay.headers import receipt_ms
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS primary_queue (
@@ -306,7 +304,7 @@ class QueueDB:
 
     def promote(self, primary: str, internal_ids: list[str], now_ms: int) -> list[StoredMessage]:
         """Shadow copies become primary messages of this node (resubmitted at once); return those moved.
-        A copy keeps the primary's receipt (its Received line), which MessageExpirationTimeout counts from."""
+        A promoted copy is this node's own receipt: MessageExpirationTimeout counts from its promotion."""
         held = {m.internal_id: m for m in self.shadows(primary)}
         moved = [held[i] for i in internal_ids if i in held]
         with self._tx() as db:
@@ -316,9 +314,8 @@ class QueueDB:
                     "INSERT OR IGNORE INTO primary_queue (internal_id, message_id, mail_from, rcpts, content,"
                     " received_ms, submitted_at_ms, shadow_server, origin_primary, due_ms)"
                     " VALUES (?,?,?,?,?,?,?,NULL,?,?)",
-                    (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content,
-                     min(receipt_ms(m.content, m.internal_id) or now_ms, now_ms), m.submitted_at_ms, primary,
-                     now_ms))
+                    (m.internal_id, m.message_id, m.mail_from, json.dumps(list(m.rcpts)), m.content, now_ms,
+                     m.submitted_at_ms, primary, now_ms))
         return moved
 
     # ---- commands ---------------------------------------------------------------------

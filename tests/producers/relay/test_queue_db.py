@@ -1,8 +1,10 @@
 """The queue database: ids across restarts and wipes, primary queue, discard status, shadow queue."""
 
 import contextlib
+import dataclasses
 import sqlite3
 
+from producers.relay.headers import received
 from producers.relay.queue_db import Counts, QueueDB, StoredMessage, read_counts, wipe
 
 DAYS_2 = 2 * 86_400_000
@@ -172,3 +174,16 @@ def test_a_redelivery_command_done_is_forgotten_once_any_copy_it_named_has_expir
     db.expire(115, 10, 5)
     with contextlib.closing(sqlite3.connect(tmp_path / "s.sqlite")) as read:
         assert read.execute("SELECT count(*) FROM commands_done").fetchone()[0] == 0
+
+
+def test_a_promoted_copy_is_received_when_it_is_promoted(tmp_path):
+    """The shadow "promotes the shadow messages as primary messages" (003): a receipt of its own, which
+    MessageExpirationTimeout ("how long a message can remain in a queue before it expires") counts from,
+    as the simulator has it. The copy, held since the primary received it 10 s before, is not counted from
+    that receipt (its Received line), else one promoted within SafetyNetHoldTime + MessageExpirationTimeout
+    but past the timeout would expire at once."""
+    db = QueueDB(tmp_path / "s.sqlite", "ex02")
+    line = received("client", "192.0.2.1:25", "ex01.contoso.com", "ESMTP", "ex01.a.1", ("u@contoso.com",), 0)
+    db.store_shadow(dataclasses.replace(message("ex01.a.1", primary_qdb="a"), content=line + b"\r\nbody"), 100)
+    db.promote("ex01", ["ex01.a.1"], 10_000)
+    assert db.received_before(10_000) == [] and [m.internal_id for m in db.received_before(10_001)] == ["ex01.a.1"]
