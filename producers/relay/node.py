@@ -31,7 +31,8 @@ serves SMTP. Then, as Exchange 2013+ does (docs/domain.md):
   (003: "If the shadow server can't open an SMTP session with the primary server after" the span;
   unless `promote_on_own_timeout` is off): back from its own outage, it asks first;
 - redelivery commands from the twin (`commands.CommandFollower`): the copy is promoted.
-A promotion publishes ShadowPromoted and relays the copy to the next hop itself.
+A promotion publishes ShadowPromoted, then MessageReceived (from inside the boundary: the copy is a
+message this node received, its MessageExpirationTimeout counted from then), and relays it itself.
 
 Events are flushed to Kafka before any 250 that depends on them is sent.
 """
@@ -178,11 +179,7 @@ class RelayNode:
         rcpts = tuple(envelope.rcpt_tos)
         received_ms = self.events.now_ms()
         content = headers.received(helo, peer, self.host_name, via, internal_id, rcpts, received_ms) + content
-        domains = self.topology.internal_domains
-        self.events.emit(ev.MessageReceived, self.name, ref, at_ms=received_ms, sender=helo or peer,
-                         source=ev.MessageSource.OUTSIDE_BOUNDARY,
-                         recipients=tuple(Recipient(r, r.rpartition("@")[2].lower() in domains) for r in rcpts),
-                         size_bytes=len(sent), submitted_at_ms=submitted)
+        self._received(ref, received_ms, helo or peer, ev.MessageSource.OUTSIDE_BOUNDARY, rcpts, len(sent), submitted)
         shadow = self._make_shadow(ref, envelope.mail_from, rcpts, content) if self.params.shadow_redundancy_enabled \
             else None
         if shadow is None and self.params.shadow_redundancy_enabled and self.params.reject_message_on_shadow_failure:
@@ -197,6 +194,13 @@ class RelayNode:
         self.events.flush()
         log.info("accepted %s (%s), shadow copy on %s", internal_id, message_id, shadow or "no server")
         return f"250 2.0.0 OK queued as {internal_id}"
+
+    def _received(self, ref: MessageRef, at_ms: int, sender: str, source: ev.MessageSource, rcpts: tuple[str, ...],
+                  size: int, submitted: int | None) -> None:
+        domains = self.topology.internal_domains
+        self.events.emit(ev.MessageReceived, self.name, ref, at_ms=at_ms, sender=sender, source=source,
+                         recipients=tuple(Recipient(r, r.rpartition("@")[2].lower() in domains) for r in rcpts),
+                         size_bytes=size, submitted_at_ms=submitted)
 
     def _candidates(self) -> list[tuple[NodeSpec, SiteLocality]]:
         """Peers to try in order, within the retry budgets of ShadowMessagePreferenceSetting."""
@@ -451,9 +455,13 @@ class RelayNode:
     def promote(self, primary: str, internal_ids: list[str], reason: str) -> list[StoredMessage]:
         """Shadow copies become this node's primary messages and are relayed at once."""
         with self._promote_lock:
-            moved = self.db.promote(primary, internal_ids, self.events.now_ms())
+            now = self.events.now_ms()
+            moved = self.db.promote(primary, internal_ids, now)
             for m in moved:
-                self.events.emit(ev.ShadowPromoted, primary, MessageRef(m.message_id, m.internal_id), reason=reason)
+                ref = MessageRef(m.message_id, m.internal_id)
+                self.events.emit(ev.ShadowPromoted, primary, ref, at_ms=now, reason=reason)
+                self._received(ref, now, self.name, ev.MessageSource.INSIDE_BOUNDARY, m.rcpts, len(m.content),
+                               m.submitted_at_ms)
             self.events.flush()
         if moved:
             log.warning("promoted %d shadow message(s) of %s: %s", len(moved), primary, reason)

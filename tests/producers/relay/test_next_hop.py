@@ -490,7 +490,9 @@ def test_a_promoted_copy_expires_message_expiration_timeout_after_its_promotion(
     """The shadow "promotes the shadow messages as primary messages" (003): a receipt of its own, which
     MessageExpirationTimeout ("how long a message can remain in a queue before it expires", 003) counts
     from, as the simulator has it. A message the primary took at t, promoted at t + 5 s, expired at
-    t + the timeout (the primary's Received line); it now expires at t + 5 s + the timeout."""
+    t + the timeout (the primary's Received line); it now expires at t + 5 s + the timeout. The shadow logs that
+    receipt (MessageReceived, from inside the boundary), as the simulator does, so that the model tracks the
+    promoted message too and says when it expires: before, it saw none of ex02's events about it."""
     lab = make_lab({"ex01": "dag1", "ex02": "dag1"},
                    {"message_expiration_timeout": "8s", "shadow_resubmit_time_span": "4s"})
     with _next_hop(lab, _OutOfStorage()):
@@ -505,13 +507,18 @@ def test_a_promoted_copy_expires_message_expiration_timeout_after_its_promotion(
     expired = [e for e in ours if isinstance(e, ev.MessageExpired)]
     assert promoted.event_time_ms - received.event_time_ms >= 4_000
     assert [(e.node, e.message.fork_id) for e in expired] == [("ex02", None)]
-    result = settled(events, lab.topology.shadow_redundancy)
-    [outcome] = [o for o in result.outcomes if o.ref.message_id == "<stranded@x>"]
-    assert outcome.result == "promoted" and outcome.received_ms == received.event_time_ms
+    again = next(e for e in ours if isinstance(e, ev.MessageReceived) and e.node == "ex02")
+    assert again.event_time_ms == promoted.event_time_ms and again.source is ev.MessageSource.INSIDE_BOUNDARY
     expires_ms = promoted.event_time_ms + 8_000
     assert expires_ms <= expired[0].event_time_ms < expires_ms + 1_500, \
         f"expired {expired[0].event_time_ms - received.event_time_ms} ms after its primary received it"
-    assert [a.type for a in result.alerts] == [AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED]
+    result = settled(events, lab.topology.shadow_redundancy)
+    ours_closed = [o for o in result.outcomes if o.ref.message_id == "<stranded@x>"]
+    assert [(o.result, o.received_ms) for o in ours_closed] == [
+        ("promoted", received.event_time_ms), ("expired", promoted.event_time_ms)]
+    assert ours_closed[1].processed_ms == expires_ms, "the model expires ex02's copy at its promotion + the timeout"
+    assert [(a.type, a.servers[0]) for a in result.alerts] == [
+        (AlertType.PRIMARY_FAILED_SHADOWS_PROMOTED, "ex01"), (AlertType.MESSAGE_EXPIRED, "ex02")]
 
 
 class _SizeLimited(_Capture):
