@@ -83,7 +83,7 @@ class TwinCollector:
         progress, batches, rows, late = self._progress()
         yield CounterMetricFamily("shadowtwin_batches", "Micro-batches the twin's query completed", value=batches)
         yield CounterMetricFamily("shadowtwin_input_rows", "Records the twin's query read", value=rows)
-        yield CounterMetricFamily("shadowtwin_late_events", "Events behind the watermark that Spark dropped, not applied (those the operator sets aside are dead letters: late event)", value=late)
+        yield CounterMetricFamily("shadowtwin_late_events", "Events behind the watermark, not applied: dropped by Spark or set aside by the operator (dead letters: late event)", value=late)
         if not progress:
             return
         operators = progress.get("stateOperators") or [{}]

@@ -16,8 +16,9 @@ group's events come in event-time order across batches (the case that differs is
 1. fire every deadline strictly before the current watermark (each at its own time);
 2. apply this batch's events, in event-time order. A row at or behind the call's watermark is
    not applied: a deadline after it may have fired already. Spark 4.0 drops the rows behind the
-   PREVIOUS batch's watermark before they reach us (counted in its progress, LATE_EVENTS); the
-   rest of them leave here as dead letters with the reason `late event`. So no event reaches the
+   PREVIOUS batch's watermark before they reach us; the rest of them leave here as dead letters
+   with the reason `late event`. Both are counted in the batch's progress line and LATE_EVENTS
+   alert (`LATE_LETTERS`, streaming/progress.py). So no event reaches the
    model more than the watermark delay behind the latest event time, and the model keeps the
    ids of the events it applied only that long (`ModelConfig.lateness_bound_ms`; or for the
    clock-skew allowance, when that is shorter);
@@ -64,7 +65,7 @@ from typing import Container, Iterator, NamedTuple
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import BinaryType, DataType, LongType, StructField, StructType
 
@@ -86,7 +87,8 @@ from streaming.state_rows import StateWatch, tombstones
 group_frames.install()  # this module is imported in a Python worker before its first task reads
 
 # `partition`: an alert's (schemas/placement.py); null for the other records, which Kafka's partitioner places by key
-OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY, partition INT"
+# `late`: the row is a dead letter of an event at or behind the watermark; counted (`LATE_LETTERS`), never written
+OUTPUT_SCHEMA = "topic STRING, key BINARY, value BINARY, partition INT, late BOOLEAN"
 # A row's `fact`: null for the group's own record; else a fact every group is fed (state/facts.py).
 FACT_STARTED, FACT_SEEN = "started", "seen"
 
@@ -105,6 +107,8 @@ LOG_SCHEMA = columns(("parent", BinaryType()), ("token", BinaryType()), ("waterm
                      ("piece", BinaryType()))
 DEAD_LETTER_GROUP = ""
 LATE_EVENT = "late event"  # the reason's kind, for a row at or behind its call's watermark
+# The observation (Spark's `observe`) counting them in each batch's progress, as {"late_letters": N}
+LATE_LETTERS = "set_aside_late"
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ def kafka_rows(records: list[Alert | RedeliveryCommand | DeadLetter], topics: Ou
         "value": [codec.encode(r) for r in records],
         "partition": pd.array([alert_partition(r, topics.alert_partitions) if type(r) is Alert else None
                                for r in records], dtype="Int32"),
+        "late": [type(r) is DeadLetter and r.reason.startswith(LATE_EVENT) for r in records],
     })
 
 
@@ -530,12 +535,14 @@ class SparkGroupStore:
 
 
 def apply_model(rows: DataFrame, config: ModelConfig, topics: OutputTopics, watermark_delay_ms: int) -> DataFrame:
-    """Kafka rows (topic, key, value, partition) of alerts, commands and dead letters from a watermarked frame.
+    """Kafka rows (topic, key, value, partition) of alerts, commands and dead letters from a watermarked frame;
+    each batch's progress counts the late events set aside among them (observed as `LATE_LETTERS`).
 
     `rows`: primary_server (empty for ticks and unusable records), event_time (with a
     watermark), the Kafka record's value, key, topic, partition and offset, a reason for the
     unusable ones, and for the facts every group is fed, `fact` and the `node` they concern.
     `watermark_delay_ms`: the delay of that watermark.
     """
-    return rows.groupBy("primary_server").transformWithStateInPandas(
+    out = rows.groupBy("primary_server").transformWithStateInPandas(
         TwinProcessor(config, topics, watermark_delay_ms), OUTPUT_SCHEMA, "Append", "EventTime")
+    return out.observe(LATE_LETTERS, F.count_if("late").alias("late_letters")).drop("late")

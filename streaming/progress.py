@@ -2,8 +2,9 @@
 
 One line per micro-batch (or at most one every `every_seconds`, for the demo): batch id,
 input and processing rates, rows in state, watermark, how far the query lags behind the events
-topic, and rows dropped as late; a batch with late rows is always reported. Events behind the
-watermark are never dropped silently: past `late_alert_threshold` in one batch, the twin
+topic, and late events (those Spark dropped behind the watermark and those the operator set aside as
+dead letters `late event`: one count); a batch with late events is always reported. Events behind
+the watermark are never dropped silently: past `late_alert_threshold` in one batch, the twin
 publishes a LATE_EVENTS alert.
 """
 
@@ -17,6 +18,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from schemas.events import Alert, AlertType, Severity
 from state.model import stable_id
+from streaming.operator import LATE_LETTERS
 
 
 def offsets_total(offsets: object) -> int:
@@ -27,11 +29,17 @@ def offsets_total(offsets: object) -> int:
     return sum(int(v) for partitions in data.values() for v in partitions.values())
 
 
+def set_aside_late(progress: dict) -> int:
+    """The late events the operator set aside as dead letters in the batch (streaming.operator.LATE_LETTERS)."""
+    return int(((progress.get("observedMetrics") or {}).get(LATE_LETTERS) or {}).get("late_letters") or 0)
+
+
 def describe(progress: dict) -> tuple[str, int]:
-    """The console line for one batch's progress, and its count of rows dropped as late."""
+    """The console line for one batch's progress, and its count of late events: the rows Spark dropped
+    and the events the operator set aside (dead letters `late event`)."""
     operators = progress.get("stateOperators") or [{}]
     state_rows = sum(op.get("numRowsTotal", 0) for op in operators)
-    late = sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
+    late = sum(op.get("numRowsDroppedByWatermark", 0) for op in operators) + set_aside_late(progress)
     source = (progress.get("sources") or [{}])[0]
     lag = max(0, offsets_total(source.get("latestOffset")) - offsets_total(source.get("endOffset")))
     watermark = (progress.get("eventTime") or {}).get("watermark", "-")

@@ -74,4 +74,4 @@ def tombstones(state: PrimaryState, topic: str) -> pd.DataFrame:
 def keyed_rows(topic: str, keys: list[bytes], values: list[bytes | None]) -> pd.DataFrame:
     """The operator's output rows (streaming/operator.py) for `topic`, placed by their keys (no partition)."""
     return pd.DataFrame({"topic": [topic] * len(keys), "key": keys, "value": values,
-                         "partition": pd.array([None] * len(keys), dtype="Int32")})
+                         "partition": pd.array([None] * len(keys), dtype="Int32"), "late": [False] * len(keys)})

@@ -13,9 +13,9 @@
 - So does an event stamped before 1970 or after 2262-04-11 (`state.clock_guard.out_of_range`, as whatif
   refuses it): the operator's Python could not even receive its time.
 - The watermark trails the latest event time by `twin.watermark_delay`; rows at or behind it
-  are not applied: dropped by Spark, counted in the progress (`numRowsDroppedByWatermark`) and
-  reported, or (those Spark 4.0 lets through, as it filters against the previous batch's
-  watermark) set aside by the operator as dead letters (`streaming.operator`, step 2).
+  are not applied: dropped by Spark (`numRowsDroppedByWatermark`) or (those Spark 4.0 lets
+  through, as it filters against the previous batch's watermark) set aside by the operator as
+  dead letters (`streaming.operator`, step 2); both counted in the progress and reported.
 - Clock ticks (`ClockTick`, published by `streaming.ticker`) move event time when every node
   is quiet; they have no primary server, and the operator drops them (they never reach the model).
 - A server is grouped, and its facts addressed, by its one spelling (state/names.py: as declared,

@@ -4,6 +4,7 @@ import json
 from types import SimpleNamespace
 
 from schemas.events import AlertType
+from streaming.operator import LATE_LETTERS
 from streaming.progress import AFTER_A_CRASH, ProgressReporter, describe, first_line, offsets_total
 
 PROGRESS = {
@@ -25,6 +26,16 @@ def test_the_line_gives_rates_state_watermark_lag_and_late_rows():
     assert "batch 7" in line and "state 8 rows" in line and "lag 40 records" in line and "late 5" in line
     assert "2026-11-22T03:00:00.000Z" in line
     assert offsets_total(None) == 0
+
+
+def test_the_late_events_the_operator_set_aside_are_counted_with_those_spark_dropped():
+    """Spark drops the rows behind the previous batch's watermark; the operator sets aside, as dead letters
+    `late event`, those between it and its own (observed as streaming.operator.LATE_LETTERS): one count."""
+    alerts, lines = [], []
+    reporter = ProgressReporter(lines.append, alerts.append, late_alert_threshold=1)
+    reporter.onQueryProgress(batch({**PROGRESS, "observedMetrics": {LATE_LETTERS: {"late_letters": 31}}}))
+    assert lines[0].endswith(", late 36") and reporter.late_total == 36
+    assert [a.type for a in alerts] == [AlertType.LATE_EVENTS] and "36 event(s)" in alerts[0].reason
 
 
 def test_late_rows_past_the_threshold_raise_one_alert_at_the_watermark():
