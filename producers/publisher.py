@@ -9,6 +9,15 @@ Each event is keyed by its primary server (one stateful group, one partition), e
 the contract's codec. Paced publishing waits until `first event time + elapsed x speed`
 reaches an event's time before sending it.
 
+With `in_flight_ms`, events (in event-time order) are sent in steps of at most that much event time:
+before an event later than its step's first by more, the publisher waits until the broker acknowledged
+everything sent. A consumer of several partitions (the twin's query, whose watermark is global) reads
+each partition up to where the broker has it, and librdkafka sends each partition's records in batches
+of their own, at their own moments: flat out (some 100,000 events a second, a millisecond can be a
+quarter of a minute of event time) one partition ran more than the watermark delay ahead of another,
+whose events then came in behind the watermark. A step shorter than the watermark delay leaves none
+behind it.
+
 A record counts as published only when its delivery report says the broker acknowledged it.
 A record not acknowledged within the delivery timeout (`kafka.delivery_timeout_seconds`),
 e.g. because no broker answers, fails; the publisher then stops sending, so a dead broker
@@ -213,7 +222,7 @@ def counted(deliveries: Deliveries, on_delivery: Callable | None) -> Callable:
 class Publisher(threading.Thread):
     def __init__(self, bootstrap_servers: str, topic: str, events: Iterable[Event], speed: float | None = None,
                  clock: Callable[[], float] = time.monotonic, delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S,
-                 dead_letters: str | None = None, source: str = "events"):
+                 dead_letters: str | None = None, source: str = "events", in_flight_ms: int | None = None):
         super().__init__(name="shadowtwin-publisher", daemon=True)
         self.deliveries = Deliveries(bootstrap_servers, delivery_timeout_s)
         self._producer = reporting_producer(bootstrap_servers, self.deliveries, (topic,),
@@ -232,6 +241,8 @@ class Publisher(threading.Thread):
         self._speed = speed
         self._clock = clock
         self._stopping = threading.Event()
+        self._in_flight_ms = in_flight_ms
+        self._step_ends_ms: int | None = None  # the event time the current step reaches (with `in_flight_ms`)
         self.sent = 0
 
     def run(self) -> None:
@@ -280,9 +291,24 @@ class Publisher(threading.Thread):
         return DeadLetter(original=value[:ORIGINAL_KEPT], key=key, topic=self._source, reason=reason + cut,
                           at_ms=int(time.time() * 1000))
 
+    def _acknowledged(self) -> bool:
+        """Waits until the broker answered every record sent; False when stopped or a record failed."""
+        deliveries = self.deliveries
+        while deliveries.produced > deliveries.acknowledged + deliveries.failed + deliveries.refused:
+            if self._stopping.is_set() or deliveries.failed:
+                return False
+            self._producer.flush(0.1)
+            self.oversized.poll()
+        return not deliveries.failed
+
     def _send(self, events: Iterable[Event]) -> None:
         client, topic, oversized, delivered = self._producer, self._topic, self.oversized, self._delivered
         for event in events:
+            if self._in_flight_ms is not None and (self._step_ends_ms is None
+                                                   or event.event_time_ms > self._step_ends_ms):
+                if self._step_ends_ms is not None and not self._acknowledged():
+                    return
+                self._step_ends_ms = event.event_time_ms + self._in_flight_ms
             try:
                 produce(client, topic, event, delivered, poll=False)
             except KafkaException as exc:  # this record only (too large, say): counted, and on to the next

@@ -5,9 +5,11 @@
 The events are published with `producers.publisher.Publisher`, as they are: in the file's
 order, keyed by primary server, their event times untouched. `speed` is how many seconds of
 event time pass per second of wall time (60: a minute a second); None publishes as fast as
-possible. While it runs, `progress` gets a line about every `every` seconds: events sent and
-acknowledged, the event-time position, the rate; and, while the broker acknowledges none, what
-the client says about it (a dead broker is named seconds in, not at the delivery timeout). The
+possible; `in_flight_ms` (half the twin's watermark delay, from `shadowtwin replay`) keeps every
+partition within it of the others in event time (`producers.publisher`), so that a twin reading the
+topic as it fills finds no event behind its watermark. While it runs, `progress` gets a line about
+every `every` seconds: events sent and acknowledged, the event-time position, the rate; and, while
+the broker acknowledges none, what the client says about it (a dead broker is named seconds in, not at the delivery timeout). The
 outcome counts what the broker did not acknowledge (see `producers.publisher`), an event too large to
 send among them (a dead letter in `dead_letters` if the brokers have it, the recording its topic, its number
 its offset); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
@@ -131,9 +133,11 @@ class ProgressLines:
 
 def replay(bootstrap: str, topic: str, path: Path, *, speed: float | None = None,
            progress: Callable[[str], None] | None = None, every: float = 2.0, stop: threading.Event | None = None,
-           delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S, dead_letters: str | None = None) -> ReplayOutcome:
+           delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S, dead_letters: str | None = None,
+           in_flight_ms: int | None = None) -> ReplayOutcome:
     outcome = publish(bootstrap, topic, read_events(path), speed=speed, progress=progress, every=every, stop=stop,
-                      delivery_timeout_s=delivery_timeout_s, dead_letters=dead_letters, source=str(path))
+                      delivery_timeout_s=delivery_timeout_s, dead_letters=dead_letters, source=str(path),
+                      in_flight_ms=in_flight_ms)
     if outcome.interrupted:  # how much of the recording was not sent (a damaged one was said as it was read)
         with contextlib.suppress(ContainerError):
             outcome.total = count_events(path)
@@ -144,14 +148,14 @@ def publish(bootstrap: str, topic: str, events: Iterable[Event], *, speed: float
             progress: Callable[[str], None] | None = None, every: float = 2.0,
             stop: threading.Event | None = None,
             delivery_timeout_s: float = DEFAULT_DELIVERY_TIMEOUT_S, dead_letters: str | None = None,
-            source: str = "events") -> ReplayOutcome:
+            source: str = "events", in_flight_ms: int | None = None) -> ReplayOutcome:
     """Publish `events` (any stream of them, e.g. a simulation) with progress lines, as `replay` does;
     setting `stop` ends it early. An event too large to send becomes a dead letter in `dead_letters` (its topic
     `source`, its offset its number in `events`). A bad recording is raised again once what was read has been
-    flushed."""
+    flushed. `in_flight_ms`: see `producers.publisher`."""
     position = _Position(events)
     publisher = Publisher(bootstrap, topic, position, speed=speed, delivery_timeout_s=delivery_timeout_s,
-                          dead_letters=dead_letters, source=source)
+                          dead_letters=dead_letters, source=source, in_flight_ms=in_flight_ms)
     started = time.monotonic()
     publisher.start()
     interrupted, lines = False, ProgressLines(progress)

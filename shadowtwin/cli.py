@@ -196,7 +196,8 @@ def _replay(settings: Settings, args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     outcome = replay(settings.kafka, events_topic(settings.topics, args.to), path, speed=speed,
                      progress=lambda line: print(line, flush=True), stop=stop,
-                     delivery_timeout_s=settings.kafka.delivery_timeout_seconds, dead_letters=settings.topics.dead_letters)
+                     delivery_timeout_s=settings.kafka.delivery_timeout_seconds,
+                     dead_letters=settings.topics.dead_letters, in_flight_ms=settings.twin.watermark_delay.ms // 2)
     print(outcome.describe())
     return _published(outcome.failure(), stop)
 

@@ -8,7 +8,8 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from producers.mtl_ingest import KafkaSink, ingest
 from producers.recorder import record
@@ -300,3 +301,45 @@ def test_publishing_to_a_topic_that_takes_small_batches_sends_none_too_large(kaf
     publisher.join(60)
     assert publisher.deliveries.acknowledged == len(day) and publisher.deliveries.unacknowledged == 0
     assert publisher.oversized.sent_alone == 0, f"{publisher.oversized.sent_alone} of {len(day)} sent again alone"
+
+
+def test_a_replay_flat_out_keeps_every_partition_within_the_watermark_delay_of_the_others(kafka_bootstrap,
+                                                                                          topics, tmp_path):
+    """A twin's query reads every partition up to where the broker has it, and its watermark (the latest event
+    time it read less the delay) is one for all of them: an event its query reads after one more than the delay
+    ahead of it is behind the watermark. Flat out, librdkafka's batches of one partition reached the broker before
+    another's by more than that; in steps of half the delay, none is read after one so far ahead (each time the
+    broker's end offsets are listed, as the query lists them, while the replay runs)."""
+    delay_ms = 30_000
+    events = list(generate(Workload(servers=8, messages_per_second=6.0, duration_ms=1_800_000)))
+    write_events(tmp_path / "in.avro", events)
+    partitions = [TopicPartition(topics.events, p) for p in range(topics.events_partitions)]
+    client, ends, done = kafka_clients.admin(kafka_bootstrap), [], threading.Event()
+
+    def list_ends() -> None:
+        while not done.is_set():
+            listed = client.list_offsets({tp: OffsetSpec.latest() for tp in partitions})
+            ends.append([listed[tp].result().offset for tp in partitions])
+    lister = threading.Thread(target=list_ends)
+    lister.start()
+    try:
+        sent = replay(kafka_bootstrap, topics.events, tmp_path / "in.avro", speed=None, in_flight_ms=delay_ms // 2)
+    finally:
+        done.set()
+        lister.join()
+    assert sent.sent == len(events) and len(ends) > 10
+    times = [[] for _ in partitions]  # each partition's event times, by offset
+    reader = kafka_clients.consumer(kafka_bootstrap, group_id=f"test-{uuid.uuid4().hex}")
+    reader.assign([TopicPartition(topics.events, p, 0) for p in range(len(partitions))])
+    while sum(map(len, times)) < len(events):
+        for message in reader.consume(1000, timeout=5):
+            times[message.partition()].append(decode(message.value()).event_time_ms)
+    reader.close()
+    behind = []
+    for end in ends:
+        read = [t for p, at in enumerate(end) for t in times[p][:at]]
+        if read:
+            later = min((t for p, at in enumerate(end) for t in times[p][at:]), default=None)
+            if later is not None and later <= max(read) - delay_ms:
+                behind.append((end, max(read) - later))
+    assert not behind, f"{len(behind)} of {len(ends)} listings: {behind[:3]}"
