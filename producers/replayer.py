@@ -9,8 +9,8 @@ possible; `in_flight_ms` (half the twin's watermark delay, from `shadowtwin repl
 partition within it of the others in event time (`producers.publisher`), so that a twin reading the
 topic as it fills finds no event behind its watermark. While it runs, `progress` gets a line about
 every `every` seconds: events sent and acknowledged, the event-time position, the rate; and, while
-the broker acknowledges none, what the client says about it (a dead broker is named seconds in, not at the delivery timeout). The
-outcome counts what the broker did not acknowledge (see `producers.publisher`), an event too large to
+the broker acknowledges none, what the client says about it (a dead broker is named seconds in, not
+at the delivery timeout). The outcome counts what the broker did not acknowledge (see `producers.publisher`), an event too large to
 send among them (a dead letter in `dead_letters` if the brokers have it, the recording its topic, its number
 its offset); setting `stop` (e.g. `infra.signals.stop_on_signals()`) ends
 the run early, after flushing what was sent; the outcome then says how many of the recording's events were not sent.
