@@ -237,6 +237,8 @@ class AlertRoutingSettings:
     resend_seconds: float = field(default=60.0, metadata=more_than(0))
     # PEM bundle of the authorities to trust for an https:// receiver (else the system's)
     ca_file: Path | None = field(default=None, metadata=certificate_authorities())
+    # sent as `Authorization: Bearer <token>` to every receiver whose address gives no user (a token proxy's)
+    bearer_token: Secret = Secret("")
     event_alert_hold: timedelta = field(default=timedelta(hours=1), metadata=positive_duration())
     condition_hold: timedelta = field(default=timedelta(hours=24), metadata=positive_duration())
 

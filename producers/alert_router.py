@@ -19,8 +19,12 @@ partitions; one it is given during a pause waits too, read from its committed of
 committed one commit at a time, without waiting for the answer: a router waiting would hold up the
 rebalance of its group, and a commit the group refuses while it rebalances (REBALANCE_IN_PROGRESS,
 ILLEGAL_GENERATION: under the cooperative-sticky assignor a router keeps its other partitions
-through it) is made again after. The router sends no credentials (no setting gives any; a proxy's,
-from https_proxy or http_proxy, go in its address). Any other 4xx says the request itself is wrong,
+through it) is made again after. A user and password in a receiver's address
+(`http://user:password@host:9093`, percent-encoded as curl takes them) are sent to it as HTTP Basic auth (what
+Alertmanager's web config, `basic_auth_users`, checks), `[alert_routing] bearer_token` as a bearer token to every
+receiver whose address gives no user (one behind a token proxy); a line names the receiver `user:***@host`, and a
+401 or 403 says what was sent; a proxy's credentials, from https_proxy or http_proxy, go in its address.
+Any other 4xx says the request itself is wrong,
 and another try would get the same answer (Alertmanager's own notifiers do not retry it either): the
 refusal is said in one line (the status and the start of the answer's body), the alert's record goes
 to the dead-letter topic with it as the reason (`receiver refused: ...`,
@@ -91,12 +95,15 @@ The generic webhook gets one JSON object per notification: `{"status": "firing" 
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import http.client
 import json
 import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +111,7 @@ from typing import Callable, Iterable
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, KafkaError, KafkaException, TopicPartition
 
+from infra.config import Secret
 from infra.kafka import Kafka, committed_offsets, consumer, partitions_of, producer
 from infra.settings import AlertRoutingSettings
 from producers.publisher import ORIGINAL_KEPT, produce
@@ -122,11 +130,11 @@ MAX_MESSAGES_NAMED = 20
 ANSWER_SHOWN = 300  # bytes of a receiver's answer that is not 2xx, in the line saying it failed
 RETRIED_4XX = (408, 429)  # Request Timeout, Too Many Requests: the receiver may take it later
 # 4xx that say the router may not post there, nothing of the alert: retried as a receiver down, with what to put right
-_SENDS_NONE = "check its credentials: the router sends none ([alert_routing] has no setting for them): it must take"\
-              " the router's posts without"
-NOT_LET_IN = {401: _SENDS_NONE, 403: _SENDS_NONE,
+NOT_LET_IN = {401: "check its credentials", 403: "check its credentials",
               407: "check the proxy of https_proxy or http_proxy: its user and password go in its address"
                    " (http://user:password@proxy:3128)"}
+SENT_NONE = ("the router sent none: give a user and password in its address (http://user:password@host:9093) or a"
+             " token as [alert_routing] bearer_token")
 # Records of another topic's shape (an event, a command, JSON text) read before any alert, after which the
 # router takes its topic for no alerts topic (the events topic given by mistake): it stops rather than set the
 # whole topic aside
@@ -196,22 +204,64 @@ class OpenConditions:
 # ---- receivers ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Authorization:
+    """A receiver's Authorization header ("" for none) and what the line of a 401 or 403 says was sent: never the
+    secret itself."""
+
+    header: Secret = Secret("")
+    said: str = SENT_NONE
+
+
+@dataclass(frozen=True)
 class Receiver:
     name: str
-    url: str
+    url: str  # where it is posted to, without the user and password of the address given
     bodies: Callable[[list[Notification]], list[bytes]]
     resends: bool = False  # gets the conditions still firing again every `resend_seconds`
+    # the user of the address given and, for its password, ***: in its lines (`http://user:***@host:9093`)
+    user: str | None = None
+    authorization: Authorization = Authorization()
+
+    @property
+    def shown(self) -> str:
+        """Its address in lines and dead letters, the password hidden."""
+        if self.user is None:
+            return self.url
+        parts = urllib.parse.urlsplit(self.url)
+        return parts._replace(netloc=f"{self.user}@{parts.netloc}").geturl()
+
+    def with_token(self, token: Secret) -> Receiver:
+        """The receiver sending `token` (`bearer_token`) as a bearer token, unless its address gives a user."""
+        if self.user is not None or not token:
+            return self
+        return dataclasses.replace(self, authorization=Authorization(
+            Secret(f"Bearer {token.reveal()}"), "the router sent [alert_routing] bearer_token as a bearer token"))
+
+
+def _receiver(name: str, url: str, bodies: Callable[[list[Notification]], list[bytes]], resends: bool = False
+              ) -> Receiver:
+    """The receiver at `url`; a user and password in it (`http://user:password@host:9093`, percent-encoded as
+    curl takes them) are taken out of it and sent as HTTP Basic auth, as Alertmanager's web config checks them."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return Receiver(name, url, bodies, resends)
+    user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    hidden = ":***" if parts.password is not None else ""
+    return Receiver(name, parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl(), bodies, resends,
+                    parts.username + hidden, Authorization(Secret(f"Basic {basic}"), "the router sent HTTP Basic auth"
+                                                           f" as user {user}{'' if hidden else ', no password'}"))
 
 
 def alertmanager(url: str) -> Receiver:
     """Alertmanager's API v2; `url` is its base address or the full /api/v2/alerts address."""
     full = url if url.rstrip("/").endswith("/api/v2/alerts") else url.rstrip("/") + "/api/v2/alerts"
-    return Receiver("alertmanager", full, lambda notes: [json.dumps([_postable(n) for n in notes]).encode()]
-                    if notes else [], resends=True)
+    return _receiver("alertmanager", full, lambda notes: [json.dumps([_postable(n) for n in notes]).encode()]
+                     if notes else [], resends=True)
 
 
 def webhook(url: str) -> Receiver:
-    return Receiver("webhook", url, lambda notes: [json.dumps(_webhook_object(n)).encode() for n in notes])
+    return _receiver("webhook", url, lambda notes: [json.dumps(_webhook_object(n)).encode() for n in notes])
 
 
 def labels(alert: Alert) -> dict[str, str]:
@@ -271,10 +321,13 @@ class Refused(Exception):
     the same."""
 
 
-def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirector) -> None:
-    """POST JSON; raises Refused for a 4xx that is not worth retrying, OSError (urllib's errors are
-    OSErrors) for any other answer that is not 2xx."""
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+def post(receiver: Receiver, body: bytes, timeout_s: float, by: urllib.request.OpenerDirector) -> None:
+    """POST JSON, with the receiver's Authorization header; raises Refused for a 4xx that is not worth
+    retrying, OSError (urllib's errors are OSErrors) for any other answer that is not 2xx."""
+    headers = {"Content-Type": "application/json"}
+    if receiver.authorization.header:
+        headers["Authorization"] = receiver.authorization.header.reveal()
+    request = urllib.request.Request(receiver.url, data=body, method="POST", headers=headers)
     try:
         with by.open(request, timeout=timeout_s) as answer:
             answer.read()
@@ -287,7 +340,8 @@ def post(url: str, body: bytes, timeout_s: float, by: urllib.request.OpenerDirec
         said = " ".join(error.read(ANSWER_SHOWN).decode(errors="replace").split())  # what it found wrong
         answer = f"{answer}: {said}" if said else answer
         if error.code in NOT_LET_IN:
-            raise OSError(f"{answer}: {NOT_LET_IN[error.code]}") from None
+            sent = f": {receiver.authorization.said}" if error.code != 407 else ""
+            raise OSError(f"{answer}: {NOT_LET_IN[error.code]}{sent}") from None
         if 400 <= error.code < 500 and error.code not in RETRIED_4XX:
             raise Refused(answer) from None
         raise OSError(answer) from None
@@ -333,7 +387,8 @@ class RouteCounts:
 class AlertRouter:
     def __init__(self, bootstrap: Kafka, topic: str, receivers: list[Receiver], routing: AlertRoutingSettings,
                  dead_letters: str, say: Callable[[str], None] = lambda line: None):
-        self.bootstrap, self.topic, self.receivers, self.routing, self.say = bootstrap, topic, receivers, routing, say
+        self.bootstrap, self.topic, self.routing, self.say = bootstrap, topic, routing, say
+        self.receivers = [receiver.with_token(routing.bearer_token) for receiver in receivers]
         self.dead_letters = dead_letters
         self.conditions: dict[int, OpenConditions] = {}  # by partition: its alerts clear only its own
         self.counts = RouteCounts()
@@ -511,7 +566,7 @@ class AlertRouter:
             except Refused:
                 pass
             except (OSError, ValueError) as exc:
-                self.say(f"{receiver.name} {receiver.url}: {exc}; {again}")
+                self.say(f"{receiver.name} {receiver.shown}: {exc}; {again}")
                 continue
             for note in firing:
                 try:
@@ -519,15 +574,15 @@ class AlertRouter:
                 except Refused as exc:
                     refused.add(note.alert.alert_id)
                     self.counts.refused_again += 1
-                    self.say(f"{receiver.name} {receiver.url}: {exc}; refused {note.alert.alert_id}, left out of"
+                    self.say(f"{receiver.name} {receiver.shown}: {exc}; refused {note.alert.alert_id}, left out of"
                              " the resends")
                 except (OSError, ValueError) as exc:
-                    self.say(f"{receiver.name} {receiver.url}: {exc}; {again}")
+                    self.say(f"{receiver.name} {receiver.shown}: {exc}; {again}")
                     break
 
     def _post(self, receiver: Receiver, notes: list[Notification]) -> None:
         for body in receiver.bodies(notes):
-            post(receiver.url, body, self.routing.request_timeout_seconds, self._opener)
+            post(receiver, body, self.routing.request_timeout_seconds, self._opener)
 
     def _alert(self, value: bytes | None) -> Alert | DecodeError:
         """The record's alert, or why it is none."""
@@ -559,8 +614,8 @@ class AlertRouter:
             while parts:
                 carried, body = parts.pop(0)
                 try:
-                    if not self._until_done(f"{receiver.name} {receiver.url}", stop, wait, lambda: post(
-                            receiver.url, body, self.routing.request_timeout_seconds, self._opener)):
+                    if not self._until_done(f"{receiver.name} {receiver.shown}", stop, wait, lambda: post(
+                            receiver, body, self.routing.request_timeout_seconds, self._opener)):
                         return False
                 except Refused as refusal:
                     if len(carried) > 1:  # refused whole (Alertmanager): each alone, so the resolves it held get in
@@ -569,10 +624,10 @@ class AlertRouter:
                     self._refused.setdefault(receiver.url, set()).add((carried[0].alert if carried else alert).alert_id)
                     refusals.append(refusal)
             if refusals:  # one dead letter per record and receiver, with its first refusal
-                self.say(f"{receiver.name} {receiver.url}: {refusals[0]}; refused, not retried: set aside on"
+                self.say(f"{receiver.name} {receiver.shown}: {refusals[0]}; refused, not retried: set aside on"
                          f" {self.dead_letters} ({self.topic} partition {message.partition()} offset"
                          f" {message.offset()})")
-                if not self._set_aside(message, f"{REFUSED}: {receiver.name} {receiver.url} answered {refusals[0]}",
+                if not self._set_aside(message, f"{REFUSED}: {receiver.name} {receiver.shown} answered {refusals[0]}",
                                        stop, wait):
                     return False
                 refused += 1

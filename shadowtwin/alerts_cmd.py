@@ -38,8 +38,9 @@ def add_route_parser(actions) -> None:
                                            " exit 1. Runs until Ctrl-C or SIGTERM (exit 130 or 143); ended by --seconds,"
                                            " exit 1 if anything was not delivered, saying how many.")
     route.add_argument("--alertmanager", metavar="URL", action="append", default=[],
-                       help="Alertmanager's address (e.g. http://127.0.0.1:9093); repeated for each member of a"
-                            " cluster, each gets every alert")
+                       help="Alertmanager's address (e.g. http://127.0.0.1:9093; a user and password in it,"
+                            " http://user:password@host:9093, are sent as HTTP Basic auth); repeated for each member"
+                            " of a cluster, each gets every alert")
     route.add_argument("--webhook", metavar="URL", action="append", default=[],
                        help="a generic webhook: one JSON object per notification; repeated, each gets every one")
     route.add_argument("--topic", type=topic, help="the topic to read (default: the alerts topic)")
@@ -70,19 +71,28 @@ def _once(receivers: list) -> list:
     seen: set[tuple[str, str]] = set()
     for receiver in receivers:
         if (receiver.name, receiver.url) in seen:
-            raise UsageError(f"--{receiver.name} {receiver.url} is given twice")
+            raise UsageError(f"--{receiver.name} {receiver.shown} is given twice")
         seen.add((receiver.name, receiver.url))
     return receivers
 
 
 def _url(text: str, option: str) -> str:
+    """`text`, an http:// or https:// address; refused in one line that shows no password of it."""
     try:
         parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    if "@" in text.replace(parts.netloc, "", 1):  # a password cut at its '/', '?' or '#', or no '//' before it
+        raise UsageError(f"{option}: an address with an '@' after its host: a password's '/', '?' and '#' are"
+                         " written %2F, %3F and %23 (as curl takes them), and a path's '@' %40")
+    shown = parts._replace(netloc=f"{parts.username}:***@{parts.netloc.rpartition('@')[2]}") \
+        if parts.password is not None else parts
+    try:
         parts.port  # raises ValueError for a port that is not a number from 0 to 65535
     except ValueError as exc:
-        raise UsageError(f"{option} {text}: {exc}") from None
+        raise UsageError(f"{option} {shown.geturl()}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{option} {text}: expected an http:// or https:// address")
+        raise UsageError(f"{option} {shown.geturl()}: expected an http:// or https:// address")
     if any(c.isspace() or not c.isprintable() for c in text):
-        raise UsageError(f"{option} {text}: an address has no spaces or control characters")
+        raise UsageError(f"{option} {shown.geturl()}: an address has no spaces or control characters")
     return text

@@ -3,6 +3,7 @@ real HTTP receiver on loopback that is down for a while: nothing lost, resolves 
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import socket
@@ -142,13 +143,21 @@ class Receiver:
         self.server: ThreadingHTTPServer | None = None
         self.answers: dict[str, tuple[int, dict[str, str], bytes]] = {}
         self.refused_ids: set[str] = set()  # an alert_id a POST names is answered 400, as Alertmanager an invalid alert
+        # the Authorization header a POST must have, else it is answered 401, as Alertmanager's basic_auth_users
+        self.authorization: str | None = None
 
     def start(self) -> None:
-        got, answers, refused_ids = self.got, self.answers, self.refused_ids
+        got, answers, refused_ids, receiver = self.got, self.answers, self.refused_ids, self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                if receiver.authorization is not None and self.headers["Authorization"] != receiver.authorization:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="alertmanager"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if self.path in answers or refused_ids & carried_ids(body):
                     status, headers, said = answers.get(self.path, (400, {}, b'{"code":400,"message":"invalid"}'))
                     self.send_response(status)
@@ -415,7 +424,9 @@ def test_a_receiver_that_does_not_let_the_router_in_loses_no_alert(kafka_bootstr
     try:
         assert main([*route, "8"]) == 1
         out, err = capsys.readouterr()
-        put_right = {401: "check its credentials", 403: "check its credentials", 407: "check the proxy"}[status]
+        sent_none = ("check its credentials: the router sent none: give a user and password in its address"
+                     " (http://user:password@host:9093) or a token as [alert_routing] bearer_token")
+        put_right = {401: sent_none, 403: sent_none, 407: "check the proxy"}[status]
         said = (f"alertmanager {base}/api/v2/alerts: HTTP {status} {HTTPStatus(status).phrase}: access denied:"
                 f" {put_right}")
         assert err.splitlines()[0].startswith(said) and err.splitlines()[0].endswith("; again in 1 s")
@@ -433,6 +444,74 @@ def test_a_receiver_that_does_not_let_the_router_in_loses_no_alert(kafka_bootstr
             [alerts[0].alert_id, alerts[1].alert_id, alerts[0].alert_id])  # the resolve names the condition
     finally:
         receiver.stop()
+
+
+def test_a_user_and_password_in_a_receivers_address_are_sent_as_basic_auth_and_never_shown(
+        kafka_bootstrap, monkeypatch, capsys):
+    """Alertmanager's web config (basic_auth_users) takes HTTP Basic auth, given as Prometheus and curl
+    users write it, in the address. Before: `http://alice:...@host` was taken for a host named
+    `alice:...@host`, retried for ever as a name not known, its password in every line. Now the user
+    and password (percent-encoded, as curl takes them) go in the Authorization header, and the lines,
+    the dead letters and the last line show `alice:***@`; a 401 says what was sent."""
+    alerts = crash_and_return()
+    topic, group = alerts_topic(kafka_bootstrap, alerts)
+    receiver = Receiver()
+    receiver.authorization = "Basic " + base64.b64encode(b"alice:s3cr/et").decode()
+    receiver.answers["/hook"] = (422, {}, b"no such hook")
+    receiver.start()
+    monkeypatch.setenv("SHADOWTWIN_ALERT_ROUTING_GROUP_ID", group)
+    monkeypatch.setenv("SHADOWTWIN_TOPICS_DEAD_LETTERS", letters(topic))
+    shown = f"http://alice:***@127.0.0.1:{receiver.port}"
+    try:
+        assert main(["alerts", "route", "--alertmanager", f"http://alice:wr0ng@127.0.0.1:{receiver.port}",
+                     "--topic", topic, "--bootstrap", kafka_bootstrap, "--seconds", "5"]) == 1
+        out, err = capsys.readouterr()
+        assert err.splitlines()[0] == (f"alertmanager {shown}/api/v2/alerts: HTTP 401 Unauthorized: check its"
+                                       " credentials: the router sent HTTP Basic auth as user alice; again in 1 s")
+        assert "wr0ng" not in out + err and committed(kafka_bootstrap, topic, group) < 0
+
+        assert main(["alerts", "route", "--alertmanager", f"http://alice:s3cr%2Fet@127.0.0.1:{receiver.port}",
+                     "--webhook", f"http://alice:s3cr%2Fet@127.0.0.1:{receiver.port}/hook", "--topic", topic,
+                     "--bootstrap", kafka_bootstrap, "--seconds", "8"]) == 1
+        out, err = capsys.readouterr()
+    finally:
+        receiver.stop()
+    assert [a["labels"]["alert_id"] for body in receiver.at("/api/v2/alerts") for a in body] == [
+        alerts[0].alert_id, alerts[1].alert_id, alerts[0].alert_id]
+    assert committed(kafka_bootstrap, topic, group) == len(alerts)
+    reasons = [d.reason for d in dead_letters(kafka_bootstrap, letters(topic))]
+    assert reasons == [f"receiver refused: webhook {shown}/hook answered HTTP 422 Unprocessable Entity: no such hook"
+                       ] * len(alerts)
+    assert err.splitlines()[0].startswith(f"webhook {shown}/hook: HTTP 422")
+    assert not [text for text in (out, err, *reasons) if "s3cr" in text]
+
+
+def test_a_bearer_token_setting_is_sent_to_receivers_whose_address_gives_no_user(kafka_bootstrap):
+    """A receiver behind a proxy that takes a token: `[alert_routing] bearer_token` (a secret, as
+    Kafka's passwords) is sent as `Authorization: Bearer <token>`; before, no setting gave one."""
+    topic, group = alerts_topic(kafka_bootstrap, crash_and_return()[:1])
+    receiver = Receiver()
+    receiver.authorization = "Bearer t0ken"
+    receiver.start()
+    url = f"http://127.0.0.1:{receiver.port}/hook"
+    token = load_settings(env={"SHADOWTWIN_ALERT_ROUTING_BEARER_TOKEN": "t0ken"}).alert_routing.bearer_token
+    assert str(token) == "<secret>"
+    lines: list[str] = []
+    router = AlertRouter(kafka_bootstrap, topic, [webhook(url)], dataclasses.replace(
+        FAST, group_id=group, bearer_token=token), letters(topic), say=lines.append)
+    try:
+        run_router(router, lambda: receiver.at("/hook"), seconds=30)
+    finally:
+        receiver.stop()
+    assert (len(receiver.at("/hook")), lines) == (1, [])
+
+
+def test_a_password_in_an_address_the_router_refuses_is_not_shown(capsys):
+    for address, said in [("http://alice:s3cret@host:99999", "--webhook http://alice:***@host:99999: Port out of"
+                                                              " range 0-65535"),
+                          ("http://alice:s3/cret@host", "--webhook: an address with an '@' after its host")]:
+        assert main(["alerts", "route", "--webhook", address]) == 2
+        assert capsys.readouterr().err.startswith(f"shadowtwin alerts: {said}")
 
 
 def dead_letters(bootstrap: str, topic: str) -> list:
