@@ -457,7 +457,7 @@ def _expected(hint: object) -> str:
 
 def _refuse(context: Context, path: str, value: object, allowed_text: str, detail: str = "") -> ConfigError:
     shown = value if not isinstance(value, Mapping) else "a table"
-    if any(word in path.lower() for word in ("password", "secret")):
+    if any(word in path.lower() for word in ("password", "secret", "token")):
         shown, detail = Secret(str(shown)), ""
     extra = f" ({detail})" if detail and not detail.startswith("expected") and allowed_text not in detail else ""
     return ConfigError(f"{context.where}: {path or 'the file'} = {shown!r}: expected {allowed_text}{extra}")

@@ -3,6 +3,8 @@
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from infra.config import Secret
 from infra.kafka import client_config, spark_options
 from infra.settings import KafkaSecuritySettings, KafkaSettings, load_settings
@@ -61,13 +63,13 @@ def test_the_password_is_never_shown_but_reaches_the_client():
     assert client_config(settings.kafka)["sasl.password"] == "hunter2"
 
 
-def test_a_refused_password_value_is_not_repeated(tmp_path):
-    import pytest
-
+@pytest.mark.parametrize("table, key", [("kafka.security", "sasl_password"), ("alert_routing", "bearer_token")])
+def test_a_refused_password_value_is_not_repeated(tmp_path, table, key):
+    """A token is a password too: before, `bearer_token = 12345678` (unquoted) was refused showing it."""
     from infra.config import ConfigError
 
     path = tmp_path / "c.toml"
-    path.write_text('[kafka.security]\nsasl_password = 12345678\n')
+    path.write_text(f'[{table}]\n{key} = 12345678\n')
     with pytest.raises(ConfigError) as refused:
         load_settings(path, env={})
-    assert "12345678" not in str(refused.value) and "sasl_password" in str(refused.value)
+    assert "12345678" not in str(refused.value) and key in str(refused.value)
