@@ -80,8 +80,8 @@ def _url(text: str, option: str) -> str:
     """`text`, an http:// or https:// address; refused in one line that shows no password of it."""
     try:
         parts = urllib.parse.urlsplit(text)
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
+    except ValueError as exc:  # named unless it may hold a password, which cannot be told apart here
+        raise UsageError(f"{option}{'' if '@' in text else ' ' + text}: {exc}") from None
     if "@" in text.replace(parts.netloc, "", 1):  # a password cut at its '/', '?' or '#', or no '//' before it
         raise UsageError(f"{option}: an address with an '@' after its host: a password's '/', '?' and '#' are"
                          " written %2F, %3F and %23 (as curl takes them), and a path's '@' %40")
